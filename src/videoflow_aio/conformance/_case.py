@@ -1,0 +1,76 @@
+"""Conformance cases: an ID, a title, what it needs, and an async function of a Harness."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ._harness import Harness
+
+CONTRACTS = ("runtime_store", "messaging", "payload", "allocation")
+_ID = re.compile(r"^(RTS|MSG|PAY|ALC|MIG)-\d{3}$")
+
+CaseFunc = Callable[["Harness"], Awaitable[None]]
+
+
+@dataclass(frozen=True)
+class Case:
+    """One conformance case. ``needs`` are provider capabilities (profiles) it requires;
+    ``controls`` the model controls it uses — a provider lacking either skips it with that reason.
+    """
+
+    id: str
+    title: str
+    contract: str
+    func: CaseFunc = field(repr=False, compare=False)
+    needs: frozenset[str] = frozenset()
+    controls: frozenset[str] = frozenset()
+
+
+REGISTRY: dict[str, Case] = {}
+
+
+def case(
+    id: str,
+    title: str,
+    *,
+    contract: str,
+    needs: Iterable[str] = (),
+    controls: Iterable[str] = (),
+) -> Callable[[CaseFunc], CaseFunc]:
+    """Register ``func`` as conformance case ``id``. IDs are stable once published."""
+    if not _ID.match(id):
+        raise ValueError(f"case id {id!r} must look like MSG-001")
+    if contract not in CONTRACTS:
+        raise ValueError(f"unknown contract {contract!r}")
+
+    def register(func: CaseFunc) -> CaseFunc:
+        if id in REGISTRY and REGISTRY[id].func.__qualname__ != func.__qualname__:
+            raise ValueError(f"duplicate case id {id}")
+        REGISTRY[id] = Case(id, title, contract, func, frozenset(needs), frozenset(controls))
+        return func
+
+    return register
+
+
+def load_all() -> None:
+    """Import every case module so the registry is complete."""
+    from . import cases  # noqa: F401
+
+
+def cases(contract: str | None = None, select: str | None = None) -> list[Case]:
+    """Registered cases in ID order, filtered by contract and by a glob-like ``select``
+    (comma-separated patterns; ``*`` matches anything, e.g. ``MSG-0*,RTS-001``)."""
+    load_all()
+    chosen = [c for c in REGISTRY.values() if contract is None or c.contract == contract]
+    if select:
+        pats = [
+            re.compile("^" + re.escape(p.strip()).replace(r"\*", ".*") + "$", re.IGNORECASE)
+            for p in select.split(",")
+            if p.strip()
+        ]
+        chosen = [c for c in chosen if any(p.match(c.id) or p.search(c.title) for p in pats)]
+    return sorted(chosen, key=lambda c: c.id)

@@ -1,0 +1,10 @@
+"""Built-in providers (each module registers itself)."""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+
+for _info in pkgutil.iter_modules(__path__):
+    if not _info.name.startswith("_"):
+        importlib.import_module(f"{__name__}.{_info.name}")

@@ -1,0 +1,75 @@
+"""One error hierarchy for every contract. Errors carry fields, not only text.
+
+Adapters map third-party exceptions onto these (with the cause chained); no foreign
+exception type escapes a contract method.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class VideoflowError(Exception):
+    """Base of every error raised through a contract."""
+
+    def __init__(self, message: str, **fields: Any) -> None:
+        super().__init__(message)
+        self.message = message
+        self.fields: dict[str, Any] = fields
+        for name, value in fields.items():
+            setattr(self, name, value)
+
+
+class ValidationError(VideoflowError, ValueError):
+    """Bad input: the call was refused before touching any state."""
+
+    def __init__(self, message: str, *, field: str, value: Any = None, **fields: Any) -> None:
+        super().__init__(message, field=field, value=value, **fields)
+
+
+class NotFound(VideoflowError, LookupError):
+    """The named resource (channel, subscription, claim, key, …) does not exist."""
+
+    def __init__(self, message: str, *, kind: str, name: str, **fields: Any) -> None:
+        super().__init__(message, kind=kind, name=name, **fields)
+
+
+class ConflictError(VideoflowError):
+    """A compare-and-swap lost: the resource moved on from the version the caller named."""
+
+    def __init__(
+        self, message: str, *, resource: str, expected: Any = None, actual: Any = None, **fields: Any
+    ) -> None:
+        super().__init__(message, resource=resource, expected=expected, actual=actual, **fields)
+
+
+class IncompatibleProfile(VideoflowError):
+    """An existing resource's immutable configuration differs from the one asked for."""
+
+    def __init__(
+        self, message: str, *, resource: str, field: str, expected: Any, actual: Any, **fields: Any
+    ) -> None:
+        super().__init__(
+            message, resource=resource, field=field, expected=expected, actual=actual, **fields
+        )
+
+
+class Unsupported(VideoflowError):
+    """The backend does not offer this capability or profile."""
+
+    def __init__(self, message: str, *, capability: str, **fields: Any) -> None:
+        super().__init__(message, capability=capability, **fields)
+
+
+class OutcomeUnknown(VideoflowError):
+    """The request may or may not have taken effect (reply lost, deadline passed, cancelled)."""
+
+    def __init__(self, message: str, *, operation: str, **fields: Any) -> None:
+        super().__init__(message, operation=operation, **fields)
+
+
+class BackendUnavailable(VideoflowError):
+    """The backend could not be reached or answered with a failure; nothing is known."""
+
+    def __init__(self, message: str, *, backend: str, **fields: Any) -> None:
+        super().__init__(message, backend=backend, **fields)

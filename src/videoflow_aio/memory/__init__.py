@@ -1,0 +1,1 @@
+"""Reference in-memory models: the executable specification of each contract."""

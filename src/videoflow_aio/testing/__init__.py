@@ -1,0 +1,1 @@
+"""Test helpers: the pytest plugin that puts anyio tests on virtual time."""
