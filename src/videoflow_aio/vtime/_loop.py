@@ -10,6 +10,15 @@ from typing import Any
 from ._clock import VirtualClock, VirtualTimeDeadlock
 
 
+def _anyio_threads_busy() -> bool:
+    try:
+        import anyio.to_thread
+
+        return anyio.to_thread.current_default_thread_limiter().borrowed_tokens > 0
+    except Exception:
+        return False
+
+
 class _VirtualSelector(selectors.DefaultSelector):
     def __init__(self) -> None:
         super().__init__()
@@ -22,7 +31,7 @@ class _VirtualSelector(selectors.DefaultSelector):
         loop = self.loop
         clock = loop.virtual_clock
         scheduled = loop._scheduled  # type: ignore[attr-defined]
-        busy_threads = loop._vt_threads > 0
+        busy_threads = loop._vt_threads > 0 or _anyio_threads_busy()
         if busy_threads:
             return super().select(timeout if timeout is None else min(timeout, 0.01))
         if scheduled and clock.autojump:
