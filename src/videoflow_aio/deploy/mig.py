@@ -1,0 +1,355 @@
+"""The MIG layout planner: requests (profile names) -> per-card layouts on one node.
+
+A deliberately simple card model, audited by the independent oracle
+``videoflow_aio.memory.mig_geometry`` (which this module does not import): per card it counts
+compute slices, memory slices and per-profile instance caps, and places instances greedily —
+largest memory size first (fewer legal starts first on ties), each at the highest free legal
+start — instead of searching. Across the cards of a node it packs first-fit decreasing.
+
+Every layout it returns passes ``check_layout``. Refusals say why, truthfully:
+
+* exact — the oracle rejects every layout or assignment containing the request:
+  ``no family for product``, ``unknown profile``, ``negative count``, ``instance cap``,
+  ``compute slices exhausted``, ``memory slices exhausted``, ``no card can host`` (every card
+  refused with an exact reason), and input errors (``gpu_count``, ``existing``);
+* conservative — the heuristic gave up, a search might succeed; the reason then contains
+  :data:`CONSERVATIVE` (``may be conservative``): greedy placement on one card, and
+  first-fit-decreasing packing across cards. (On the shipped tables the greedy placement is
+  exact — checked by exhaustive enumeration in ``tests/test_mig_planner.py`` — but the code
+  does not rely on that.)
+
+Layouts are counts only (mig-parted ``mig-devices``); placements are not part of a layout, and
+``existing`` instances are re-placed together with the new ones, as mig-parted does when it
+applies a whole config.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+from importlib import resources
+
+import msgspec
+
+__all__ = [
+    "CONSERVATIVE",
+    "MigRefusal",
+    "NodeMigPlan",
+    "plan_card",
+    "plan_node",
+    "profile_for_memory",
+]
+
+CONSERVATIVE = "may be conservative"
+"""Marker in a refusal reason that the planner's heuristic gave up (a search might succeed)."""
+
+
+class MigRefusal(msgspec.Struct, frozen=True):
+    """The planner cannot serve the request; ``reason`` says why (see the module docstring)."""
+
+    reason: str
+
+
+class NodeMigPlan(msgspec.Struct, frozen=True):
+    """Per-card layouts of a node (existing instances included) and, per request in request
+    order, the index of the card it was assigned to."""
+
+    layouts: tuple[dict[str, int], ...]
+    assignment: tuple[int, ...]
+
+
+# --------------------------------------------------------------------------------------------
+# the planner's own view of the tables (read from the same shipped data file)
+
+
+class _RawProfile(msgspec.Struct):
+    compute_slices: int
+    memory_slices: int
+    memory_gib: float | None
+    max_instances: int
+    starts: list[int]
+
+
+class _RawFamily(msgspec.Struct):
+    key: str
+    compute_slices: int
+    memory_slices: int
+    profiles: dict[str, _RawProfile]
+
+
+class _RawTable(msgspec.Struct):
+    families: list[_RawFamily]
+
+
+@dataclass(frozen=True, slots=True)
+class _Shape:
+    name: str
+    compute: int
+    memory: int
+    cap: int
+    gib: float | None
+    masks: tuple[int, ...]  # highest start first: the greedy rule's preference order
+
+
+@dataclass(frozen=True, slots=True, eq=False)  # identity hash: a cache key
+class _Card:
+    key: str
+    compute: int
+    memory: int
+    shapes: Mapping[str, _Shape]
+
+
+_PLAIN = re.compile(r"^\d+g\.\d+gb$")
+
+
+@lru_cache(maxsize=1)
+def _cards() -> tuple[_Card, ...]:
+    raw = resources.files("videoflow_aio.memory").joinpath("mig_profiles.json").read_bytes()
+    table = msgspec.json.decode(raw, type=_RawTable)
+    cards = []
+    for f in table.families:
+        shapes = {
+            name: _Shape(
+                name,
+                p.compute_slices,
+                p.memory_slices,
+                p.max_instances,
+                p.memory_gib,
+                tuple(((1 << p.memory_slices) - 1) << s for s in sorted(p.starts, reverse=True)),
+            )
+            for name, p in f.profiles.items()
+        }
+        cards.append(_Card(f.key, f.compute_slices, f.memory_slices, shapes))
+    # longest key first: the first substring hit is the longest (GB200 before B200, ...)
+    return tuple(sorted(cards, key=lambda c: -len(c.key)))
+
+
+@lru_cache(maxsize=1024)
+def _card_for(product: str) -> _Card | None:
+    text = re.sub(r"-mig-.*$", "", product.replace(" ", "-").lower())
+    for card in _cards():
+        if card.key.lower() in text:
+            return card
+    return None
+
+
+# --------------------------------------------------------------------------------------------
+# one card
+
+
+def _greedy_place(card: _Card, layout: Mapping[str, int]) -> bool:
+    order = sorted(
+        (card.shapes[n] for n, c in layout.items() for _ in range(c)),
+        key=lambda s: (-s.memory, len(s.masks)),
+    )
+    used = 0
+    for shape in order:
+        for m in shape.masks:
+            if not used & m:
+                used |= m
+                break
+        else:
+            return False
+    return True
+
+
+@lru_cache(maxsize=65536)
+def _verdict_cached(card: _Card, items: tuple[tuple[str, int], ...]) -> str | None:
+    compute = memory = 0
+    for name, count in items:
+        s = card.shapes[name]
+        if count > s.cap:
+            return f"instance cap: {count} x {name} on one card, {card.key} allows {s.cap}"
+        compute += count * s.compute
+        memory += count * s.memory
+    if compute > card.compute:
+        return f"compute slices exhausted: {compute} needed, {card.key} has {card.compute}"
+    if memory > card.memory:
+        return f"memory slices exhausted: {memory} needed, {card.key} has {card.memory}"
+    if not _greedy_place(card, dict(items)):
+        return (
+            f"cannot place at legal start positions (greedy placement, {CONSERVATIVE}): "
+            + ", ".join(f"{c} x {n}" for n, c in items)
+        )
+    return None
+
+
+def _verdict(card: _Card, layout: Mapping[str, int]) -> str | None:
+    """None if ``layout`` (known profiles, counts >= 0) fits one card, else the reason."""
+    return _verdict_cached(card, tuple(sorted((n, c) for n, c in layout.items() if c)))
+
+
+def _clean_existing(card: _Card, existing: Mapping[str, int], where: str) -> dict[str, int] | str:
+    out: dict[str, int] = {}
+    for name, count in existing.items():
+        if not isinstance(count, int) or isinstance(count, bool):
+            return f"{where}: count for profile {name!r} is not an integer: {count!r}"
+        if count < 0:
+            return f"{where}: negative count {count} for profile {name!r}"
+        if name not in card.shapes:
+            return f"{where}: unknown profile {name!r} for {card.key}"
+        if count:
+            out[name] = count
+    return out
+
+
+def plan_card(
+    product: str, profiles: Sequence[str], existing: Mapping[str, int] | None = None
+) -> dict[str, int] | MigRefusal:
+    """The layout of one card holding ``existing`` plus one instance per name in ``profiles``.
+
+    Returns the combined layout (profile -> count, zero counts dropped) or a refusal.
+    """
+    card = _card_for(product)
+    if card is None:
+        return MigRefusal(f"no family for product {product!r}")
+    layout = _clean_existing(card, existing or {}, "existing")
+    if isinstance(layout, str):
+        return MigRefusal(layout)
+    for name in profiles:
+        if name not in card.shapes:
+            return MigRefusal(f"unknown profile {name!r} for {card.key}")
+        layout[name] = layout.get(name, 0) + 1
+    why = _verdict(card, layout)
+    return layout if why is None else MigRefusal(why)
+
+
+# --------------------------------------------------------------------------------------------
+# a node
+
+
+def plan_node(
+    product: str,
+    gpu_count: int,
+    requests: Sequence[str],
+    existing: Sequence[Mapping[str, int]] = (),
+) -> NodeMigPlan | MigRefusal:
+    """Assign each requested MIG profile to one of the node's ``gpu_count`` cards.
+
+    ``existing`` gives the current layout per card (instances that must stay; missing trailing
+    cards are empty). Returns every card's resulting layout and, per request in order, its card
+    index — or a refusal whose reason is true (exact, or marked :data:`CONSERVATIVE`).
+    """
+    card = _card_for(product)
+    if card is None:
+        return MigRefusal(f"no family for product {product!r}")
+    if not isinstance(gpu_count, int) or isinstance(gpu_count, bool) or gpu_count < 0:
+        return MigRefusal(f"gpu_count must be a non-negative integer, got {gpu_count!r}")
+    if len(existing) > gpu_count:
+        return MigRefusal(f"existing describes {len(existing)} cards, the node has {gpu_count}")
+    layouts: list[dict[str, int]] = []
+    for i in range(gpu_count):
+        if i < len(existing):
+            cleaned = _clean_existing(card, existing[i], f"existing card {i}")
+            if isinstance(cleaned, str):
+                return MigRefusal(cleaned)
+            why = _verdict(card, cleaned)
+            if why is not None:
+                return MigRefusal(f"existing card {i} is not a valid layout: {why}")
+            layouts.append(cleaned)
+        else:
+            layouts.append({})
+    for name in requests:
+        if name not in card.shapes:
+            return MigRefusal(f"unknown profile {name!r} for {card.key}")
+    if not requests:
+        return NodeMigPlan(tuple(layouts), ())
+
+    # exact node-wide bounds: per-profile caps, compute and memory summed over all cards
+    totals: dict[str, int] = {}
+    for layout in layouts:
+        for name, count in layout.items():
+            totals[name] = totals.get(name, 0) + count
+    for name in requests:
+        totals[name] = totals.get(name, 0) + 1
+    compute = memory = 0
+    for name, count in totals.items():
+        s = card.shapes[name]
+        if count > s.cap * gpu_count:
+            return MigRefusal(
+                f"instance cap: {count} x {name} on {gpu_count} cards, "
+                f"{card.key} allows {s.cap} per card"
+            )
+        compute += count * s.compute
+        memory += count * s.memory
+    if compute > card.compute * gpu_count:
+        return MigRefusal(
+            f"compute slices exhausted: {compute} needed, {gpu_count} x {card.key} "
+            f"have {card.compute * gpu_count}"
+        )
+    if memory > card.memory * gpu_count:
+        return MigRefusal(
+            f"memory slices exhausted: {memory} needed, {gpu_count} x {card.key} "
+            f"have {card.memory * gpu_count}"
+        )
+
+    # a request no card can take even alone (exact when every card's reason is exact)
+    for name in dict.fromkeys(requests):
+        reasons = [_verdict(card, _plus(layout, name)) for layout in layouts]
+        if all(r is not None for r in reasons):
+            why = "; ".join(f"card {i}: {r}" for i, r in enumerate(reasons))
+            return MigRefusal(f"no card can host {name}: {why}")
+
+    # first-fit decreasing, best fit: the fullest card (by memory slices) that still fits
+    order = sorted(
+        range(len(requests)),
+        key=lambda i: (-card.shapes[requests[i]].memory, -card.shapes[requests[i]].compute, i),
+    )
+    used = [sum(card.shapes[n].memory * c for n, c in layout.items()) for layout in layouts]
+    assignment = [0] * len(requests)
+    for i in order:
+        name = requests[i]
+        best = -1
+        for c, layout in enumerate(layouts):
+            if (best < 0 or used[c] > used[best]) and _verdict(card, _plus(layout, name)) is None:
+                best = c
+        if best < 0:
+            return MigRefusal(
+                f"cannot pack {len(requests)} requests onto {gpu_count} x {card.key} "
+                f"(first-fit decreasing, {CONSERVATIVE}): {name} fits on no card after "
+                "the larger requests"
+            )
+        layouts[best][name] = layouts[best].get(name, 0) + 1
+        used[best] += card.shapes[name].memory
+        assignment[i] = best
+    return NodeMigPlan(tuple(layouts), tuple(assignment))
+
+
+def _plus(layout: Mapping[str, int], name: str) -> dict[str, int]:
+    out = dict(layout)
+    out[name] = out.get(name, 0) + 1
+    return out
+
+
+# --------------------------------------------------------------------------------------------
+# memory -> profile
+
+
+def profile_for_memory(product: str, memory_gib: float) -> str | MigRefusal:
+    """The name of the smallest profile with at least ``memory_gib`` GiB of known memory.
+
+    Same rule as the oracle's ``smallest_profile``: compared with the ``-lgip`` memory, unknown
+    memory never qualifies; ties go to fewer memory slices, fewer compute slices, a plain
+    profile before a variant, then the name.
+    """
+    card = _card_for(product)
+    if card is None:
+        return MigRefusal(f"no family for product {product!r}")
+    if isinstance(memory_gib, bool) or not math.isfinite(memory_gib) or memory_gib < 0:
+        return MigRefusal(f"memory_gib must be a finite, non-negative number, got {memory_gib!r}")
+    best: _Shape | None = None
+    best_rank: tuple[float, int, int, bool, str] | None = None
+    for s in card.shapes.values():
+        if s.gib is None or s.gib < memory_gib:
+            continue
+        rank = (s.gib, s.memory, s.compute, not _PLAIN.match(s.name), s.name)
+        if best_rank is None or rank < best_rank:
+            best, best_rank = s, rank
+    if best is not None:
+        return best.name
+    unknown = sorted(s.name for s in card.shapes.values() if s.gib is None)
+    tail = f" (memory unknown for {', '.join(unknown)})" if unknown else ""
+    return MigRefusal(f"no profile of {card.key} has at least {memory_gib} GiB known memory{tail}")
