@@ -1,16 +1,33 @@
-"""Conformance: cases with stable IDs, run unchanged on every provider and async backend."""
+"""Conformance: cases with stable IDs, run unchanged on every provider and async backend.
+
+Write a case with :func:`case`; run cases with :func:`run` / :func:`run_case`, from the CLI
+(``videoflow-aio conformance``) or from pytest (:class:`ConformanceSuite`); plug in a backend
+with a :class:`Provider` and :func:`register_provider`. See ``docs/conformance.md``.
+"""
 
 from __future__ import annotations
 
 from ._case import CONTRACTS, REGISTRY, Case, case, cases
 from ._harness import CaseFailure, Harness, Skip
 from ._provider import Provider, get_provider, provider_names, register_provider
-from ._runner import BACKENDS, CaseResult, Report, run, run_case, summarize
+from ._runner import (
+    BACKENDS,
+    REQUIRE_SERVERS_ENV,
+    CaseResult,
+    Report,
+    Summary,
+    plan,
+    run,
+    run_case,
+    servers_required,
+    summarize,
+)
 
 __all__ = [
     "BACKENDS",
     "CONTRACTS",
     "REGISTRY",
+    "REQUIRE_SERVERS_ENV",
     "Case",
     "CaseFailure",
     "CaseResult",
@@ -18,12 +35,15 @@ __all__ = [
     "Provider",
     "Report",
     "Skip",
+    "Summary",
     "case",
     "cases",
     "get_provider",
+    "plan",
     "provider_names",
     "register_provider",
     "run",
     "run_case",
+    "servers_required",
     "summarize",
 ]

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import inspect
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Iterator
+from contextlib import AbstractContextManager, contextmanager
 from typing import Any
 
 import anyio
@@ -26,19 +27,21 @@ class CaseFailure(AssertionError):
 class _Controls:
     """Async view of a provider's controls for one backend; only declared controls are reachable."""
 
-    def __init__(self, target: Any, allowed: frozenset[str], provider: str) -> None:
+    def __init__(self, harness: Harness, target: Any) -> None:
+        self._harness = harness
         self._target = target
-        self._allowed = allowed
-        self._provider = provider
 
     def __getattr__(self, name: str) -> Callable[..., Awaitable[Any]]:
         if name.startswith("_"):
             raise AttributeError(name)
-        if name not in self._allowed:
-            raise CaseFailure(f"case uses control {name!r} without declaring it in controls=")
+        h = self._harness
+        if name not in h.allowed_controls:
+            h._fail(f"case uses control {name!r} without declaring it in controls=")
         method = getattr(self._target, name, None)
-        if method is None:
-            raise Skip(f"provider {self._provider} cannot perform control {name!r}")
+        if method is None or not callable(method):
+            if h.strict_controls:
+                h._fail(f"provider {h.provider} has no model control {name!r}")
+            raise Skip(f"provider {h.provider} cannot perform control {name!r}")
 
         async def call(*args: Any, **kwargs: Any) -> Any:
             result = method(*args, **kwargs)
@@ -46,6 +49,7 @@ class _Controls:
                 result = await result
             return result
 
+        call.__name__ = name
         return call
 
 
@@ -58,8 +62,12 @@ class Harness:
 
     ``open(**options)`` returns a new backend configured with ``options`` (seed constructor
     arguments such as ``core_only=True`` or ``tier='evictable'``); a provider that cannot honour
-    an option raises :class:`Skip`. Durations a case uses go through :meth:`seconds`, so a
+    an option raises :class:`Skip`. Durations a case uses go through :meth:`seconds`,
+    :meth:`deadline`, :meth:`sleep`, :meth:`fail_after` or :meth:`move_on_after`, so a
     real-time provider can scale them down (``scale`` < 1) to what its engine can honour.
+
+    Every failed check is recorded as well as raised, so a case that catches the
+    :class:`CaseFailure` (``except Exception``) still fails.
     """
 
     def __init__(
@@ -72,15 +80,20 @@ class Harness:
         clock: VirtualClock | None = None,
         scale: float = 1.0,
         allowed_controls: Iterable[str] = (),
+        strict_controls: bool = False,
     ) -> None:
+        if scale <= 0:
+            raise ValueError("scale must be positive")
         self.provider = provider
         self.contract = contract
         self.clock = clock
         self.scale = scale
+        self.strict_controls = strict_controls
+        self.allowed_controls = frozenset(allowed_controls)
         self._factory = factory
         self._controls_for = controls_for
-        self._allowed = frozenset(allowed_controls)
         self.checks = 0
+        self.failures: list[str] = []
         self.opened: list[Any] = []
 
     @property
@@ -95,9 +108,13 @@ class Harness:
         return backend
 
     def controls(self, backend: Any) -> Any:
-        """The model controls for ``backend`` (awaitable methods); Skip if the provider has none."""
+        """The model controls for ``backend``: each attribute is an awaitable method.
+
+        Using a control the case did not declare in ``controls=`` fails the case; a control the
+        provider cannot perform skips it (on the reference models it fails).
+        """
         target = backend if self._controls_for is None else self._controls_for(backend)
-        return _Controls(target, self._allowed, self.provider)
+        return _Controls(self, target)
 
     # -- time ------------------------------------------------------------------------------
     def seconds(self, s: float) -> float:
@@ -105,25 +122,57 @@ class Harness:
         return s * self.scale
 
     def now(self) -> float:
+        """The running loop's clock (virtual on models)."""
         return anyio.current_time()
 
     def deadline(self, s: float) -> float:
-        """An absolute monotonic deadline ``s`` (scaled) seconds from now."""
+        """An absolute loop-clock deadline ``s`` (scaled) seconds from now."""
         return anyio.current_time() + s * self.scale
 
     async def sleep(self, s: float) -> None:
+        """Sleep ``s`` (scaled) seconds."""
         await anyio.sleep(s * self.scale)
 
+    def fail_after(self, s: float) -> AbstractContextManager[anyio.CancelScope]:
+        """``anyio.fail_after`` with a scaled duration (raises TimeoutError on expiry)."""
+        return anyio.fail_after(s * self.scale)
+
+    def move_on_after(self, s: float) -> anyio.CancelScope:
+        """``anyio.move_on_after`` with a scaled duration."""
+        return anyio.move_on_after(s * self.scale)
+
     # -- checks ----------------------------------------------------------------------------
+    def _fail(self, message: str) -> None:
+        self.failures.append(message)
+        raise CaseFailure(message)
+
     def check(self, condition: object, message: str = "check failed") -> None:
-        """Assert ``condition``. A case that makes no check fails: nothing passes by doing nothing."""
+        """Assert ``condition``; a case that makes no check fails."""
         self.checks += 1
         if not condition:
-            raise CaseFailure(message)
+            self._fail(message)
 
     def equal(self, actual: object, expected: object, what: str = "value") -> None:
         """Check ``actual == expected`` with a readable message."""
         self.check(actual == expected, f"{what}: expected {expected!r}, got {actual!r}")
+
+    @contextmanager
+    def raises(
+        self, exc_type: type[BaseException] | tuple[type[BaseException], ...], what: str = ""
+    ) -> Iterator[None]:
+        """Check that the block raises ``exc_type`` (counts as one check)."""
+        names = (
+            exc_type.__name__
+            if isinstance(exc_type, type)
+            else " or ".join(t.__name__ for t in exc_type)
+        )
+        label = f"{what}: " if what else ""
+        try:
+            yield
+        except exc_type:
+            self.check(True)
+            return
+        self.check(False, f"{label}expected {names}, nothing was raised")
 
     def require(self, condition: object, capability: str) -> None:
         """Skip the case unless the opened backend offers ``capability``."""

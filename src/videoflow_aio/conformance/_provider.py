@@ -1,17 +1,40 @@
-"""Providers: who can open a harness for which contract, with which capabilities and controls."""
+"""Providers: who can open a harness for which contract, with which capabilities and controls.
+
+Life cycle of a provider (the runner and the pytest plugin drive it):
+
+1. ``get_provider(name, **options)`` builds it. Construction must be cheap and must not start
+   anything: the pytest plugin builds every provider while collecting tests.
+2. ``unavailable()`` says why it cannot run here (e.g. the server binary is missing), or None.
+3. ``setup()`` (sync, called once before its first case) starts what it shares across cases,
+   such as a server process on 127.0.0.1. Each case runs in a fresh event loop, so anything
+   shared across cases must outlive a loop: a subprocess, a temporary directory — not a client.
+4. ``harness(case)`` (an async context manager, once per case, inside that case's loop) opens a
+   fresh :class:`Harness`; clients and per-case state live and die here.
+5. ``close()`` (sync, called once at the end) releases what ``setup()`` started. A provider
+   that prefers ``async def aclose()`` may override that instead; ``close()`` runs it in a loop
+   of its own.
+"""
 
 from __future__ import annotations
 
 import abc
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
+from types import TracebackType
+from typing import Any
+
+import anyio
 
 from ._case import Case
 from ._harness import Harness
 
 
 class Provider(abc.ABC):
-    """A source of backends for one or more contracts (the memory models, a NATS server, …)."""
+    """A source of backends for one or more contracts (the memory models, a NATS server, …).
+
+    ``real_time`` providers run cases on the real clock of their engine, with durations scaled
+    by the harness (``Harness(scale=...)``); the runner caps each such case's wall time.
+    """
 
     name: str = ""
     real_time: bool = False
@@ -36,26 +59,68 @@ class Provider(abc.ABC):
     def harness(self, case: Case) -> AbstractAsyncContextManager[Harness]:
         """A fresh harness for one run of ``case``; closed (servers cleaned) when the case ends."""
 
+    def setup(self) -> None:  # noqa: B027 - optional hook
+        """Start what is shared across cases (sync; called once, before the first case)."""
+
+    def close(self) -> None:
+        """Release what :meth:`setup` started (sync; called once, after the last case)."""
+        if type(self).aclose is not Provider.aclose:
+            anyio.run(self.aclose)
+
     async def aclose(self) -> None:  # noqa: B027 - optional hook
-        """Release whatever the provider holds across cases (a server it started)."""
+        """Async alternative to :meth:`close`, run in a loop of its own."""
+
+    def __enter__(self) -> Provider:
+        self.setup()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
 
 
-PROVIDERS: dict[str, Callable[[], Provider]] = {}
+ProviderFactory = Callable[..., Provider]
+PROVIDERS: dict[str, ProviderFactory] = {}
 
 
-def register_provider(name: str, factory: Callable[[], Provider]) -> None:
+def register_provider(name: str, factory: ProviderFactory) -> None:
+    """Make ``get_provider(name, **options)`` call ``factory(**options)``.
+
+    The factory is usually the provider class; keyword options (e.g. ``url=``) are its
+    constructor arguments.
+    """
     PROVIDERS[name] = factory
 
 
-def get_provider(name: str) -> Provider:
+def get_provider(name: str, **options: Any) -> Provider:
+    """A new provider ``name`` built with ``options`` (``url=...`` for an existing server, …).
+
+    Raises ValueError for an unknown name or an option the provider does not take.
+    """
     _load_builtin()
     try:
-        return PROVIDERS[name]()
+        factory = PROVIDERS[name]
     except KeyError:
-        raise ValueError(f"unknown provider {name!r}; known: {', '.join(sorted(PROVIDERS))}") from None
+        known = ", ".join(sorted(PROVIDERS))
+        raise ValueError(f"unknown provider {name!r}; known: {known}") from None
+    try:
+        provider = factory(**options)
+    except TypeError as exc:
+        if not options:
+            raise
+        given = ", ".join(sorted(options))
+        raise ValueError(f"provider {name!r} does not take option(s) {given}: {exc}") from exc
+    if not provider.name:
+        provider.name = name
+    return provider
 
 
 def provider_names() -> list[str]:
+    """Names of every registered provider, sorted."""
     _load_builtin()
     return sorted(PROVIDERS)
 
@@ -64,6 +129,11 @@ def _load_builtin() -> None:
     from . import providers  # noqa: F401
 
 
-__all__ = ["PROVIDERS", "Provider", "get_provider", "provider_names", "register_provider"]
-
-_ = AsyncIterator  # re-exported type used by provider modules
+__all__ = [
+    "PROVIDERS",
+    "Provider",
+    "ProviderFactory",
+    "get_provider",
+    "provider_names",
+    "register_provider",
+]

@@ -1,24 +1,43 @@
-"""Run cases × providers × async backends, and report pass / fail / skip with reasons."""
+"""Run cases × providers × async backends, and report pass / fail / skip with reasons.
+
+Each run of a case gets a fresh event loop (virtual time for models, the real clock for
+real-time providers), a fresh fault registry and a fresh harness. A case passes only when it
+returned, made at least one check, and no check failed (even one it caught).
+"""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import os
+import threading
 import time
+import traceback
+import warnings
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Literal
 
 import anyio
+import anyio.from_thread
+import anyio.lowlevel
 import msgspec
+import trio
 
 from .. import faults
 from ..vtime import VirtualClock, VirtualTimeDeadlock
 from ..vtime import run as vrun
 from ._case import Case
-from ._harness import CaseFailure, Skip
+from ._harness import CaseFailure, Harness, Skip
 from ._provider import Provider
 
 Outcome = Literal["pass", "fail", "skip"]
 BACKENDS = ("asyncio", "trio")
-REAL_TIME_LIMIT = 120.0  # wall seconds a real-engine case may take
+REAL_TIME_LIMIT = 120.0  # seconds a case may run on a real-time provider's clock
+VIRTUAL_LIMIT = 7 * 24 * 3600.0  # virtual seconds a case may run on a model (catches deadlocks)
+WALL_LIMIT = 300.0  # wall seconds any one case may take, harness included
+REQUIRE_SERVERS_ENV = "VIDEOFLOW_REQUIRE_SERVERS"
 
 
 class CaseResult(msgspec.Struct, frozen=True):
@@ -35,13 +54,15 @@ class CaseResult(msgspec.Struct, frozen=True):
 
 
 class Summary(msgspec.Struct, frozen=True):
-    # "pass" is a keyword; msgspec renames the field in JSON
+    # "pass" is a keyword; msgspec renames the fields in JSON
     passed: int = msgspec.field(name="pass")
     failed: int = msgspec.field(name="fail")
     skipped: int = msgspec.field(name="skip")
 
 
 class Report(msgspec.Struct, frozen=True):
+    """The JSON report: ``{"cases": [...], "summary": {"pass", "fail", "skip"}}``."""
+
     cases: list[CaseResult]
     summary: Summary
 
@@ -53,23 +74,77 @@ def summarize(results: Sequence[CaseResult]) -> Report:
     return Report(list(results), Summary(counts["pass"], counts["fail"], counts["skip"]))
 
 
-def _describe(exc: BaseException) -> str:
-    while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
-        exc = exc.exceptions[0]
-    if isinstance(exc, CaseFailure):
-        return str(exc)
-    return f"{type(exc).__name__}: {exc}"
+def servers_required() -> bool:
+    """True when ``VIDEOFLOW_REQUIRE_SERVERS`` is set (CI): an unavailable provider then fails."""
+    return os.environ.get(REQUIRE_SERVERS_ENV, "").strip().lower() not in ("", "0", "false", "no")
 
 
-def _find_skip(exc: BaseException) -> Skip | None:
-    if isinstance(exc, Skip):
-        return exc
+# -- describing what went wrong -------------------------------------------------------------
+_FRAMEWORK = (
+    str(Path(__file__).with_name("_harness.py")),
+    str(Path(__file__)),
+    str(Path(faults.__file__)),
+    str(Path(contextlib.__file__)),
+)
+_LIBRARIES = tuple(str(Path(str(m.__file__)).parent) + os.sep for m in (anyio, asyncio, trio))
+
+
+def _leaves(exc: BaseException) -> list[BaseException]:
     if isinstance(exc, BaseExceptionGroup):
-        for inner in exc.exceptions:
-            found = _find_skip(inner)
-            if found is not None:
-                return found
+        return [leaf for inner in exc.exceptions for leaf in _leaves(inner)]
+    return [exc]
+
+
+def _where(exc: BaseException) -> str:
+    """``file:line in func`` of the innermost frame outside the framework and event loops."""
+    tb = traceback.extract_tb(exc.__traceback__)
+    for frame in reversed(tb):
+        fname = frame.filename
+        if fname in _FRAMEWORK or fname.startswith(_LIBRARIES):
+            continue
+        parts = Path(fname).parts
+        short = "/".join(parts[-2:]) if len(parts) >= 2 else fname
+        return f"{short}:{frame.lineno} in {frame.name}"
+    return ""
+
+
+def _describe_one(exc: BaseException) -> str:
+    if isinstance(exc, CaseFailure):
+        text = str(exc) or "check failed"
+    else:
+        text = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+    where = _where(exc)
+    return f"{text} (at {where})" if where else text
+
+
+def describe(exc: BaseException) -> str:
+    """One readable line for a failure, with task-group wrappers removed."""
+    leaves = [e for e in _leaves(exc) if not isinstance(e, Skip)] or _leaves(exc)
+    if len(leaves) == 1:
+        return _describe_one(leaves[0])
+    return f"{len(leaves)} errors in a task group: " + "; ".join(_describe_one(e) for e in leaves)
+
+
+def _only_skips(exc: BaseException) -> Skip | None:
+    leaves = _leaves(exc)
+    if leaves and all(isinstance(e, Skip) for e in leaves):
+        first = leaves[0]
+        assert isinstance(first, Skip)
+        return first
     return None
+
+
+# -- what runs where ------------------------------------------------------------------------
+def plan(
+    cases: Iterable[Case], providers: Sequence[Provider], backends: Sequence[str] = BACKENDS
+) -> list[tuple[Case, Provider, str]]:
+    """Every (case, provider, backend) to run: a provider only runs its own contracts."""
+    for b in backends:
+        if b not in BACKENDS:
+            raise ValueError(f"unknown backend {b!r}; expected one of {', '.join(BACKENDS)}")
+    return [
+        (c, p, b) for c in cases for p in providers if c.contract in p.contracts() for b in backends
+    ]
 
 
 def static_skip(case: Case, provider: Provider) -> str | None:
@@ -87,51 +162,183 @@ def static_skip(case: Case, provider: Provider) -> str | None:
     return None
 
 
-def run_case(case: Case, provider: Provider, backend: str) -> CaseResult:
-    """Run one case in a fresh event loop (virtual time for models, real time for engines)."""
+_SETUP_ATTR = "_conformance_setup_error"
+
+
+def ensure_setup(provider: Provider) -> str | None:
+    """Call ``provider.setup()`` once; the error text if it failed (remembered), else None."""
+    if _SETUP_ATTR not in vars(provider):
+        try:
+            provider.setup()
+        except Exception as exc:
+            vars(provider)[_SETUP_ATTR] = f"provider {provider.name} setup failed: {describe(exc)}"
+        else:
+            vars(provider)[_SETUP_ATTR] = None
+    error: str | None = vars(provider)[_SETUP_ATTR]
+    return error
+
+
+def was_set_up(provider: Provider) -> bool:
+    return _SETUP_ATTR in vars(provider)
+
+
+def close_provider(provider: Provider) -> None:
+    """``provider.close()`` if it was set up; a failure to close becomes a warning."""
+    if vars(provider).pop(_SETUP_ATTR, "missing") == "missing":
+        return
+    try:
+        provider.close()
+    except Exception as exc:
+        warnings.warn(f"provider {provider.name} failed to close: {describe(exc)}", stacklevel=2)
+
+
+# -- running one case -----------------------------------------------------------------------
+@dataclass
+class Execution:
+    """A case result plus the traceback of what failed (empty when nothing did)."""
+
+    result: CaseResult
+    traceback: str = ""
+
+
+class _Watchdog:
+    """Cancels a scope from a thread once ``limit`` wall seconds have passed."""
+
+    def __init__(self, limit: float) -> None:
+        self.limit = limit
+        self.fired = False
+        self._timer: threading.Timer | None = None
+
+    def arm(self, scope: anyio.CancelScope) -> None:
+        token = anyio.lowlevel.current_token()
+
+        def fire() -> None:
+            self.fired = True
+            with contextlib.suppress(Exception):  # the loop may already be gone
+                anyio.from_thread.run_sync(scope.cancel, token=token)
+
+        self._timer = threading.Timer(self.limit, fire)
+        self._timer.daemon = True
+        self._timer.start()
+
+    def disarm(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+
+
+def execute(
+    case: Case,
+    provider: Provider,
+    backend: str,
+    *,
+    require_available: bool | None = None,
+    wall_limit: float = WALL_LIMIT,
+) -> Execution:
+    """Run one case in a fresh event loop and keep the traceback of a failure."""
+
+    def result(outcome: Outcome, why: str, virtual: float = 0.0, wall: float = 0.0) -> CaseResult:
+        c = case
+        return CaseResult(c.id, c.title, provider.name, backend, outcome, why, virtual, wall)
+
+    if backend not in BACKENDS:
+        raise ValueError(f"unknown backend {backend!r}; expected one of {', '.join(BACKENDS)}")
+    missing = provider.unavailable()
+    if missing:
+        if require_available if require_available is not None else servers_required():
+            why = f"provider required ({REQUIRE_SERVERS_ENV}=1) but unavailable: {missing}"
+            return Execution(result("fail", why))
+        return Execution(result("skip", missing))
     skip = static_skip(case, provider)
     if skip is not None:
-        return CaseResult(case.id, case.title, provider.name, backend, "skip", skip, 0.0, 0.0)
+        return Execution(result("skip", skip))
+    setup_error = ensure_setup(provider)
+    if setup_error is not None:
+        return Execution(result("fail", setup_error))
 
     span = [0.0, 0.0]
+    holder: list[Harness] = []
+    limit = REAL_TIME_LIMIT if provider.real_time else VIRTUAL_LIMIT
+    limit_hit = [False]
+    watchdog = _Watchdog(wall_limit)
 
     async def body() -> None:
-        with faults.isolated():
-            async with provider.harness(case) as harness:
-                span[0] = anyio.current_time()
-                try:
-                    if provider.real_time:
-                        with anyio.fail_after(REAL_TIME_LIMIT):
+        with faults.isolated(), anyio.CancelScope() as outer:
+            watchdog.arm(outer)
+            try:
+                async with provider.harness(case) as harness:
+                    harness.allowed_controls = case.controls
+                    holder.append(harness)
+                    span[0] = anyio.current_time()
+                    try:
+                        with anyio.CancelScope(deadline=span[0] + limit) as capped:
                             await case.func(harness)
-                    else:
-                        await case.func(harness)
-                finally:
-                    span[1] = anyio.current_time()
-                if harness.checks == 0:
-                    raise CaseFailure("the case made no check (a case never passes by doing nothing)")
+                        limit_hit[0] = capped.cancelled_caught
+                    finally:
+                        span[1] = anyio.current_time()
+            finally:
+                watchdog.disarm()
 
     wall0 = time.perf_counter()  # wall-clock: reports the wall time a case took
     outcome: Outcome = "pass"
     reason = ""
+    trace = ""
     try:
         if provider.real_time:
             anyio.run(body, backend=backend)
         else:
             vrun(body, backend=backend, clock=VirtualClock())
-    except VirtualTimeDeadlock as exc:
-        outcome, reason = "fail", f"deadlock: {exc}"
+    except KeyboardInterrupt:
+        raise
     except BaseException as exc:  # a case failure of any kind is a result, not a crash
-        if isinstance(exc, KeyboardInterrupt):
-            raise
-        found = _find_skip(exc)
-        if found is not None:
-            outcome, reason = "skip", found.reason
+        trace = "".join(traceback.format_exception(exc))
+        only_skip = _only_skips(exc)
+        if holder and holder[0].failures:
+            outcome, reason = "fail", holder[0].failures[0]
+        elif only_skip is not None:
+            outcome, reason = "skip", only_skip.reason
+        elif isinstance(exc, VirtualTimeDeadlock):
+            outcome, reason = "fail", f"deadlock: {exc}"
         else:
-            outcome, reason = "fail", _describe(exc)
+            outcome, reason = "fail", describe(exc)
     wall = time.perf_counter() - wall0  # wall-clock: as above
-    return CaseResult(
-        case.id, case.title, provider.name, backend, outcome, reason, span[1] - span[0], wall
-    )
+    if outcome == "pass":
+        if watchdog.fired:
+            outcome, reason = "fail", f"stopped after the wall-clock limit of {wall_limit:g} s"
+        elif limit_hit[0]:
+            clock = "real" if provider.real_time else "virtual"
+            outcome, reason = (
+                "fail",
+                f"still running after {limit:g} {clock} seconds (blocked forever? deadlock?)",
+            )
+        elif not holder:
+            outcome, reason = "fail", "the provider's harness never started the case"
+        elif holder[0].failures:
+            outcome, reason = "fail", holder[0].failures[0] + " (the case caught the failure)"
+        elif holder[0].checks == 0:
+            outcome, reason = "fail", "the case made no check (nothing passes by doing nothing)"
+    elif outcome == "fail" and watchdog.fired:
+        reason = f"stopped after the wall-clock limit of {wall_limit:g} s: {reason}"
+    virtual = round(span[1] - span[0], 9)
+    return Execution(result(outcome, reason, virtual, round(wall, 6)), trace)
+
+
+def run_case(
+    case: Case,
+    provider: Provider,
+    backend: str,
+    *,
+    require_available: bool | None = None,
+    wall_limit: float = WALL_LIMIT,
+) -> CaseResult:
+    """Run one case in a fresh event loop (virtual time for models, real time for engines).
+
+    Calls ``provider.setup()`` first if nothing has yet; closing the provider is the caller's
+    job (:func:`run` does it). An unavailable provider skips, or fails when
+    ``require_available`` (default: the ``VIDEOFLOW_REQUIRE_SERVERS`` environment variable).
+    """
+    return execute(
+        case, provider, backend, require_available=require_available, wall_limit=wall_limit
+    ).result
 
 
 def run(
@@ -139,16 +346,21 @@ def run(
     providers: Sequence[Provider],
     backends: Sequence[str] = BACKENDS,
     on_result: Callable[[CaseResult], None] | None = None,
+    *,
+    require_available: bool | None = None,
+    wall_limit: float = WALL_LIMIT,
+    close: bool = True,
 ) -> list[CaseResult]:
-    """Every applicable (case, provider, backend); a provider only runs its own contracts."""
+    """Every applicable (case, provider, backend), in case order; providers closed at the end."""
     results: list[CaseResult] = []
-    for c in cases:
-        for p in providers:
-            if c.contract not in p.contracts():
-                continue
-            for b in backends:
-                result = run_case(c, p, b)
-                results.append(result)
-                if on_result is not None:
-                    on_result(result)
+    try:
+        for c, p, b in plan(cases, providers, backends):
+            result = run_case(c, p, b, require_available=require_available, wall_limit=wall_limit)
+            results.append(result)
+            if on_result is not None:
+                on_result(result)
+    finally:
+        if close:
+            for p in providers:
+                close_provider(p)
     return results

@@ -1,6 +1,9 @@
 """The ``memory`` provider: the reference models on virtual time, every control available.
 
-Each contract's model module registers its factory in ``MEMORY_FACTORIES`` lazily here.
+``MEMORY_MODELS`` maps each contract to its model class, imported lazily per case. A model
+module that does not exist yet skips its cases with that reason; any other import error
+fails them (a broken reference model is never hidden). Controls are strict here: a case that
+declares a control the model lacks fails, since the reference model must offer every control.
 """
 
 from __future__ import annotations
@@ -10,10 +13,10 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
+from ...vtime import current_clock
 from .._case import Case
 from .._harness import Harness, Skip
 from .._provider import Provider, register_provider
-from ...vtime import current_clock
 
 # contract -> (module, class) of the reference model
 MEMORY_MODELS: dict[str, tuple[str, str]] = {
@@ -27,8 +30,14 @@ MEMORY_MODELS: dict[str, tuple[str, str]] = {
 def _model_class(contract: str) -> type[Any]:
     module, cls = MEMORY_MODELS[contract]
     try:
-        return getattr(importlib.import_module(module), cls)  # type: ignore[no-any-return]
-    except (ImportError, AttributeError) as exc:
+        mod = importlib.import_module(module)
+    except ModuleNotFoundError as exc:
+        if exc.name != module:
+            raise
+        raise Skip(f"model {module}.{cls} is not available: {exc}") from exc
+    try:
+        return getattr(mod, cls)  # type: ignore[no-any-return]
+    except AttributeError as exc:
         raise Skip(f"model {module}.{cls} is not available: {exc}") from exc
 
 
@@ -43,10 +52,8 @@ class MemoryProvider(Provider):
         cls = _model_class(case.contract)
 
         async def factory(**options: Any) -> Any:
-            try:
-                return cls(**options)
-            except TypeError as exc:
-                raise Skip(f"{cls.__name__} cannot be configured with {options}: {exc}") from exc
+            # the reference model takes every seed option: a TypeError here is a real failure
+            return cls(**options)
 
         yield Harness(
             provider=self.name,
@@ -54,6 +61,7 @@ class MemoryProvider(Provider):
             factory=factory,
             clock=current_clock(),
             allowed_controls=case.controls,
+            strict_controls=True,
         )
 
 
