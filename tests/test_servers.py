@@ -6,8 +6,8 @@ import os
 import socket
 
 import pytest
-from _servers_fixtures import need_binary
 
+from _servers_fixtures import need_binary
 from videoflow_aio.adapters import _servers
 from videoflow_aio.adapters._servers import (
     binary_unavailable,

@@ -1,0 +1,361 @@
+"""RuntimeStore on etcd v3 (aetcd's gRPC stubs; asyncio only).
+
+- version = the key's ``mod_revision`` (never reused; the per-key ``version`` resets after a
+  delete, so it is not used); CAS = one Txn comparing it (``create_revision == 0`` for "must
+  not exist").
+- ``append`` puts ``<ns>/log/<log>/<rid>``; its number is the Txn's revision: increasing,
+  not dense (``dense_log_numbers=False``). ``log_entries`` reads by ``create_revision``.
+- ``scan`` pages with ``limit`` at the revision of its first page (a consistent snapshot).
+- Every RPC carries an explicit deadline. A write whose reply is lost is resolved by a
+  request marker ``<ns>/op/<rid>`` (written in the same Txn, attached to a rotating lease):
+  present → applied; absent → the resolver writes ``f`` so the lost Txn can no longer apply.
+  If the resolution fails too, :class:`OutcomeUnknown`.
+- Values over etcd's request limit (``--max-request-bytes``, 1.5 MiB by default) are refused
+  with :class:`ValidationError` before sending.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import uuid
+from types import TracebackType
+from typing import Any
+
+import anyio
+import grpc  # type: ignore[import-untyped]
+from aetcd import Client, rpc
+
+from ...contracts.errors import BackendUnavailable, OutcomeUnknown, ValidationError
+from ...contracts.runtime_store import RuntimeCapabilities, RuntimeStore
+
+DEFAULT_MAX_REQUEST_BYTES = 1_572_864  # etcd --max-request-bytes default (1.5 MiB)
+_OVERHEAD = 1024  # txn framing, marker key, compare entries
+_PAGE = 500
+_AMBIGUOUS_CODES = (grpc.StatusCode.DEADLINE_EXCEEDED, grpc.StatusCode.UNAVAILABLE)
+
+
+def _prefix_end(prefix: bytes) -> bytes:
+    """The smallest key greater than every key starting with ``prefix`` (etcd range_end)."""
+    b = bytearray(prefix)
+    while b:
+        if b[-1] < 0xFF:
+            b[-1] += 1
+            return bytes(b)
+        b.pop()
+    return b"\0"
+
+
+def _compare(key: bytes, target: str, value: int) -> Any:
+    c = rpc.Compare(key=key, result=rpc.Compare.EQUAL)
+    if target == "mod":
+        c.target = rpc.Compare.MOD
+        c.mod_revision = value
+    else:
+        c.target = rpc.Compare.CREATE
+        c.create_revision = value
+    return c
+
+
+def _put(key: bytes, value: bytes, lease: int = 0) -> Any:
+    return rpc.RequestOp(request_put=rpc.PutRequest(key=key, value=value, lease=lease))
+
+
+def _range(key: bytes) -> Any:
+    return rpc.RequestOp(request_range=rpc.RangeRequest(key=key))
+
+
+class EtcdRuntimeStore(RuntimeStore):
+    """Versioned records in etcd; see the module docstring for the guarantees."""
+
+    def __init__(
+        self,
+        url: str = "http://127.0.0.1:2379",
+        *,
+        namespace: str = "vf",
+        timeout: float = 5.0,
+        max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES,
+        outcome_window_seconds: float = 60.0,
+    ) -> None:
+        hostport = url.split("//", 1)[-1].rstrip("/")
+        host, _, port = hostport.rpartition(":")
+        self.url = url
+        self._timeout = timeout
+        self._max_request = max_request_bytes
+        self._window = max(2, int(outcome_window_seconds))
+        self._client = Client(host or "127.0.0.1", int(port or 2379), timeout=timeout)
+        self._ns = namespace.encode()
+        self._k = self._ns + b"/k/"
+        self._log = self._ns + b"/log/"
+        self._op = self._ns + b"/op/"
+        self._lease = 0
+        self._lease_renew_at = 0.0
+        self._lease_lock = anyio.Lock()
+        self._connected = False
+
+    # -- plumbing ----------------------------------------------------------------------------
+    async def _stub(self) -> Any:
+        if not self._connected:
+            try:
+                with anyio.fail_after(self._timeout):
+                    await self._client.connect()
+            except Exception as exc:
+                raise BackendUnavailable(f"etcd connect failed: {exc}", backend="etcd") from exc
+            self._connected = True
+        return self._client.kvstub
+
+    async def aclose(self) -> None:
+        with contextlib.suppress(Exception):
+            await self._client.close()
+        self._connected = False
+
+    async def __aenter__(self) -> EtcdRuntimeStore:
+        await self._stub()
+        return self
+
+    async def __aexit__(
+        self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.aclose()
+
+    def _refuse_too_large(self, what: str, *sizes: int) -> None:
+        total = sum(sizes) + _OVERHEAD
+        if total > self._max_request:
+            raise ValidationError(
+                f"etcd {what}: {sum(sizes)} bytes exceed the request limit "
+                f"(--max-request-bytes={self._max_request}, minus {_OVERHEAD} for framing)",
+                field="value",
+                size=sum(sizes),
+                limit=self._max_request - _OVERHEAD,
+            )
+
+    def _map(self, exc: BaseException, what: str) -> Exception:
+        if isinstance(exc, grpc.aio.AioRpcError):
+            details = exc.details() or ""
+            if "request is too large" in details or "larger than max" in details:
+                return ValidationError(
+                    f"etcd {what}: {details}", field="value", limit=self._max_request
+                )
+            return BackendUnavailable(
+                f"etcd {what} failed: {exc.code().name}: {details}", backend="etcd"
+            )
+        return BackendUnavailable(
+            f"etcd {what} failed: {type(exc).__name__}: {exc}", backend="etcd"
+        )
+
+    async def _call(self, what: str, method: str, request: Any) -> Any:
+        """A read-only RPC (or a definite one) with the deadline; errors mapped."""
+        stub = await self._stub()
+        try:
+            return await getattr(stub, method)(
+                request, timeout=self._timeout, metadata=self._client.metadata
+            )
+        except grpc.aio.AioRpcError as exc:
+            raise self._map(exc, what) from exc
+
+    async def _marker_lease(self) -> int:
+        """A lease for request markers, rotated before it could expire under a resolution."""
+        now = anyio.current_time()
+        if self._lease and now < self._lease_renew_at:
+            return self._lease
+        async with self._lease_lock:
+            if self._lease and anyio.current_time() < self._lease_renew_at:
+                return self._lease
+            await self._stub()
+            try:
+                resp = await self._client.leasestub.LeaseGrant(
+                    rpc.LeaseGrantRequest(TTL=2 * self._window),
+                    timeout=self._timeout,
+                    metadata=self._client.metadata,
+                )
+            except grpc.aio.AioRpcError as exc:
+                raise self._map(exc, "lease grant") from exc
+            self._lease = int(resp.ID)
+            self._lease_renew_at = anyio.current_time() + self._window
+            return self._lease
+
+    async def _write(self, what: str, rid: bytes, compare: list[Any], ops: list[Any]) -> Any:
+        """Txn ``compare + [marker absent]`` → ``ops + [marker]``; resolve a lost reply.
+
+        Returns the TxnResponse, or the marker's create revision (int) when a lost reply was
+        resolved as applied.
+        """
+        stub = await self._stub()
+        marker = self._op + rid
+        lease = await self._marker_lease()
+        request = rpc.TxnRequest(
+            compare=[*compare, _compare(marker, "create", 0)],
+            success=[*ops, _put(marker, b"c", lease)],
+            failure=[],
+        )
+        try:
+            return await stub.Txn(request, timeout=self._timeout, metadata=self._client.metadata)
+        except grpc.aio.AioRpcError as exc:
+            if exc.code() not in _AMBIGUOUS_CODES:
+                raise self._map(exc, what) from exc
+            cause: BaseException = exc
+        except anyio.get_cancelled_exc_class():
+            with anyio.CancelScope(shield=True), contextlib.suppress(Exception):
+                await self._resolve(marker, lease)
+            raise
+        try:
+            applied = await self._resolve(marker, lease)
+        except Exception as exc:
+            raise OutcomeUnknown(
+                f"etcd {what}: reply lost ({cause}) and the read-back failed ({exc}); "
+                "it may or may not have applied",
+                operation=what,
+                request_id=rid.decode(),
+            ) from cause
+        if applied is None:
+            raise BackendUnavailable(
+                f"etcd {what}: reply lost ({type(cause).__name__}); resolved as not applied",
+                backend="etcd",
+                applied=False,
+            ) from cause
+        return applied
+
+    async def _resolve(self, marker: bytes, lease: int) -> int | None:
+        """Fence ``marker`` if absent (→ None) or return the revision that applied it."""
+        stub = await self._stub()
+        resp = await stub.Txn(
+            rpc.TxnRequest(
+                compare=[_compare(marker, "create", 0)],
+                success=[_put(marker, b"f", lease)],
+                failure=[_range(marker)],
+            ),
+            timeout=self._timeout,
+            metadata=self._client.metadata,
+        )
+        if resp.succeeded:
+            return None
+        kvs = resp.responses[0].response_range.kvs
+        if kvs and kvs[0].value == b"c":
+            return int(kvs[0].create_revision)
+        return None
+
+    # -- contract ----------------------------------------------------------------------------
+    async def get(self, key: str) -> tuple[bytes | None, str | None]:
+        k = self._key(key)
+        resp = await self._call("get", "Range", rpc.RangeRequest(key=k))
+        if not resp.kvs:
+            return None, None
+        kv = resp.kvs[0]
+        return bytes(kv.value), str(kv.mod_revision)
+
+    async def cas(self, key: str, expected_version: str | None, value: bytes) -> bool:
+        k = self._key(key)
+        data = _value(value)
+        self._refuse_too_large("cas", len(k), len(data))
+        if expected_version is None:
+            cmp = _compare(k, "create", 0)
+        else:
+            rev = _revision(expected_version)
+            if rev is None:
+                return False  # not a version this store ever handed out
+            cmp = _compare(k, "mod", rev)
+        rid = uuid.uuid4().hex.encode()
+        resp = await self._write("cas", rid, [cmp], [_put(k, data)])
+        return True if isinstance(resp, int) else bool(resp.succeeded)
+
+    async def delete(self, key: str, expected_version: str | None) -> bool:
+        k = self._key(key)
+        if expected_version is None:
+            cmp = [_compare(k, "create", 0)]
+            # unconditional: succeed only if it exists (create != 0) — expressed as NOT EQUAL
+            cmp[0].result = rpc.Compare.NOT_EQUAL
+        else:
+            rev = _revision(expected_version)
+            if rev is None:
+                return False
+            cmp = [_compare(k, "mod", rev)]
+        rid = uuid.uuid4().hex.encode()
+        delete = rpc.RequestOp(request_delete_range=rpc.DeleteRangeRequest(key=k))
+        resp = await self._write("delete", rid, cmp, [delete])
+        return True if isinstance(resp, int) else bool(resp.succeeded)
+
+    async def scan(self, prefix: str) -> list[tuple[str, bytes, str]]:
+        if not isinstance(prefix, str):
+            raise ValidationError("prefix must be a str", field="prefix", value=prefix)
+        start = self._k + prefix.encode()
+        end = _prefix_end(start)
+        out: list[tuple[str, bytes, str]] = []
+        revision = 0
+        cut = len(self._k)
+        while True:
+            req = rpc.RangeRequest(key=start, range_end=end, limit=_PAGE, revision=revision)
+            resp = await self._call("scan", "Range", req)
+            revision = revision or int(resp.header.revision)
+            for kv in resp.kvs:
+                out.append((bytes(kv.key[cut:]).decode(), bytes(kv.value), str(kv.mod_revision)))
+            if not resp.more or not resp.kvs:
+                return out
+            start = bytes(resp.kvs[-1].key) + b"\0"
+
+    async def append(self, log: str, record: bytes) -> int:
+        data = _value(record, "record")
+        prefix = self._log_prefix(log)
+        rid = uuid.uuid4().hex.encode()
+        self._refuse_too_large("append", len(prefix) + len(rid), len(data))
+        resp = await self._write("append", rid, [], [_put(prefix + rid, data)])
+        if isinstance(resp, int):
+            return resp
+        return int(resp.header.revision)
+
+    async def log_entries(self, log: str) -> list[bytes]:
+        start = self._log_prefix(log)
+        end = _prefix_end(start)
+        out: list[bytes] = []
+        revision = 0
+        min_create = 0
+        while True:
+            req = rpc.RangeRequest(
+                key=start,
+                range_end=end,
+                limit=_PAGE,
+                revision=revision,
+                sort_order=rpc.RangeRequest.ASCEND,
+                sort_target=rpc.RangeRequest.CREATE,
+                min_create_revision=min_create,
+            )
+            resp = await self._call("log_entries", "Range", req)
+            revision = revision or int(resp.header.revision)
+            out.extend(bytes(kv.value) for kv in resp.kvs)
+            if not resp.more or not resp.kvs:
+                return out
+            min_create = int(resp.kvs[-1].create_revision) + 1
+
+    async def capabilities(self) -> RuntimeCapabilities:
+        return RuntimeCapabilities(
+            store="etcd",
+            shared_across_processes=True,
+            shared_across_hosts=True,
+            durable=True,
+            dense_log_numbers=False,
+            max_key_bytes=self._max_request - _OVERHEAD,
+            max_value_bytes=self._max_request - _OVERHEAD,
+        )
+
+    # -- helpers -----------------------------------------------------------------------------
+    def _key(self, key: object) -> bytes:
+        if not isinstance(key, str) or not key:
+            raise ValidationError("key must be a non-empty str", field="key", value=key)
+        return self._k + key.encode()
+
+    def _log_prefix(self, log: object) -> bytes:
+        if not isinstance(log, str) or not log:
+            raise ValidationError("log must be a non-empty str", field="log", value=log)
+        # one level per log: a raw '/' would let log 'a' read log 'a/b'
+        log = log.replace("%", "%25").replace("/", "%2F")
+        return self._log + log.encode() + b"/"
+
+
+def _value(value: object, field: str = "value") -> bytes:
+    if not isinstance(value, bytes | bytearray | memoryview):
+        raise ValidationError(f"{field} must be bytes", field=field, value=type(value).__name__)
+    return bytes(value)
+
+
+def _revision(version: object) -> int | None:
+    if not isinstance(version, str):
+        raise ValidationError("expected_version must be a str or None", field="expected_version")
+    return int(version) if version.isdigit() else None

@@ -1,0 +1,7 @@
+"""Redis adapters (redis-py asyncio client; asyncio only): RuntimeStore and PayloadStore."""
+
+from __future__ import annotations
+
+from .runtime_store import RedisRuntimeStore
+
+__all__ = ["RedisRuntimeStore"]

@@ -1,0 +1,171 @@
+"""The redis-py client every Redis adapter shares: pool, error mapping, ambiguous writes.
+
+- ``protocol`` is explicit (redis-py 8 defaults to RESP3, which Redis < 6 rejects).
+- A :class:`~redis.asyncio.BlockingConnectionPool`: a full pool waits instead of raising.
+- redis-py's own retries are off (``Retry(NoBackoff(), 0)``): a re-sent write is not the
+  adapter's decision to make; writes are resolved instead (:meth:`RedisConnection.write`).
+- Every redis-py exception is mapped onto ``videoflow_aio.contracts.errors`` (cause chained).
+
+Ambiguous writes: every write script takes a request id and leaves a short-lived marker key
+``<ns>:op:<rid>`` when it applies (``c``, or a result such as a log number). A write whose
+reply is lost (deadline, connection error, cancellation) is resolved by one atomic read-back:
+marker present → it applied; marker absent → the resolver sets it to ``f`` (fenced), so the
+lost request, should it still reach the server, refuses to run. Only when that resolution
+itself cannot reach the server is :class:`OutcomeUnknown` raised.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import uuid
+from collections.abc import Sequence
+from typing import Any
+
+import anyio
+from redis import exceptions as rexc
+from redis.asyncio import BlockingConnectionPool, Redis
+from redis.asyncio.retry import Retry
+from redis.backoff import NoBackoff
+
+from ...contracts.errors import BackendUnavailable, OutcomeUnknown
+
+FENCED = b"f"
+APPLIED = b"c"
+
+# KEYS[1] = marker ; ARGV[1] = window ms. Returns the marker's value if the write applied,
+# else fences the request id and returns false.
+RESOLVE = """
+local m = redis.call('GET', KEYS[1])
+if m then return m end
+redis.call('SET', KEYS[1], 'f', 'PX', ARGV[1])
+return false
+"""
+
+_AMBIGUOUS = (rexc.ConnectionError, rexc.TimeoutError, TimeoutError, OSError)
+
+
+class Resolved(Exception):
+    """Internal: a lost write was resolved as not applied (fenced)."""
+
+
+def new_request_id() -> str:
+    return uuid.uuid4().hex
+
+
+def make_client(url: str, *, protocol: int, max_connections: int, pool_timeout: float) -> Redis:
+    """A redis.asyncio client on a blocking pool with retries off and ``protocol`` pinned."""
+    pool = BlockingConnectionPool.from_url(
+        url,
+        max_connections=max_connections,
+        timeout=pool_timeout,
+        protocol=protocol,
+        retry=Retry(NoBackoff(), 0),
+        health_check_interval=0,
+    )
+    return Redis(connection_pool=pool, protocol=protocol)
+
+
+def unavailable(exc: BaseException, what: str) -> BackendUnavailable:
+    """Map a redis-py exception raised by a read or a definite refusal."""
+    return BackendUnavailable(f"redis {what} failed: {type(exc).__name__}: {exc}", backend="redis")
+
+
+class RedisConnection:
+    """A client plus the namespace, deadlines and the resolution protocol for writes."""
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        namespace: str,
+        timeout: float,
+        protocol: int,
+        max_connections: int,
+        outcome_window_seconds: float,
+    ) -> None:
+        if protocol not in (2, 3):
+            raise ValueError("protocol must be 2 or 3")
+        self.url = url
+        self.ns = namespace
+        self.timeout = timeout
+        self.window_ms = max(1, int(outcome_window_seconds * 1000))
+        self.client = make_client(
+            url, protocol=protocol, max_connections=max_connections, pool_timeout=timeout
+        )
+        self._resolve = self.client.register_script(RESOLVE)
+
+    def marker(self, rid: str) -> str:
+        return f"{self.ns}:op:{rid}"
+
+    def script(self, source: str) -> Any:
+        return self.client.register_script(source)
+
+    async def aclose(self) -> None:
+        with contextlib.suppress(rexc.RedisError):  # closing a dead connection
+            await self.client.aclose()
+
+    async def read(self, what: str, coro_fn: Any, *args: Any) -> Any:
+        """Run a read with the deadline; failures become :class:`BackendUnavailable`."""
+        try:
+            with anyio.fail_after(self.timeout):
+                return await coro_fn(*args)
+        except TimeoutError as exc:
+            raise BackendUnavailable(
+                f"redis {what} timed out after {self.timeout}s", backend="redis"
+            ) from exc
+        except rexc.RedisError as exc:
+            raise unavailable(exc, what) from exc
+
+    async def write(
+        self, what: str, script: Any, keys: Sequence[str], args: Sequence[Any], rid: str
+    ) -> Any:
+        """Run a write script that honours the marker protocol; never guess its outcome.
+
+        Returns the script's reply. On a lost reply returns the marker value when the write
+        applied, raises :class:`BackendUnavailable` (``applied=False``) when it was fenced, and
+        :class:`OutcomeUnknown` when the resolution failed too. On cancellation the outcome
+        is settled (resolved and fenced, shielded, within the deadline) before re-raising.
+        """
+        try:
+            with anyio.fail_after(self.timeout):
+                return await script(keys=keys, args=args)
+        except rexc.ResponseError as exc:  # the server refused it: definite, nothing applied
+            raise unavailable(exc, what) from exc
+        except anyio.get_cancelled_exc_class():
+            with anyio.CancelScope(shield=True), anyio.move_on_after(self.timeout):
+                await self._settle(rid)
+            raise
+        except _AMBIGUOUS as exc:
+            cause: BaseException = exc
+        except rexc.RedisError as exc:
+            cause = exc
+        marker = await self._resolve_or_unknown(what, rid, cause)
+        if marker is None:
+            raise BackendUnavailable(
+                f"redis {what}: reply lost ({type(cause).__name__}); resolved as not applied",
+                backend="redis",
+                applied=False,
+            ) from cause
+        return marker
+
+    async def _settle(self, rid: str) -> bytes | None:
+        try:
+            result = await self._resolve(keys=[self.marker(rid)], args=[self.window_ms])
+        except (rexc.RedisError, OSError):
+            return None
+        return result if result and result != FENCED else None
+
+    async def _resolve_or_unknown(self, what: str, rid: str, cause: BaseException) -> bytes | None:
+        try:
+            with anyio.fail_after(self.timeout):
+                result = await self._resolve(keys=[self.marker(rid)], args=[self.window_ms])
+        except (TimeoutError, rexc.RedisError, OSError) as exc:
+            raise OutcomeUnknown(
+                f"redis {what}: reply lost ({type(cause).__name__}: {cause}) and the read-back "
+                f"failed ({type(exc).__name__}: {exc}); it may or may not have applied",
+                operation=what,
+                request_id=rid,
+            ) from cause
+        if result is None or result is False or result == FENCED:
+            return None
+        return bytes(result)

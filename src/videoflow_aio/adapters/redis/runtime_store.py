@@ -1,0 +1,229 @@
+"""RuntimeStore on Redis: CAS in Lua with versions from one store-wide counter.
+
+asyncio only (redis-py's client is asyncio): calling it from trio is not supported.
+Standalone Redis only: a write script touches the record, the counter, the index and its
+request marker (on Cluster they would need one hash slot).
+"""
+
+from __future__ import annotations
+
+from types import TracebackType
+from typing import Any
+
+from ...contracts.errors import BackendUnavailable, ValidationError
+from ...contracts.runtime_store import RuntimeCapabilities, RuntimeStore
+from . import _rts_lua
+from ._client import RedisConnection, new_request_id
+
+_PAGE = 500
+MAX_VALUE_BYTES = 512 * 1024 * 1024  # Redis' bulk-string limit
+MAX_KEY_BYTES = 64 * 1024
+
+
+def _check_key(key: object, field: str = "key") -> str:
+    if not isinstance(key, str) or not key:
+        raise ValidationError(f"{field} must be a non-empty str", field=field, value=key)
+    if len(key.encode()) > MAX_KEY_BYTES:
+        raise ValidationError(f"{field} longer than {MAX_KEY_BYTES} bytes", field=field)
+    return key
+
+
+def _check_value(value: object, field: str = "value") -> bytes:
+    if not isinstance(value, bytes | bytearray | memoryview):
+        raise ValidationError(f"{field} must be bytes", field=field, value=type(value).__name__)
+    data = bytes(value)
+    if len(data) > MAX_VALUE_BYTES:
+        raise ValidationError(f"{field} larger than {MAX_VALUE_BYTES} bytes", field=field)
+    return data
+
+
+def _fenced(what: str) -> BackendUnavailable:
+    return BackendUnavailable(
+        f"redis {what}: request id was fenced by an earlier resolution; not applied",
+        backend="redis",
+        applied=False,
+    )
+
+
+class RedisRuntimeStore(RuntimeStore):
+    """Versioned records in Redis hashes; ``scan`` pages through a lexicographic index.
+
+    A write whose reply is lost is resolved through its request marker (see ``_client``):
+    it returns the true outcome, raises ``BackendUnavailable(applied=False)`` when it was
+    fenced before applying, or ``OutcomeUnknown`` when even the read-back failed.
+    """
+
+    def __init__(
+        self,
+        url: str = "redis://127.0.0.1:6379/0",
+        *,
+        namespace: str = "vf",
+        timeout: float = 5.0,
+        protocol: int = 3,
+        max_connections: int = 64,
+        outcome_window_seconds: float = 60.0,
+    ) -> None:
+        self._conn = RedisConnection(
+            url,
+            namespace=namespace,
+            timeout=timeout,
+            protocol=protocol,
+            max_connections=max_connections,
+            outcome_window_seconds=outcome_window_seconds,
+        )
+        ns = namespace
+        self._hash = f"{ns}:rs:k:"
+        self._rev = f"{ns}:rs:rev"
+        self._idx = f"{ns}:rs:idx"
+        self._log = f"{ns}:rs:log:"
+        self._cas = self._conn.script(_rts_lua.CAS)
+        self._delete = self._conn.script(_rts_lua.DELETE)
+        self._append = self._conn.script(_rts_lua.APPEND)
+        self._scan = self._conn.script(_rts_lua.SCAN)
+
+    @property
+    def client(self) -> Any:
+        """The underlying ``redis.asyncio.Redis`` (for tests and benchmarks)."""
+        return self._conn.client
+
+    async def aclose(self) -> None:
+        await self._conn.aclose()
+
+    async def __aenter__(self) -> RedisRuntimeStore:
+        return self
+
+    async def __aexit__(
+        self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.aclose()
+
+    async def get(self, key: str) -> tuple[bytes | None, str | None]:
+        _check_key(key)
+        value, ver = await self._conn.read(
+            "get", self._conn.client.hmget, self._hash + key, "v", "ver"
+        )
+        if value is None or ver is None:
+            return None, None
+        return bytes(value), bytes(ver).decode()
+
+    async def cas(self, key: str, expected_version: str | None, value: bytes) -> bool:
+        _check_key(key)
+        data = _check_value(value)
+        if expected_version is not None and not isinstance(expected_version, str):
+            raise ValidationError(
+                "expected_version must be a str or None", field="expected_version"
+            )
+        rid = new_request_id()
+        reply = await self._conn.write(
+            "cas",
+            self._cas,
+            [self._hash + key, self._rev, self._idx, self._conn.marker(rid)],
+            [
+                "0" if expected_version is None else "1",
+                expected_version or "",
+                data,
+                key,
+                self._conn.window_ms,
+            ],
+            rid,
+        )
+        if isinstance(reply, bytes):  # resolved after a lost reply: it applied
+            return True
+        if reply == -1:
+            raise _fenced("cas")
+        return int(reply) != 0
+
+    async def delete(self, key: str, expected_version: str | None) -> bool:
+        _check_key(key)
+        rid = new_request_id()
+        reply = await self._conn.write(
+            "delete",
+            self._delete,
+            [self._hash + key, self._idx, self._conn.marker(rid)],
+            [
+                "0" if expected_version is None else "1",
+                expected_version or "",
+                key,
+                self._conn.window_ms,
+            ],
+            rid,
+        )
+        if isinstance(reply, bytes):
+            return True
+        if reply == -1:
+            raise _fenced("delete")
+        return int(reply) != 0
+
+    async def scan(self, prefix: str) -> list[tuple[str, bytes, str]]:
+        if not isinstance(prefix, str):
+            raise ValidationError("prefix must be a str", field="prefix", value=prefix)
+        p = prefix.encode()
+        low: bytes = b"[" + p if p else b"-"
+        high: bytes = b"(" + p + b"\xff" if p else b"+"
+        out: list[tuple[str, bytes, str]] = []
+        while True:
+            page = await self._conn.read(
+                "scan", self._scan, [self._idx], [low, high, _PAGE, self._hash]
+            )
+            *flat, count, last = page
+            for i in range(0, len(flat), 3):
+                out.append(
+                    (bytes(flat[i]).decode(), bytes(flat[i + 1]), bytes(flat[i + 2]).decode())
+                )
+            if int(count) < _PAGE:
+                return out
+            low = b"(" + bytes(last)
+
+    async def append(self, log: str, record: bytes) -> int:
+        _check_key(log, "log")
+        data = _check_value(record, "record")
+        rid = new_request_id()
+        reply = await self._conn.write(
+            "append",
+            self._append,
+            [self._log + log, self._conn.marker(rid)],
+            [data, self._conn.window_ms],
+            rid,
+        )
+        n = int(reply)
+        if n == -1:
+            raise _fenced("append")
+        return n
+
+    async def log_entries(self, log: str) -> list[bytes]:
+        _check_key(log, "log")
+        out: list[bytes] = []
+        start = 0
+        while True:
+            chunk = await self._conn.read(
+                "log_entries", self._conn.client.lrange, self._log + log, start, start + _PAGE - 1
+            )
+            out.extend(bytes(r) for r in chunk)
+            if len(chunk) < _PAGE:
+                return out
+            start += _PAGE
+
+    async def capabilities(self) -> RuntimeCapabilities:
+        """``durable`` only when the server runs AOF with ``appendfsync always``."""
+        durable = False
+        try:
+            cfg = await self._conn.read(
+                "config", self._conn.client.config_get, "appendonly", "appendfsync"
+            )
+            conf = {_s(k): _s(v) for k, v in dict(cfg).items()}
+            durable = conf.get("appendonly") == "yes" and conf.get("appendfsync") == "always"
+        except BackendUnavailable:  # CONFIG disabled on managed servers: promise nothing
+            durable = False
+        return RuntimeCapabilities(
+            store="redis",
+            shared_across_processes=True,
+            shared_across_hosts=True,
+            durable=durable,
+            dense_log_numbers=True,
+            max_key_bytes=MAX_KEY_BYTES,
+            max_value_bytes=MAX_VALUE_BYTES,
+        )
+
+
+def _s(v: Any) -> str:
+    return v.decode() if isinstance(v, bytes) else str(v)
