@@ -26,11 +26,22 @@ import grpc  # type: ignore[import-untyped]
 from aetcd import Client, rpc
 
 from ...contracts.errors import BackendUnavailable, OutcomeUnknown, ValidationError
-from ...contracts.runtime_store import RuntimeCapabilities, RuntimeStore
+from ...contracts.runtime_store import (
+    RuntimeCapabilities,
+    RuntimeStore,
+    check_key,
+    check_log,
+    check_prefix,
+    check_value,
+    key_tag,
+    make_version,
+    version_number,
+)
 
 DEFAULT_MAX_REQUEST_BYTES = 1_572_864  # etcd --max-request-bytes default (1.5 MiB)
 _OVERHEAD = 1024  # txn framing, marker key, compare entries
 _PAGE = 500
+MAX_KEY_BYTES = 4096
 _AMBIGUOUS_CODES = (grpc.StatusCode.DEADLINE_EXCEEDED, grpc.StatusCode.UNAVAILABLE)
 
 
@@ -81,6 +92,8 @@ class EtcdRuntimeStore(RuntimeStore):
         self.url = url
         self._timeout = timeout
         self._max_request = max_request_bytes
+        # larger values are refused up front: etcd would answer "request is too large"
+        self._max_value = max_request_bytes - MAX_KEY_BYTES - _OVERHEAD
         self._window = max(2, int(outcome_window_seconds))
         self._client = Client(host or "127.0.0.1", int(port or 2379), timeout=timeout)
         self._ns = namespace.encode()
@@ -116,17 +129,6 @@ class EtcdRuntimeStore(RuntimeStore):
         self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None
     ) -> None:
         await self.aclose()
-
-    def _refuse_too_large(self, what: str, *sizes: int) -> None:
-        total = sum(sizes) + _OVERHEAD
-        if total > self._max_request:
-            raise ValidationError(
-                f"etcd {what}: {sum(sizes)} bytes exceed the request limit "
-                f"(--max-request-bytes={self._max_request}, minus {_OVERHEAD} for framing)",
-                field="value",
-                size=sum(sizes),
-                limit=self._max_request - _OVERHEAD,
-            )
 
     def _map(self, exc: BaseException, what: str) -> Exception:
         if isinstance(exc, grpc.aio.AioRpcError):
@@ -240,19 +242,15 @@ class EtcdRuntimeStore(RuntimeStore):
         if not resp.kvs:
             return None, None
         kv = resp.kvs[0]
-        return bytes(kv.value), str(kv.mod_revision)
+        return bytes(kv.value), make_version(key_tag(key), int(kv.mod_revision))
 
     async def cas(self, key: str, expected_version: str | None, value: bytes) -> bool:
         k = self._key(key)
-        data = _value(value)
-        self._refuse_too_large("cas", len(k), len(data))
+        data = check_value(value, self._max_value)
         if expected_version is None:
             cmp = _compare(k, "create", 0)
         else:
-            rev = _revision(expected_version)
-            if rev is None:
-                return False  # not a version this store ever handed out
-            cmp = _compare(k, "mod", rev)
+            cmp = _compare(k, "mod", version_number(key, expected_version))
         rid = uuid.uuid4().hex.encode()
         resp = await self._write("cas", rid, [cmp], [_put(k, data)])
         return True if isinstance(resp, int) else bool(resp.succeeded)
@@ -264,19 +262,14 @@ class EtcdRuntimeStore(RuntimeStore):
             # unconditional: succeed only if it exists (create != 0) — expressed as NOT EQUAL
             cmp[0].result = rpc.Compare.NOT_EQUAL
         else:
-            rev = _revision(expected_version)
-            if rev is None:
-                return False
-            cmp = [_compare(k, "mod", rev)]
+            cmp = [_compare(k, "mod", version_number(key, expected_version))]
         rid = uuid.uuid4().hex.encode()
         delete = rpc.RequestOp(request_delete_range=rpc.DeleteRangeRequest(key=k))
         resp = await self._write("delete", rid, cmp, [delete])
         return True if isinstance(resp, int) else bool(resp.succeeded)
 
     async def scan(self, prefix: str) -> list[tuple[str, bytes, str]]:
-        if not isinstance(prefix, str):
-            raise ValidationError("prefix must be a str", field="prefix", value=prefix)
-        start = self._k + prefix.encode()
+        start = self._k + check_prefix(prefix).encode()
         end = _prefix_end(start)
         out: list[tuple[str, bytes, str]] = []
         revision = 0
@@ -286,16 +279,16 @@ class EtcdRuntimeStore(RuntimeStore):
             resp = await self._call("scan", "Range", req)
             revision = revision or int(resp.header.revision)
             for kv in resp.kvs:
-                out.append((bytes(kv.key[cut:]).decode(), bytes(kv.value), str(kv.mod_revision)))
+                k = bytes(kv.key[cut:]).decode()
+                out.append((k, bytes(kv.value), make_version(key_tag(k), int(kv.mod_revision))))
             if not resp.more or not resp.kvs:
                 return out
             start = bytes(resp.kvs[-1].key) + b"\0"
 
     async def append(self, log: str, record: bytes) -> int:
-        data = _value(record, "record")
         prefix = self._log_prefix(log)
+        data = check_value(record, self._max_value, "record")
         rid = uuid.uuid4().hex.encode()
-        self._refuse_too_large("append", len(prefix) + len(rid), len(data))
         resp = await self._write("append", rid, [], [_put(prefix + rid, data)])
         if isinstance(resp, int):
             return resp
@@ -331,31 +324,16 @@ class EtcdRuntimeStore(RuntimeStore):
             shared_across_hosts=True,
             durable=True,
             dense_log_numbers=False,
-            max_key_bytes=self._max_request - _OVERHEAD,
-            max_value_bytes=self._max_request - _OVERHEAD,
+            max_key_bytes=MAX_KEY_BYTES,
+            max_value_bytes=self._max_value,
         )
 
     # -- helpers -----------------------------------------------------------------------------
     def _key(self, key: object) -> bytes:
-        if not isinstance(key, str) or not key:
-            raise ValidationError("key must be a non-empty str", field="key", value=key)
-        return self._k + key.encode()
+        return self._k + check_key(key, MAX_KEY_BYTES).encode()
 
     def _log_prefix(self, log: object) -> bytes:
-        if not isinstance(log, str) or not log:
-            raise ValidationError("log must be a non-empty str", field="log", value=log)
+        log = check_log(log, MAX_KEY_BYTES)
         # one level per log: a raw '/' would let log 'a' read log 'a/b'
         log = log.replace("%", "%25").replace("/", "%2F")
         return self._log + log.encode() + b"/"
-
-
-def _value(value: object, field: str = "value") -> bytes:
-    if not isinstance(value, bytes | bytearray | memoryview):
-        raise ValidationError(f"{field} must be bytes", field=field, value=type(value).__name__)
-    return bytes(value)
-
-
-def _revision(version: object) -> int | None:
-    if not isinstance(version, str):
-        raise ValidationError("expected_version must be a str or None", field="expected_version")
-    return int(version) if version.isdigit() else None

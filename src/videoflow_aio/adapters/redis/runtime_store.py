@@ -10,31 +10,24 @@ from __future__ import annotations
 from types import TracebackType
 from typing import Any
 
-from ...contracts.errors import BackendUnavailable, ValidationError
-from ...contracts.runtime_store import RuntimeCapabilities, RuntimeStore
+from ...contracts.errors import BackendUnavailable
+from ...contracts.runtime_store import (
+    RuntimeCapabilities,
+    RuntimeStore,
+    check_key,
+    check_log,
+    check_prefix,
+    check_value,
+    key_tag,
+    make_version,
+    version_number,
+)
 from . import _rts_lua
 from ._client import RedisConnection, new_request_id
 
 _PAGE = 500
-MAX_VALUE_BYTES = 512 * 1024 * 1024  # Redis' bulk-string limit
-MAX_KEY_BYTES = 64 * 1024
-
-
-def _check_key(key: object, field: str = "key") -> str:
-    if not isinstance(key, str) or not key:
-        raise ValidationError(f"{field} must be a non-empty str", field=field, value=key)
-    if len(key.encode()) > MAX_KEY_BYTES:
-        raise ValidationError(f"{field} longer than {MAX_KEY_BYTES} bytes", field=field)
-    return key
-
-
-def _check_value(value: object, field: str = "value") -> bytes:
-    if not isinstance(value, bytes | bytearray | memoryview):
-        raise ValidationError(f"{field} must be bytes", field=field, value=type(value).__name__)
-    data = bytes(value)
-    if len(data) > MAX_VALUE_BYTES:
-        raise ValidationError(f"{field} larger than {MAX_VALUE_BYTES} bytes", field=field)
-    return data
+MAX_KEY_BYTES = 4096
+MAX_VALUE_BYTES = 16 * 1024 * 1024  # Redis takes 512 MiB; a runtime record should not
 
 
 def _fenced(what: str) -> BackendUnavailable:
@@ -98,29 +91,26 @@ class RedisRuntimeStore(RuntimeStore):
         await self.aclose()
 
     async def get(self, key: str) -> tuple[bytes | None, str | None]:
-        _check_key(key)
+        check_key(key, MAX_KEY_BYTES)
         value, ver = await self._conn.read(
             "get", self._conn.client.hmget, self._hash + key, "v", "ver"
         )
         if value is None or ver is None:
             return None, None
-        return bytes(value), bytes(ver).decode()
+        return bytes(value), make_version(key_tag(key), int(ver))
 
     async def cas(self, key: str, expected_version: str | None, value: bytes) -> bool:
-        _check_key(key)
-        data = _check_value(value)
-        if expected_version is not None and not isinstance(expected_version, str):
-            raise ValidationError(
-                "expected_version must be a str or None", field="expected_version"
-            )
+        check_key(key, MAX_KEY_BYTES)
+        data = check_value(value, MAX_VALUE_BYTES)
+        expected = None if expected_version is None else version_number(key, expected_version)
         rid = new_request_id()
         reply = await self._conn.write(
             "cas",
             self._cas,
             [self._hash + key, self._rev, self._idx, self._conn.marker(rid)],
             [
-                "0" if expected_version is None else "1",
-                expected_version or "",
+                "0" if expected is None else "1",
+                "" if expected is None else str(expected),
                 data,
                 key,
                 self._conn.window_ms,
@@ -134,15 +124,16 @@ class RedisRuntimeStore(RuntimeStore):
         return int(reply) != 0
 
     async def delete(self, key: str, expected_version: str | None) -> bool:
-        _check_key(key)
+        check_key(key, MAX_KEY_BYTES)
+        expected = None if expected_version is None else version_number(key, expected_version)
         rid = new_request_id()
         reply = await self._conn.write(
             "delete",
             self._delete,
             [self._hash + key, self._idx, self._conn.marker(rid)],
             [
-                "0" if expected_version is None else "1",
-                expected_version or "",
+                "0" if expected is None else "1",
+                "" if expected is None else str(expected),
                 key,
                 self._conn.window_ms,
             ],
@@ -155,9 +146,7 @@ class RedisRuntimeStore(RuntimeStore):
         return int(reply) != 0
 
     async def scan(self, prefix: str) -> list[tuple[str, bytes, str]]:
-        if not isinstance(prefix, str):
-            raise ValidationError("prefix must be a str", field="prefix", value=prefix)
-        p = prefix.encode()
+        p = check_prefix(prefix).encode()
         low: bytes = b"[" + p if p else b"-"
         high: bytes = b"(" + p + b"\xff" if p else b"+"
         out: list[tuple[str, bytes, str]] = []
@@ -167,16 +156,15 @@ class RedisRuntimeStore(RuntimeStore):
             )
             *flat, count, last = page
             for i in range(0, len(flat), 3):
-                out.append(
-                    (bytes(flat[i]).decode(), bytes(flat[i + 1]), bytes(flat[i + 2]).decode())
-                )
+                k = bytes(flat[i]).decode()
+                out.append((k, bytes(flat[i + 1]), make_version(key_tag(k), int(flat[i + 2]))))
             if int(count) < _PAGE:
                 return out
             low = b"(" + bytes(last)
 
     async def append(self, log: str, record: bytes) -> int:
-        _check_key(log, "log")
-        data = _check_value(record, "record")
+        check_log(log, MAX_KEY_BYTES)
+        data = check_value(record, MAX_VALUE_BYTES, "record")
         rid = new_request_id()
         reply = await self._conn.write(
             "append",
@@ -191,7 +179,7 @@ class RedisRuntimeStore(RuntimeStore):
         return n
 
     async def log_entries(self, log: str) -> list[bytes]:
-        _check_key(log, "log")
+        check_log(log, MAX_KEY_BYTES)
         out: list[bytes] = []
         start = 0
         while True:
