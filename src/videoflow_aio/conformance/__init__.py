@@ -7,6 +7,10 @@ with a :class:`Provider` and :func:`register_provider`. See ``docs/conformance.m
 
 from __future__ import annotations
 
+import sys
+import types
+from typing import Any
+
 from ._case import CONTRACTS, REGISTRY, Case, case, cases
 from ._harness import CaseFailure, Harness, Skip
 from ._provider import Provider, get_provider, provider_names, register_provider
@@ -22,6 +26,24 @@ from ._runner import (
     servers_required,
     summarize,
 )
+
+
+
+class _Package(types.ModuleType):
+    """Keeps ``conformance.cases`` the function when the ``cases/`` folder gets imported.
+
+    Importing a submodule sets it as an attribute of its package; without this, importing
+    ``videoflow_aio.conformance.cases`` (the folder of case modules) would replace the
+    :func:`cases` function. The folder stays importable through ``sys.modules``.
+    """
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name == "cases" and isinstance(value, types.ModuleType):
+            return
+        super().__setattr__(name, value)
+
+
+sys.modules[__name__].__class__ = _Package
 
 __all__ = [
     "BACKENDS",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import re
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
@@ -58,7 +59,8 @@ def case(
 
 def load_all() -> None:
     """Import every case module so the registry is complete."""
-    from . import cases  # noqa: F401
+    # not ``from . import cases``: that finds the package's ``cases`` function, not the folder
+    importlib.import_module(f"{__package__}.cases")
 
 
 def cases(contract: str | None = None, select: str | None = None) -> list[Case]:

@@ -49,11 +49,10 @@ class MemoryProvider(Provider):
 
     @asynccontextmanager
     async def harness(self, case: Case) -> AsyncIterator[Harness]:
-        cls = _model_class(case.contract)
-
         async def factory(**options: Any) -> Any:
+            # resolved here, not up front, so a case that opens no backend runs without the model;
             # the reference model takes every seed option: a TypeError here is a real failure
-            return cls(**options)
+            return _model_class(case.contract)(**options)
 
         yield Harness(
             provider=self.name,

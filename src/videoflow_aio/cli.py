@@ -1,0 +1,303 @@
+"""``videoflow-aio``: run the conformance suite, list cases and providers, run benchmarks.
+
+    videoflow-aio conformance [--provider memory,file,...] [--backend asyncio,trio]
+                              [--select PATTERN] [--json PATH|-] [--list]
+                              [--nats-url URL] [--redis-url URL] [--etcd-url URL]
+                              [--option PROVIDER.KEY=VALUE]
+    videoflow-aio bench [NAME [ARGS...]]
+
+Exit status: 0 when nothing failed, 1 when a case failed (or none matched), 2 on bad usage.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import os
+import subprocess
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import msgspec
+from rich.console import Console
+
+from .conformance import BACKENDS, REQUIRE_SERVERS_ENV, Provider, cases, get_provider
+from .conformance import run as run_cases
+from .conformance._provider import provider_names
+from .conformance._report import (
+    cases_table,
+    make_console,
+    progress,
+    providers_table,
+    report_json,
+    results_table,
+    summary_table,
+    verdict,
+)
+from .conformance._runner import CaseResult, plan
+
+URL_FLAGS = ("nats", "redis", "etcd")  # --<name>-url URL passes url=URL to that provider
+
+
+class UsageError(Exception):
+    """A command line that cannot be run; exit status 2."""
+
+
+def _split(values: Sequence[str] | None) -> list[str]:
+    out: list[str] = []
+    for v in values or ():
+        out.extend(p.strip() for p in v.split(",") if p.strip())
+    return list(dict.fromkeys(out))  # keep order, drop repeats
+
+
+def _value(text: str) -> Any:
+    """Option values are JSON when they parse (numbers, true/false), strings otherwise."""
+    try:
+        return msgspec.json.decode(text)
+    except msgspec.DecodeError:
+        return text
+
+
+def env_options(name: str) -> dict[str, Any]:
+    """Options for provider ``name`` from the environment: ``VIDEOFLOW_<NAME>_URL`` → url."""
+    url = os.environ.get(f"VIDEOFLOW_{name.upper()}_URL")
+    return {"url": url} if url else {}
+
+
+def provider_options(args: argparse.Namespace, chosen: Sequence[str]) -> dict[str, dict[str, Any]]:
+    """``{provider: {option: value}}`` from the environment, ``--<name>-url`` and ``--option``."""
+    options: dict[str, dict[str, Any]] = {name: env_options(name) for name in chosen}
+    given: list[tuple[str, str, Any]] = []
+    for name in URL_FLAGS:
+        url = getattr(args, f"{name}_url", None)
+        if url:
+            given.append((name, "url", url))
+    for item in args.option or ():
+        target, sep, value = item.partition("=")
+        name, dot, key = target.partition(".")
+        if not (sep and dot and name and key):
+            raise UsageError(f"--option {item!r}: expected PROVIDER.KEY=VALUE")
+        given.append((name, key, _value(value)))
+    for name, key, value in given:
+        if name not in options:
+            raise UsageError(f"option {name}.{key} given, but provider {name} is not selected")
+        options[name][key] = value
+    return options
+
+
+def _build_providers(args: argparse.Namespace) -> list[Provider]:
+    chosen = _split(args.provider) or ["memory"]
+    known = provider_names()
+    unknown = [n for n in chosen if n not in known]
+    if unknown:
+        raise UsageError(f"unknown provider(s) {', '.join(unknown)}; known: {', '.join(known)}")
+    options = provider_options(args, chosen)
+    try:
+        return [get_provider(name, **options[name]) for name in chosen]
+    except ValueError as exc:
+        raise UsageError(str(exc)) from exc
+
+
+def _backends(args: argparse.Namespace) -> list[str]:
+    chosen = _split(args.backend) or list(BACKENDS)
+    bad = [b for b in chosen if b not in BACKENDS]
+    if bad:
+        raise UsageError(f"unknown backend(s) {', '.join(bad)}; expected {', '.join(BACKENDS)}")
+    return chosen
+
+
+def cmd_conformance(args: argparse.Namespace) -> int:
+    json_to_stdout = args.json == "-"
+    out = make_console(sys.stderr if json_to_stdout else sys.stdout)
+    err = make_console(sys.stderr)
+    chosen = cases(contract=args.contract, select=args.select)
+    providers = _build_providers(args)
+    if args.list:
+        out.print(cases_table(chosen))
+        out.print(providers_table(providers))
+        return 0
+    backends = _backends(args)
+    todo = plan(chosen, providers, backends)
+    if not todo:
+        what = f"--select {args.select!r}" if args.select else "the selection"
+        err.print(f"no conformance case matches {what} on these providers", markup=False)
+        return 1
+    require = True if args.require_servers else None
+    results: list[CaseResult] = []
+    interrupted = False
+    with progress(err, len(todo)) as advance:
+
+        def on_result(result: CaseResult) -> None:
+            results.append(result)
+            advance(result)
+
+        try:
+            run_cases(
+                chosen,
+                providers,
+                backends,
+                on_result,
+                require_available=require,
+                wall_limit=args.timeout,
+            )
+        except KeyboardInterrupt:
+            interrupted = True
+    contract_of = {c.id: c.contract for c in chosen}
+    table = results_table(results, show=args.show)
+    if table.row_count:
+        out.print(table)
+    elif results:
+        out.print(f"no case run to show with --show {args.show}", markup=False)
+    out.print(summary_table(results, contract_of))
+    out.print(verdict(results))
+    if args.json:
+        data = report_json(results)
+        if json_to_stdout:
+            sys.stdout.write(data.decode())
+            sys.stdout.flush()
+        else:
+            Path(args.json).write_bytes(data)
+            out.print(f"JSON report written to {args.json}", markup=False, highlight=False)
+    if interrupted:
+        err.print("interrupted", style="bold red")
+        return 130
+    return 1 if any(r.outcome == "fail" for r in results) else 0
+
+
+# -- bench ----------------------------------------------------------------------------------
+def _bench_dir(given: str | None) -> Path:
+    if given:
+        return Path(given)
+    here = Path.cwd() / "benchmarks"
+    if here.is_dir():
+        return here
+    return Path(__file__).resolve().parents[2] / "benchmarks"  # a source checkout
+
+
+def _first_doc_line(path: Path) -> str:
+    try:
+        doc = ast.get_docstring(ast.parse(path.read_text(encoding="utf-8")))
+    except (OSError, SyntaxError, ValueError):
+        return ""
+    return doc.strip().splitlines()[0] if doc else ""
+
+
+def cmd_bench(args: argparse.Namespace, console: Console) -> int:
+    folder = _bench_dir(args.dir)
+    scripts = sorted(p for p in folder.glob("*.py") if not p.name.startswith("_"))
+    if not args.name:
+        if not scripts:
+            console.print(f"no benchmark scripts in {folder}", markup=False)
+            return 1
+        from rich.table import Table
+
+        table = Table(title=f"benchmarks in {folder}", title_justify="left")
+        table.add_column("name", no_wrap=True)
+        table.add_column("what it measures", overflow="fold")
+        for p in scripts:
+            table.add_row(p.stem, _first_doc_line(p))
+        console.print(table)
+        console.print("run one: videoflow-aio bench NAME [ARGS...]", markup=False)
+        return 0
+    matches = [p for p in scripts if p.stem in (args.name, f"{args.name}_bench")]
+    if not matches:
+        names = ", ".join(p.stem for p in scripts) or "none"
+        raise UsageError(f"no benchmark {args.name!r} in {folder}; have: {names}")
+    return subprocess.call([sys.executable, str(matches[0]), *args.args])
+
+
+# -- entry point ----------------------------------------------------------------------------
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="videoflow-aio",
+        description="asyncio- and trio-native backends for distributed video pipelines",
+    )
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    conf = sub.add_parser(
+        "conformance",
+        help="run the conformance cases on providers × async backends",
+        description="Run conformance cases on providers × async backends. Exit status 1 when a "
+        "case fails.",
+    )
+    conf.add_argument(
+        "--provider",
+        "-p",
+        action="append",
+        metavar="NAME[,NAME]",
+        help="provider(s) to run; repeat or comma-separate (default: memory)",
+    )
+    conf.add_argument(
+        "--backend",
+        "-b",
+        action="append",
+        metavar="asyncio,trio",
+        help="async backend(s) (default: asyncio,trio)",
+    )
+    conf.add_argument(
+        "--select",
+        "-k",
+        metavar="PATTERN",
+        help="case IDs or titles, comma-separated globs (e.g. 'RTS-*,MSG-01*')",
+    )
+    conf.add_argument("--contract", choices=sorted(_contracts()), help="only this contract")
+    conf.add_argument("--json", metavar="PATH|-", help="write the JSON report ('-': stdout)")
+    conf.add_argument(
+        "--list", action="store_true", help="list the selected cases and the providers"
+    )
+    conf.add_argument(
+        "--show",
+        choices=("all", "problems", "fail"),
+        default="all",
+        help="table rows to show (default: all)",
+    )
+    for name in URL_FLAGS:
+        conf.add_argument(
+            f"--{name}-url", metavar="URL", help=f"use the {name} server at URL (url= option)"
+        )
+    conf.add_argument(
+        "--option",
+        "-o",
+        action="append",
+        metavar="PROVIDER.KEY=VALUE",
+        help="a keyword option for a provider's constructor (repeatable)",
+    )
+    conf.add_argument(
+        "--require-servers",
+        action="store_true",
+        help=f"an unavailable provider fails instead of skipping (also: {REQUIRE_SERVERS_ENV}=1)",
+    )
+    conf.add_argument(
+        "--timeout",
+        type=float,
+        default=300.0,
+        metavar="S",
+        help="wall-clock limit per case, in seconds (default: 300)",
+    )
+
+    bench = sub.add_parser("bench", help="list or run the benchmark scripts")
+    bench.add_argument("name", nargs="?", help="benchmark to run (omit to list them)")
+    bench.add_argument("args", nargs=argparse.REMAINDER, help="arguments for the benchmark")
+    bench.add_argument("--dir", help="the benchmarks folder (default: ./benchmarks)")
+    return parser
+
+
+def _contracts() -> tuple[str, ...]:
+    from .conformance import CONTRACTS
+
+    return CONTRACTS
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line; returns the exit status."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        if args.command == "conformance":
+            return cmd_conformance(args)
+        return cmd_bench(args, make_console(sys.stdout))
+    except UsageError as exc:
+        make_console(sys.stderr).print(f"videoflow-aio: error: {exc}", markup=False)
+        return 2
