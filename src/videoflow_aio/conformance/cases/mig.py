@@ -1,0 +1,297 @@
+"""MIG conformance cases: the geometry oracle and the planner it audits.
+
+These are pure functions of the shipped tables (``memory/mig_profiles.json``); they open no
+backend, so they give the same verdict on every allocation provider.
+"""
+
+from __future__ import annotations
+
+from ...deploy.mig import CONSERVATIVE, MigRefusal, NodeMigPlan, plan_card, plan_node
+from ...deploy.mig import profile_for_memory as planner_profile_for_memory
+from ...memory.mig_geometry import check_layout, families, family_for, smallest_profile
+from .. import Harness, case
+from ._mig_audit import audit_card, audit_node
+
+# mig-parted ``all-balanced`` per family (pkg/mig/builder/balanced.go, config-default.yaml):
+# 2 x 1g + 1 x 2g + 1 x 3g on 7-slice parts, 2 x 1g + 1 x 2g on 4-slice parts, with the
+# one-memory-slice 1g profile of each family.
+ALL_BALANCED: dict[str, dict[str, int]] = {
+    "A100-SXM4-40GB": {"1g.5gb": 2, "2g.10gb": 1, "3g.20gb": 1},
+    "A100-PCIE-40GB": {"1g.5gb": 2, "2g.10gb": 1, "3g.20gb": 1},
+    "A100-SXM4-80GB": {"1g.10gb": 2, "2g.20gb": 1, "3g.40gb": 1},
+    "A100-80GB-PCIe": {"1g.10gb": 2, "2g.20gb": 1, "3g.40gb": 1},
+    "A100-PCIE-80GB": {"1g.10gb": 2, "2g.20gb": 1, "3g.40gb": 1},
+    "A30": {"1g.6gb": 2, "2g.12gb": 1},
+    "H100-80GB-HBM3": {"1g.10gb": 2, "2g.20gb": 1, "3g.40gb": 1},
+    "H100-SXM5-80GB": {"1g.10gb": 2, "2g.20gb": 1, "3g.40gb": 1},
+    "H100-PCIe": {"1g.10gb": 2, "2g.20gb": 1, "3g.40gb": 1},
+    "H100-NVL": {"1g.12gb": 2, "2g.24gb": 1, "3g.47gb": 1},
+    "GH200-480GB": {"1g.12gb": 2, "2g.24gb": 1, "3g.48gb": 1},
+    "GH200-144G-HBM3e": {"1g.18gb": 2, "2g.36gb": 1, "3g.72gb": 1},
+    "H200": {"1g.18gb": 2, "2g.35gb": 1, "3g.71gb": 1},
+    "GB200": {"1g.23gb": 2, "2g.47gb": 1, "3g.93gb": 1},
+    "B200": {"1g.23gb": 2, "2g.45gb": 1, "3g.90gb": 1},
+    "RTX-PRO-6000-Blackwell": {"1g.24gb": 2, "2g.48gb": 1},
+}
+
+
+def _product(key: str) -> str:
+    return f"NVIDIA-{key}"
+
+
+def _one_slice_1g(key: str) -> str:
+    return next(n for n, c in ALL_BALANCED[key].items() if n.startswith("1g") and c == 2)
+
+
+@case(
+    "MIG-001",
+    "the mig-parted all-balanced layout of every family is accepted",
+    contract="allocation",
+)
+async def all_balanced_accepted(h: Harness) -> None:
+    keys = [f.key for f in families()]
+    h.equal(sorted(set(keys) - set(ALL_BALANCED)), [], "families without an all-balanced entry")
+    for key in keys:
+        layout = ALL_BALANCED[key]
+        fam = family_for(_product(key))
+        h.equal(fam.key if fam else None, key, f"family of {_product(key)}")
+        h.equal(check_layout(_product(key), layout), [], f"problems of all-balanced on {key}")
+        slices = fam.compute_slices if fam else 0
+        h.equal(sum(layout.values()), 4 if slices == 7 else 3, f"all-balanced size on {key}")
+
+
+@case(
+    "MIG-002",
+    "a layout that fits by compute-slice count but cannot be placed is rejected for placement",
+    contract="allocation",
+)
+async def unplaceable_rejected(h: Harness) -> None:
+    seen = 0
+    for fam in families():
+        if fam.compute_slices != 7:
+            continue  # on 4-slice parts compute and memory slices coincide per profile
+        one = _one_slice_1g(fam.key)
+        two = next(
+            p.name
+            for p in fam.profiles.values()
+            if p.compute_slices == 1 and p.memory_slices == 2 and "+" not in p.name
+        )
+        layout = {two: 4, one: 3}  # 7 compute slices of 7, 11 memory slices of 8
+        compute = sum(fam.profiles[n].compute_slices * c for n, c in layout.items())
+        h.equal(compute, fam.compute_slices, f"compute slices of {layout} on {fam.key}")
+        problems = check_layout(_product(fam.key), layout)
+        h.check(
+            any(
+                p.startswith("cannot place at legal, non-overlapping start positions")
+                for p in problems
+            ),
+            f"{fam.key}: no placement problem in {problems}",
+        )
+        h.check(any(p.startswith("memory over capacity") for p in problems), f"{problems}")
+        h.check(
+            not any(p.startswith("compute over capacity") for p in problems),
+            f"{fam.key}: compute wrongly reported over capacity: {problems}",
+        )
+        seen += 1
+    h.check(seen > 0, "no 7-slice family in the tables")
+
+
+@case(
+    "MIG-003",
+    "placement is searched: 3g + 2 x 2g fits only with the 3g at its second start",
+    contract="allocation",
+)
+async def placement_searched(h: Harness) -> None:
+    for fam in families():
+        if fam.compute_slices != 7:
+            continue
+        three = next(n for n in ALL_BALANCED[fam.key] if n.startswith("3g"))
+        two = next(n for n in ALL_BALANCED[fam.key] if n.startswith("2g"))
+        h.equal(fam.profiles[three].starts, (0, 4), f"{fam.key} {three} starts")
+        h.equal(fam.profiles[two].starts, (0, 2, 4), f"{fam.key} {two} starts")
+        # first-fit at the lowest start (3g@0, 2g@4, 2g@?) fails; 3g@4, 2g@0, 2g@2 works
+        h.equal(check_layout(_product(fam.key), {three: 1, two: 2}), [], f"{fam.key} 3g+2x2g")
+        h.check(
+            check_layout(_product(fam.key), {three: 1, two: 3}) != [],
+            f"{fam.key}: 3g + 3 x 2g accepted",
+        )
+
+
+@case(
+    "MIG-004",
+    "family_for matches the longest key (GB200 vs B200, GH200 vs H200, H20 vs H200)",
+    contract="allocation",
+)
+async def family_longest_key(h: Harness) -> None:
+    expect = {
+        "NVIDIA-GB200": "GB200",
+        "NVIDIA-B200": "B200",
+        "NVIDIA-B200-MIG-1g.23gb": "B200",
+        "NVIDIA-GH200-480GB": "GH200-480GB",
+        "NVIDIA-GH200-144G-HBM3e": "GH200-144G-HBM3e",
+        "NVIDIA-H200": "H200",
+        "NVIDIA-H200-NVL": "H200",
+        "NVIDIA-H100-80GB-HBM3-MIG-1g.10gb": "H100-80GB-HBM3",
+        "NVIDIA-H100-NVL": "H100-NVL",
+        "A100-SXM4-40GB": "A100-SXM4-40GB",
+        "A100-SXM4-40GB-MIG-1g.5gb": "A100-SXM4-40GB",
+        "NVIDIA A100 80GB PCIe": "A100-80GB-PCIe",
+        "NVIDIA-A30": "A30",
+        "NVIDIA-RTX-PRO-6000-Blackwell-Max-Q-Workstation-Edition": "RTX-PRO-6000-Blackwell",
+    }
+    for product, key in expect.items():
+        fam = family_for(product)
+        h.equal(fam.key if fam else None, key, f"family_for({product!r})")
+    for product in ("NVIDIA-H20", "NVIDIA-B300-SXM6-AC", "NVIDIA-Tesla-T4", ""):
+        fam = family_for(product)
+        h.equal(fam.key if fam else None, None, f"family_for({product!r})")
+    h.equal(
+        check_layout("NVIDIA-H20", {"1g.12gb": 1}),
+        ["unknown product 'NVIDIA-H20': no MIG family key matches"],
+        "check_layout on an unknown product",
+    )
+
+
+@case(
+    "MIG-005",
+    "smallest_profile: least memory that suffices, unknown memory never chosen",
+    contract="allocation",
+)
+async def smallest_profile_rule(h: Harness) -> None:
+    h100 = "NVIDIA-H100-80GB-HBM3"
+
+    def name(product: str, gib: float) -> str | None:
+        p = smallest_profile(product, gib)
+        return p.name if p else None
+
+    h.equal(name(h100, 0), "1g.10gb", "0 GiB on H100 (plain profile before 1g.10gb+me)")
+    h.equal(name(h100, 9.75), "1g.10gb", "9.75 GiB on H100")
+    h.equal(name(h100, 10), "1g.20gb", "10 GiB on H100 (1g.10gb has 9.75 GiB)")
+    h.equal(name(h100, 19.62), "1g.20gb", "19.62 GiB on H100 (1 compute slice before 2g.20gb)")
+    h.equal(name(h100, 20), "3g.40gb", "20 GiB on H100 (3g before 4g)")
+    h.equal(name(h100, 80), None, "80 GiB on H100 (7g.80gb has 79.25)")
+    h.equal(name("NVIDIA-B200", 44), "1g.45gb", "44 GiB on B200")
+    h.equal(name("NVIDIA-B200", 45), None, "45 GiB on B200: 3g/4g/7g memory unknown")
+    h.equal(name("NVIDIA-H20", 1), None, "unknown product")
+    for fam in families():
+        for gib in (1.0, 10.0, 20.0, 40.0, 70.0, 100.0):
+            p = smallest_profile(_product(fam.key), gib)
+            if p is not None:
+                h.check(p.memory_gib is not None and p.memory_gib >= gib, f"{fam.key} {gib}: {p}")
+            smaller = (
+                [
+                    q
+                    for q in fam.profiles.values()
+                    if q.memory_gib is not None and gib <= q.memory_gib < (p.memory_gib or 0)
+                ]
+                if p is not None
+                else []
+            )
+            h.equal(smaller, [], f"profiles smaller than {p} that fit {gib} GiB on {fam.key}")
+
+
+@case(
+    "MIG-006",
+    "check_layout reports every problem: unknown profile, negative count, caps, compute, memory",
+    contract="allocation",
+)
+async def every_problem(h: Harness) -> None:
+    problems = check_layout(
+        "NVIDIA-H100-80GB-HBM3", {"9g.99gb": 1, "1g.20gb": -1, "7g.80gb": 2, "1g.10gb+me": 2}
+    )
+    for prefix in (
+        "unknown profile '9g.99gb'",
+        "negative count -1 for profile '1g.20gb'",
+        "instance cap exceeded: 2 x 7g.80gb",
+        "instance cap exceeded: 2 x 1g.10gb+me",
+        "memory over capacity",
+        "compute over capacity",
+        "cannot place at legal, non-overlapping start positions",
+    ):
+        h.check(any(p.startswith(prefix) for p in problems), f"{prefix!r} missing from {problems}")
+    h.equal(check_layout("NVIDIA-H100-80GB-HBM3", {}), [], "the empty layout")
+    h.equal(check_layout("NVIDIA-H100-80GB-HBM3", {"7g.80gb": 1, "1g.10gb": 0}), [], "7g + zero")
+    h.equal(check_layout("NVIDIA-A30", {"1g.6gb": 4}), [], "4 x 1g.6gb on A30")
+
+
+@case("MIG-007", "every layout the planner returns passes the oracle", contract="allocation")
+async def planner_layouts_pass(h: Harness) -> None:
+    for fam in families():
+        product = _product(fam.key)
+        balanced = [n for n, c in ALL_BALANCED[fam.key].items() for _ in range(c)]
+        card = plan_card(product, balanced)
+        h.check(not isinstance(card, MigRefusal), f"{fam.key}: plan_card refused {card}")
+        bugs, _ = audit_card(product, balanced, None, card)
+        h.equal(bugs, [], f"plan_card audit on {fam.key}")
+        requests = balanced * 2 + [_one_slice_1g(fam.key)]
+        node = plan_node(product, 4, requests, [ALL_BALANCED[fam.key]])
+        h.check(isinstance(node, NodeMigPlan), f"{fam.key}: plan_node refused {node}")
+        bugs, _ = audit_node(product, 4, requests, [ALL_BALANCED[fam.key]], node)
+        h.equal(bugs, [], f"plan_node audit on {fam.key}")
+
+
+@case("MIG-008", "every planner refusal gives the true reason", contract="allocation")
+async def planner_refusals_true(h: Harness) -> None:
+    h100 = "NVIDIA-H100-80GB-HBM3"
+    card_cases: list[tuple[str, list[str], dict[str, int] | None, str]] = [
+        ("NVIDIA-H20", ["1g.12gb"], None, "no family for product"),
+        (h100, ["1g.12gb"], None, "unknown profile"),
+        (h100, ["1g.10gb"], {"1g.10gb": -1}, "existing: negative count"),
+        (h100, ["7g.80gb", "7g.80gb"], None, "instance cap"),
+        (h100, ["4g.40gb", "3g.40gb", "1g.10gb"], None, "compute slices exhausted"),
+        (h100, ["1g.20gb"] * 4 + ["1g.10gb"] * 3, None, "memory slices exhausted"),
+        (h100, ["3g.40gb"], {"3g.40gb": 1, "1g.20gb": 2}, "compute slices exhausted"),
+    ]
+    for product, profiles, existing, expected in card_cases:
+        result = plan_card(product, profiles, existing)
+        h.check(
+            isinstance(result, MigRefusal), f"plan_card{(product, profiles, existing)}: {result}"
+        )
+        reason = result.reason if isinstance(result, MigRefusal) else ""
+        h.check(reason.startswith(expected), f"reason {reason!r}, expected {expected!r}")
+        h.check(CONSERVATIVE not in reason, f"exact refusal marked conservative: {reason!r}")
+        bugs, _ = audit_card(product, profiles, existing, result)
+        h.equal(bugs, [], f"audit of {reason!r}")
+    node_cases: list[tuple[int, list[str], list[dict[str, int]], str]] = [
+        (2, ["7g.80gb"] * 3, [], "instance cap"),
+        (2, ["7g.80gb"], [{"1g.10gb": 1}, {"1g.10gb": 1}], "no card can host 7g.80gb"),
+        (
+            2,
+            ["4g.40gb", "4g.40gb", "3g.40gb", "3g.40gb", "1g.10gb"],
+            [],
+            "compute slices exhausted",
+        ),
+        (1, ["3g.40gb"] * 2 + ["1g.10gb"], [], "memory slices exhausted"),
+        (1, [], [{"1g.10gb": 1}, {}], "existing describes 2 cards"),
+        (2, ["1g.10gb"], [{"7g.80gb": 2}], "existing card 0 is not a valid layout"),
+    ]
+    for gpus, requests, existing_cards, expected in node_cases:
+        node = plan_node(h100, gpus, requests, existing_cards)
+        h.check(isinstance(node, MigRefusal), f"plan_node{(gpus, requests, existing_cards)}")
+        reason = node.reason if isinstance(node, MigRefusal) else ""
+        h.check(reason.startswith(expected), f"reason {reason!r}, expected {expected!r}")
+        bugs, _ = audit_node(h100, gpus, requests, existing_cards, node)
+        h.equal(bugs, [], f"audit of {reason!r}")
+
+
+@case(
+    "MIG-009",
+    "the planner turns memory into the oracle's smallest profile",
+    contract="allocation",
+)
+async def planner_memory_agrees(h: Harness) -> None:
+    for fam in families():
+        product = _product(fam.key)
+        for tenths in range(0, 2000, 7):
+            gib = tenths / 10
+            oracle = smallest_profile(product, gib)
+            planner = planner_profile_for_memory(product, gib)
+            if oracle is None:
+                h.check(isinstance(planner, MigRefusal), f"{fam.key} {gib} GiB: planner {planner}")
+            else:
+                h.equal(planner, oracle.name, f"profile for {gib} GiB on {fam.key}")
+    refusal = planner_profile_for_memory("NVIDIA-B200", 50)
+    h.check(
+        isinstance(refusal, MigRefusal) and "memory unknown for 3g.90gb" in refusal.reason,
+        f"B200 50 GiB: {refusal}",
+    )
