@@ -28,7 +28,6 @@ from ._runner import (
 )
 
 
-
 class _Package(types.ModuleType):
     """Keeps ``conformance.cases`` the function when the ``cases/`` folder gets imported.
 
