@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import ast
-import os
 import subprocess
 import sys
 from collections.abc import Sequence
@@ -25,7 +24,7 @@ from rich.console import Console
 
 from .conformance import BACKENDS, REQUIRE_SERVERS_ENV, Provider, cases, get_provider
 from .conformance import run as run_cases
-from .conformance._provider import provider_names
+from .conformance._provider import env_options, provider_names
 from .conformance._report import (
     cases_table,
     make_console,
@@ -58,12 +57,6 @@ def _value(text: str) -> Any:
         return msgspec.json.decode(text)
     except msgspec.DecodeError:
         return text
-
-
-def env_options(name: str) -> dict[str, Any]:
-    """Options for provider ``name`` from the environment: ``VIDEOFLOW_<NAME>_URL`` → url."""
-    url = os.environ.get(f"VIDEOFLOW_{name.upper()}_URL")
-    return {"url": url} if url else {}
 
 
 def provider_options(args: argparse.Namespace, chosen: Sequence[str]) -> dict[str, dict[str, Any]]:

@@ -1,7 +1,7 @@
 """Conformance: cases with stable IDs, run unchanged on every provider and async backend.
 
 Write a case with :func:`case`; run cases with :func:`run` / :func:`run_case`, from the CLI
-(``videoflow-aio conformance``) or from pytest (:class:`ConformanceSuite`); plug in a backend
+(``videoflow-aio conformance``) or from pytest (:func:`conformance_suite`); plug in a backend
 with a :class:`Provider` and :func:`register_provider`. See ``docs/conformance.md``.
 """
 
@@ -26,6 +26,7 @@ from ._runner import (
     servers_required,
     summarize,
 )
+from ._suite import conformance_suite
 
 
 class _Package(types.ModuleType):
@@ -59,6 +60,7 @@ __all__ = [
     "Summary",
     "case",
     "cases",
+    "conformance_suite",
     "get_provider",
     "plan",
     "provider_names",

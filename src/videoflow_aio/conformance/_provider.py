@@ -18,6 +18,7 @@ Life cycle of a provider (the runner and the pytest plugin drive it):
 from __future__ import annotations
 
 import abc
+import os
 from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
 from types import TracebackType
@@ -119,6 +120,15 @@ def get_provider(name: str, **options: Any) -> Provider:
     return provider
 
 
+def env_options(name: str) -> dict[str, Any]:
+    """Options for provider ``name`` from the environment: ``VIDEOFLOW_<NAME>_URL`` → ``url``.
+
+    Both the CLI and the pytest plugin use this, so an existing server can be named once.
+    """
+    url = os.environ.get(f"VIDEOFLOW_{name.upper()}_URL")
+    return {"url": url} if url else {}
+
+
 def provider_names() -> list[str]:
     """Names of every registered provider, sorted."""
     _load_builtin()
@@ -133,6 +143,7 @@ __all__ = [
     "PROVIDERS",
     "Provider",
     "ProviderFactory",
+    "env_options",
     "get_provider",
     "provider_names",
     "register_provider",
