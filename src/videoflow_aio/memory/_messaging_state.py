@@ -80,6 +80,7 @@ class Sub:
         "redelivered",
         "retry_wait",
         "settled_above",
+        "settlement_order",
         "settlements",
         "spec",
         "timers",
@@ -107,6 +108,7 @@ class Sub:
         self.floor = 0
         self.settled_above: set[int] = set()
         self.settlements: dict[str, int] = {}
+        self.settlement_order: deque[str] = deque()
         self.dropped = 0
         self.redelivered = 0
         self.dead_lettered = 0
@@ -142,10 +144,13 @@ class Sub:
         self.unresolved.pop(seq, None)
 
     def remember_settlement(self, settlement_id: str, seq: int) -> None:
+        # a deque, not next(iter(dict)): popping a dict's head repeatedly is O(n) in CPython
         s = self.settlements
         s[settlement_id] = seq
-        if len(s) > SETTLEMENT_MEMORY:
-            del s[next(iter(s))]
+        order = self.settlement_order
+        order.append(settlement_id)
+        if len(order) > SETTLEMENT_MEMORY:
+            s.pop(order.popleft(), None)
 
     def advance_floor(self) -> None:
         """Move the ack floor over settled, removed and non-matching sequences."""
@@ -186,6 +191,7 @@ class Channel:
         self.pubs: dict[str, tuple[int, float]] = {}
         self.pub_order: deque[tuple[float, str]] = deque()
         self.refused: dict[str, str] = {}
+        self.refused_order: deque[str] = deque()
         self.paused = False
         self.held: list[Held] = []
         self.latest: dict[tuple[str, str], int] = {}
@@ -208,8 +214,10 @@ class Channel:
     def remember_refused(self, pid: str, reason: str) -> None:
         r = self.refused
         r[pid] = reason
-        if len(r) > LEDGER_MEMORY:
-            del r[next(iter(r))]
+        order = self.refused_order
+        order.append(pid)
+        if len(order) > LEDGER_MEMORY:
+            r.pop(order.popleft(), None)
 
     def oldest(self, kind: str | None) -> Msg | None:
         """The oldest slot message (of ``kind`` when limits are per subject)."""
