@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from .payload import RedisPayloadStore
 from .runtime_store import RedisRuntimeStore
 
-__all__ = ["RedisRuntimeStore"]
+__all__ = ["RedisPayloadStore", "RedisRuntimeStore"]

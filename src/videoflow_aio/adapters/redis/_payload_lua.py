@@ -1,0 +1,275 @@
+"""Lua scripts of :class:`RedisPayloadStore` (standalone Redis 7).
+
+Key layout under namespace ``ns`` (``<k>`` is the payload key, i.e. the content id):
+
+- ``ns:o:<k>``  the object bytes (STRING, with the object's TTL)
+- ``ns:m:<k>``  metadata HASH ``{size, digest, gen, created}`` (same TTL; ``created`` in server ms)
+- ``ns:s:<k>``  obligation set: ZSET obligation id → deadline (server ms); key TTL = last deadline
+- ``ns:used``   bytes of the objects in the ledger; ``ns:sz`` HASH key → size (the ledger)
+- ``ns:lru``    ZSET key → access tick (``ns:tick`` INCR), the adapter's LRU for the evictable
+  budget (puts and reads both count as an access)
+- ``ns:gen``    store-wide generation counter (INCR: never reused)
+- ``ns:seen:<k>`` first time ``reconcile`` saw a set-less object that has no metadata
+- ``ns:op:<rid>`` request marker (see ``_client``): the JSON result of the write that applied
+
+Every write script starts by checking its request marker (a replay returns the recorded
+result, a fenced id returns ``f``) and ends by recording its result there. Results are JSON.
+Obligations vanish at their deadline: each script first drops members whose deadline has
+passed (``prune``), and Redis deletes a ZSET whose last member goes, so an emptied set no
+longer exists. Scripts that must run under memory pressure (release, reconcile, cleanup) carry
+``flags=allow-oom``; the put script carries a shebang without it, so under OOM Redis refuses
+it before it starts (no partial effects).
+"""
+
+_PRELUDE = """
+local function now_ms()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+-- drop expired obligations; -1 when the set does not exist, else the live count
+local function prune(s, now)
+  if redis.call('EXISTS', s) == 0 then return -1 end
+  redis.call('ZREMRANGEBYSCORE', s, '-inf', now)
+  return redis.call('ZCARD', s)
+end
+local function set_ttl(s)
+  local last = redis.call('ZRANGE', s, -1, -1, 'WITHSCORES')
+  if last[2] then redis.call('PEXPIREAT', s, math.ceil(tonumber(last[2]))) end
+  return last[2] and tonumber(last[2]) or nil
+end
+local function extend(o, m, at)  -- never shorten; no TTL stays no TTL
+  local cur = redis.call('PEXPIRETIME', o)
+  if cur >= 0 and cur < at then
+    redis.call('PEXPIREAT', o, at)
+    redis.call('PEXPIREAT', m, at)
+  end
+end
+local function finish(mk, window, result)
+  local r = cjson.encode(result)
+  redis.call('SET', mk, r, 'PX', window)
+  return r
+end
+"""
+
+_MARKER = """
+local mk = KEYS[1]
+local window = ARGV[1]
+local prior = redis.call('GET', mk)
+if prior then return prior end
+"""
+
+# KEYS: marker, used, sz, lru, gen, tick. ARGV: window, key, data, size, digest, ttl_ms, tier,
+# budget (-1: none), forward ('1'/'0'), ns
+PUT = (
+    "#!lua\n"
+    + _PRELUDE
+    + _MARKER
+    + """
+local used_k, sz_k, lru_k, gen_k, tick_k = KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
+local key, data, size, digest = ARGV[2], ARGV[3], tonumber(ARGV[4]), ARGV[5]
+local ttl, tier, budget = tonumber(ARGV[6]), ARGV[7], tonumber(ARGV[8])
+local forward, ns = ARGV[9], ARGV[10]
+local o, m, s = ns .. ':o:' .. key, ns .. ':m:' .. key, ns .. ':s:' .. key
+local now = now_ms()
+local cur_gen = redis.call('HGET', m, 'gen')
+local exists = redis.call('EXISTS', o) == 1
+if exists and cur_gen then
+  local n = prune(s, now)
+  if forward == '1' and redis.call('HGET', m, 'digest') == digest
+      and redis.call('GET', o) == data then
+    return finish(mk, window, {s = 'forward', gen = cur_gen, created = now})
+  end
+  if n > 0 then
+    return finish(mk, window, {s = 'conflict', gen = cur_gen, n = n})
+  end
+end
+local function forget(k)  -- drop a key from the ledger; returns the bytes it accounted
+  local old = tonumber(redis.call('HGET', sz_k, k) or '0')
+  redis.call('HDEL', sz_k, k)
+  redis.call('ZREM', lru_k, k)
+  if old > 0 then redis.call('DECRBY', used_k, old) end
+  return old
+end
+local function used_now()  -- exact: drop ledger entries whose object is gone
+  local all = redis.call('HGETALL', sz_k)
+  for i = 1, #all, 2 do
+    if redis.call('EXISTS', ns .. ':o:' .. all[i]) == 0 then forget(all[i]) end
+  end
+  return tonumber(redis.call('GET', used_k) or '0')
+end
+local evicted = {}
+if budget >= 0 then
+  local mine = tonumber(redis.call('HGET', sz_k, key) or '0')
+  local used = tonumber(redis.call('GET', used_k) or '0') - mine
+  if used + size > budget then
+    used = used_now() - tonumber(redis.call('HGET', sz_k, key) or '0')
+  end
+  if used + size > budget then
+    if tier == 'durable' or size > budget then
+      return cjson.encode({s = 'budget', used = used, budget = budget})
+    end
+    while used + size > budget do
+      local victim = redis.call('ZRANGE', lru_k, 0, 0)[1]
+      if not victim then break end
+      if victim == key then
+        redis.call('ZREM', lru_k, victim)
+      else
+        redis.call('DEL', ns .. ':o:' .. victim, ns .. ':m:' .. victim)
+        used = used - forget(victim)
+        evicted[#evicted + 1] = victim
+      end
+    end
+  end
+end
+forget(key)
+redis.call('DEL', o, m, s)
+local gen = tostring(redis.call('INCR', gen_k))
+redis.call('SET', o, data, 'PX', ttl)
+redis.call('HSET', m, 'size', size, 'digest', digest, 'gen', gen, 'created', now)
+redis.call('PEXPIRE', m, ttl)
+redis.call('HSET', sz_k, key, size)
+redis.call('ZADD', lru_k, redis.call('INCR', tick_k), key)
+redis.call('INCRBY', used_k, size)
+return finish(mk, window, {s = 'new', gen = gen, created = now, evicted = evicted})
+"""
+)
+
+# KEYS: marker. ARGV: window, key, gen, rel_ms, tier, mode ('attach'|'acquire'|'renew'), ns,
+# ids... Attaches/extends obligations (ZADD GT: deadlines never move backwards).
+OBLIGE = (
+    "#!lua\n"
+    + _PRELUDE
+    + _MARKER
+    + """
+local key, gen, rel, tier, mode, ns = ARGV[2], ARGV[3], tonumber(ARGV[4]), ARGV[5], ARGV[6], ARGV[7]
+local o, m, s = ns .. ':o:' .. key, ns .. ':m:' .. key, ns .. ':s:' .. key
+local now = now_ms()
+if redis.call('EXISTS', o) == 0 then return finish(mk, window, {s = 'notfound'}) end
+local g = redis.call('HGET', m, 'gen')
+if g ~= gen then return finish(mk, window, {s = 'conflict', gen = g or ''}) end
+local n = prune(s, now)
+local dl = now + rel
+if mode == 'renew' and (n <= 0 or not redis.call('ZSCORE', s, ARGV[8])) then
+  return finish(mk, window, {s = 'nosuch'})
+end
+for i = 8, #ARGV do redis.call('ZADD', s, 'GT', dl, ARGV[i]) end
+local last = set_ttl(s)
+if tier == 'durable' and last then extend(o, m, math.ceil(last)) end
+local score = dl
+if ARGV[8] then score = tonumber(redis.call('ZSCORE', s, ARGV[8])) end
+return finish(mk, window, {s = 'ok', now = now, dl = dl, score = score,
+  exp = redis.call('PEXPIRETIME', o)})
+"""
+)
+
+# KEYS: marker, used, sz, lru. ARGV: window, key, gen, obligation id, ns
+RELEASE = (
+    "#!lua flags=allow-oom\n"
+    + _PRELUDE
+    + _MARKER
+    + """
+local used_k, sz_k, lru_k = KEYS[2], KEYS[3], KEYS[4]
+local key, gen, oid, ns = ARGV[2], ARGV[3], ARGV[4], ARGV[5]
+local o, m, s = ns .. ':o:' .. key, ns .. ':m:' .. key, ns .. ':s:' .. key
+local now = now_ms()
+if redis.call('EXISTS', o) == 0 then return finish(mk, window, {s = 'object-absent', n = 0}) end
+if redis.call('HGET', m, 'gen') ~= gen then
+  return finish(mk, window, {s = 'stale-generation', n = 0})
+end
+local n = prune(s, now)
+if n <= 0 then return finish(mk, window, {s = 'no-obligation-set', n = 0}) end
+if redis.call('ZREM', s, oid) == 0 then
+  return finish(mk, window, {s = 'already-released', n = n})
+end
+n = n - 1
+if n > 0 then return finish(mk, window, {s = 'released', n = n}) end
+local old = tonumber(redis.call('HGET', sz_k, key) or '0')
+redis.call('DEL', o, m, s)
+redis.call('HDEL', sz_k, key)
+redis.call('ZREM', lru_k, key)
+if old > 0 then redis.call('DECRBY', used_k, old) end
+return finish(mk, window, {s = 'reclaimed', n = 0})
+"""
+)
+
+# KEYS: used, sz, lru. ARGV: key, listed ('1'/'0'), grace_ms, intent prefix, ns, required...
+# One key's reconcile step; returns JSON (no marker: it is repeatable by construction).
+RECONCILE_KEY = (
+    "#!lua flags=allow-oom\n"
+    + _PRELUDE
+    + """
+local used_k, sz_k, lru_k = KEYS[1], KEYS[2], KEYS[3]
+local key, listed, grace, intent, ns = ARGV[1], ARGV[2] == '1', tonumber(ARGV[3]), ARGV[4], ARGV[5]
+local o, m, s = ns .. ':o:' .. key, ns .. ':m:' .. key, ns .. ':s:' .. key
+if redis.call('EXISTS', o) == 0 then return cjson.encode({examined = 0}) end
+local now = now_ms()
+local created = tonumber(redis.call('HGET', m, 'created') or '')
+if not created then
+  local seen = ns .. ':seen:' .. key
+  redis.call('SET', seen, now, 'NX', 'PX', math.max(60000, grace * 10))
+  created = tonumber(redis.call('GET', seen))
+end
+local age = now - created
+local required = {}
+local nreq = 0
+for i = 6, #ARGV do required[ARGV[i]] = true; nreq = nreq + 1 end
+local function reclaim()
+  local old = tonumber(redis.call('HGET', sz_k, key) or '0')
+  redis.call('DEL', o, m, s, ns .. ':seen:' .. key)
+  redis.call('HDEL', sz_k, key)
+  redis.call('ZREM', lru_k, key)
+  if old > 0 then redis.call('DECRBY', used_k, old) end
+end
+local n = prune(s, now)
+local cancelled = {}
+local outcome = ''
+if n > 0 then
+  for _, id in ipairs(redis.call('ZRANGE', s, 0, -1)) do
+    local cancel
+    if listed then cancel = not required[id]
+    else cancel = age > grace and string.sub(id, 1, #intent) == intent end
+    if cancel then
+      redis.call('ZREM', s, id)
+      cancelled[#cancelled + 1] = id
+    end
+  end
+  if #cancelled > 0 and redis.call('EXISTS', s) == 0 then reclaim(); outcome = 'reclaimed' end
+elseif listed and nreq > 0 then
+  outcome = 'required'
+elseif age > grace then
+  reclaim(); outcome = 'orphan-reclaimed'
+else
+  outcome = 'in-grace'
+end
+return cjson.encode({examined = 1, cancelled = cancelled, outcome = outcome})
+"""
+)
+
+# KEYS: none. ARGV: key, ns. Deletes an obligation set whose object is gone.
+DANGLING = """#!lua flags=allow-oom
+local o, s = ARGV[2] .. ':o:' .. ARGV[1], ARGV[2] .. ':s:' .. ARGV[1]
+if redis.call('EXISTS', o) == 1 or redis.call('EXISTS', s) == 0 then return 0 end
+redis.call('DEL', s)
+return 1
+"""
+
+# KEYS: used, sz. ARGV: ns. The exact byte count of the objects present (fixes the ledger).
+STORED_BYTES = """#!lua flags=allow-oom
+local all = redis.call('HGETALL', KEYS[2])
+for i = 1, #all, 2 do
+  if redis.call('EXISTS', ARGV[1] .. ':o:' .. all[i]) == 0 then
+    redis.call('HDEL', KEYS[2], all[i])
+    redis.call('DECRBY', KEYS[1], tonumber(all[i + 1]))
+  end
+end
+return tonumber(redis.call('GET', KEYS[1]) or '0')
+"""
+
+# KEYS: o, m, lru, tick. ARGV: key. A read that counts as an access for the adapter's LRU.
+READ_TOUCH = """
+if redis.call('EXISTS', KEYS[1]) == 1 then
+  redis.call('ZADD', KEYS[3], 'XX', redis.call('INCR', KEYS[4]), ARGV[1])
+end
+local meta = redis.call('HMGET', KEYS[2], 'size', 'digest', 'gen')
+return {redis.call('GET', KEYS[1]), meta[1], meta[2], meta[3]}
+"""
