@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+import contextlib
 import inspect
+import sys
 from collections.abc import Awaitable, Callable, Iterable, Iterator
 from contextlib import AbstractContextManager, contextmanager
+from pathlib import Path
 from typing import Any
 
 import anyio
 
 from ..vtime import VirtualClock
+
+_HERE = (__file__, contextlib.__file__)
 
 
 class Skip(Exception):
@@ -143,7 +148,13 @@ class Harness:
 
     # -- checks ----------------------------------------------------------------------------
     def _fail(self, message: str) -> None:
-        self.failures.append(message)
+        """Record the failure with the case line that made it, then raise it."""
+        frame = sys._getframe(1)
+        while frame.f_back is not None and frame.f_code.co_filename in _HERE:
+            frame = frame.f_back
+        parts = Path(frame.f_code.co_filename).parts
+        where = f"{'/'.join(parts[-2:])}:{frame.f_lineno} in {frame.f_code.co_name}"
+        self.failures.append(f"{message} (at {where})")
         raise CaseFailure(message)
 
     def check(self, condition: object, message: str = "check failed") -> None:

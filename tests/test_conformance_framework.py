@@ -1,0 +1,626 @@
+"""The conformance framework itself: runner outcomes, harness rules, providers, report, plugin."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import sys
+import warnings
+
+import anyio
+import anyio.lowlevel
+import pytest
+
+from _conformance_fakes import FakeBackend, FakeProvider, fake_case
+from videoflow_aio import conformance, faults
+from videoflow_aio.conformance import (
+    BACKENDS,
+    REQUIRE_SERVERS_ENV,
+    CaseFailure,
+    Harness,
+    Skip,
+    get_provider,
+    plan,
+    register_provider,
+    run,
+    run_case,
+)
+from videoflow_aio.conformance import _runner as runner_mod
+from videoflow_aio.conformance._provider import PROVIDERS
+from videoflow_aio.conformance._report import load_report, report_json
+from videoflow_aio.conformance.providers import UnimportableProvider
+
+pytest_plugins = ["pytester"]
+
+both = pytest.mark.parametrize("backend", BACKENDS)
+
+
+# -- outcomes ---------------------------------------------------------------------------------
+@both
+def test_pass_reports_virtual_and_wall_seconds(backend: str) -> None:
+    async def hour(h: Harness) -> None:
+        t0 = h.now()
+        await h.sleep(3600)
+        h.equal(round(h.now() - t0, 6), 3600.0, "virtual time slept")
+
+    r = run_case(fake_case(hour), FakeProvider(), backend)
+    assert (r.outcome, r.reason) == ("pass", "")
+    assert r.virtual_seconds == pytest.approx(3600.0)
+    assert r.wall_seconds < 5.0
+    assert (r.id, r.provider, r.backend) == ("MSG-901", "fake", backend)
+
+
+@both
+def test_a_case_without_checks_fails(backend: str) -> None:
+    async def idle(h: Harness) -> None:
+        await h.open()
+
+    r = run_case(fake_case(idle), FakeProvider(), backend)
+    assert r.outcome == "fail"
+    assert "made no check" in r.reason
+
+
+@both
+def test_an_exception_fails_with_type_message_and_place(backend: str) -> None:
+    async def broken(h: Harness) -> None:
+        h.check(True)
+        raise KeyError("missing-stream")
+
+    r = run_case(fake_case(broken), FakeProvider(), backend)
+    assert r.outcome == "fail"
+    assert r.reason.startswith("KeyError: 'missing-stream' (at tests/test_conformance_framework")
+    assert "in broken" in r.reason
+
+
+@both
+def test_task_group_errors_are_unwrapped(backend: str) -> None:
+    async def one(h: Harness) -> None:
+        h.check(True)
+
+        async def worker() -> None:
+            await anyio.sleep(1)
+            raise ValueError("worker died")
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(worker)
+
+    async def two(h: Harness) -> None:
+        h.check(True)
+
+        async def worker(text: str) -> None:
+            raise RuntimeError(text)
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(worker, "a")
+            tg.start_soon(worker, "b")
+
+    r = run_case(fake_case(one), FakeProvider(), backend)
+    assert r.outcome == "fail"
+    assert r.reason.startswith("ValueError: worker died (at ")
+    assert "Group" not in r.reason
+    r = run_case(fake_case(two), FakeProvider(), backend)
+    assert r.outcome == "fail"
+    assert r.reason.startswith("2 errors in a task group: RuntimeError: ")
+    assert "RuntimeError: a (at tests/" in r.reason
+    assert "RuntimeError: b (at tests/" in r.reason
+
+
+@both
+def test_a_failed_check_gives_its_message(backend: str) -> None:
+    async def wrong(h: Harness) -> None:
+        h.equal(1 + 1, 3, "sum")
+
+    r = run_case(fake_case(wrong), FakeProvider(), backend)
+    assert r.outcome == "fail"
+    assert r.reason.startswith("sum: expected 3, got 2 (at ")
+
+
+@both
+def test_a_caught_check_failure_still_fails(backend: str) -> None:
+    async def swallow(h: Harness) -> None:
+        with contextlib.suppress(Exception):
+            h.check(False, "lost update")
+        h.check(True)
+
+    r = run_case(fake_case(swallow), FakeProvider(), backend)
+    assert r.outcome == "fail"
+    assert r.reason.startswith("lost update (at tests/test_conformance_framework.py:")
+    assert r.reason.endswith("in swallow) (the case caught the failure)")
+
+
+@both
+def test_a_deadlock_fails_instead_of_hanging(backend: str) -> None:
+    async def stuck(h: Harness) -> None:
+        h.check(True)
+        await anyio.Event().wait()
+
+    r = run_case(fake_case(stuck), FakeProvider(), backend)
+    assert r.outcome == "fail"
+    assert "still running after 604800 virtual seconds" in r.reason
+
+
+def test_the_wall_clock_cap_stops_a_spinning_case() -> None:
+    async def spin(h: Harness) -> None:
+        h.check(True)
+        while True:
+            await anyio.lowlevel.checkpoint()
+
+    r = run_case(fake_case(spin), FakeProvider(), "asyncio", wall_limit=0.2)
+    assert r.outcome == "fail"
+    assert r.reason == "stopped after the wall-clock limit of 0.2 s"
+
+
+def test_real_time_provider_runs_on_the_real_clock_with_scaled_durations(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    seen: list[tuple[bool, float]] = []
+
+    async def timed(h: Harness) -> None:
+        seen.append((h.virtual, h.seconds(30)))
+        await h.sleep(30)  # 30 case-seconds, 0.003 real seconds at this scale
+        h.check(True)
+
+    provider = FakeProvider(real_time=True, scale=0.0001)
+    r = run_case(fake_case(timed), provider, "trio")
+    assert r.outcome == "pass"
+    assert seen == [(False, pytest.approx(0.003))]
+    assert r.virtual_seconds == pytest.approx(0.003, abs=0.05)
+
+    async def too_long(h: Harness) -> None:
+        h.check(True)
+        await h.sleep(10_000)  # 1 real second at this scale, over the 0.01 s cap below
+
+    monkeypatch.setattr(runner_mod, "REAL_TIME_LIMIT", 0.01)
+    r = run_case(fake_case(too_long), provider, "asyncio")
+    assert r.outcome == "fail"
+    assert "still running after 0.01 real seconds" in r.reason
+
+
+# -- skips --------------------------------------------------------------------------------------
+@both
+def test_missing_capability_skips_with_reason(backend: str) -> None:
+    async def archived(h: Harness) -> None:
+        h.check(True)
+
+    case = fake_case(archived, needs=("archive", "durable_control"))
+    r = run_case(case, FakeProvider(capabilities={"durable_control"}), backend)
+    assert (r.outcome, r.reason) == ("skip", "provider fake lacks capability archive")
+    assert run_case(case, FakeProvider(), backend).outcome == "pass"
+
+
+@both
+def test_missing_control_skips_with_reason(backend: str) -> None:
+    async def pausing(h: Harness) -> None:
+        ctl = h.controls(await h.open())
+        h.equal(await ctl.pause_acceptance(), "paused", "sync control result")
+        h.equal(await ctl.fail_reads(on=True), True, "async control result")
+
+    case = fake_case(pausing, controls=("pause_acceptance", "fail_reads"))
+    r = run_case(case, FakeProvider(controls={"fail_reads"}), backend)
+    assert (r.outcome, r.reason) == (
+        "skip",
+        "provider fake cannot perform model control pause_acceptance",
+    )
+    assert run_case(case, FakeProvider(), backend).outcome == "pass"
+
+
+@both
+def test_control_absent_on_the_backend_skips_or_fails_when_strict(backend: str) -> None:
+    async def corrupting(h: Harness) -> None:
+        h.check(True)
+        await h.controls(await h.open()).corrupt("k")
+
+    case = fake_case(corrupting, controls=("corrupt",))
+    r = run_case(case, FakeProvider(), backend)
+    assert (r.outcome, r.reason) == ("skip", "provider fake cannot perform control 'corrupt'")
+    r = run_case(case, FakeProvider(strict=True), backend)
+    assert r.outcome == "fail"
+    assert r.reason.startswith("provider fake has no model control 'corrupt' (at tests/")
+
+
+@both
+def test_undeclared_control_fails_even_when_caught(backend: str) -> None:
+    async def sneaky(h: Harness) -> None:
+        ctl = h.controls(await h.open())
+        with contextlib.suppress(Exception):
+            await ctl.pause_acceptance()
+        h.check(True)
+
+    r = run_case(fake_case(sneaky, controls=("fail_reads",)), FakeProvider(), backend)
+    assert r.outcome == "fail"
+    assert "control 'pause_acceptance' without declaring it in controls=" in r.reason
+
+
+@both
+def test_require_and_skip_inside_a_task_group(backend: str) -> None:
+    async def needs_archive(h: Harness) -> None:
+        h.require(False, "archive")
+
+    async def skip_in_group(h: Harness) -> None:
+        async def worker() -> None:
+            raise Skip("engine has no archive")
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(worker)
+            await anyio.sleep(10)
+
+    r = run_case(fake_case(needs_archive), FakeProvider(), backend)
+    assert (r.outcome, r.reason) == ("skip", "needs capability archive")
+    r = run_case(fake_case(skip_in_group), FakeProvider(), backend)
+    assert (r.outcome, r.reason) == ("skip", "engine has no archive")
+
+
+@both
+def test_a_failed_check_wins_over_a_later_skip(backend: str) -> None:
+    async def fail_then_skip(h: Harness) -> None:
+        with contextlib.suppress(CaseFailure):
+            h.check(False, "first this failed")
+        raise Skip("then it skipped")
+
+    r = run_case(fake_case(fail_then_skip), FakeProvider(), backend)
+    assert r.outcome == "fail"
+    assert r.reason.startswith("first this failed (at tests/test_conformance_framework.py:")
+
+
+def test_unavailable_provider_skips_or_fails_when_servers_are_required(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    async def fine(h: Harness) -> None:
+        h.check(True)
+
+    provider = FakeProvider(unavailable="nats-server not found")
+    case = fake_case(fine)
+    monkeypatch.delenv(REQUIRE_SERVERS_ENV, raising=False)
+    assert run_case(case, provider, "asyncio").reason == "nats-server not found"
+    assert run_case(case, provider, "asyncio").outcome == "skip"
+    assert run_case(case, provider, "asyncio", require_available=True).outcome == "fail"
+    monkeypatch.setenv(REQUIRE_SERVERS_ENV, "1")
+    r = run_case(case, provider, "asyncio")
+    assert r.outcome == "fail"
+    assert r.reason == (
+        "provider required (VIDEOFLOW_REQUIRE_SERVERS=1) but unavailable: nats-server not found"
+    )
+    monkeypatch.setenv(REQUIRE_SERVERS_ENV, "0")
+    assert run_case(case, provider, "asyncio").outcome == "skip"
+    assert provider.setups == 0
+
+
+# -- harness --------------------------------------------------------------------------------------
+@both
+def test_each_run_gets_a_fresh_harness_and_fault_registry(backend: str) -> None:
+    async def arms(h: Harness) -> None:
+        await h.open(tier="evictable")
+        faults.arm("fake.publish")  # left armed on purpose
+        h.check(True)
+
+    async def reaches(h: Harness) -> None:
+        await faults.reach("fake.publish")  # would pause forever if the barrier leaked
+        h.check(True)
+
+    provider = FakeProvider()
+    assert run_case(fake_case(arms), provider, backend).outcome == "pass"
+    assert run_case(fake_case(reaches), provider, backend).outcome == "pass"
+    first, second = provider.harnesses
+    assert first is not second
+    assert (first.checks, second.checks) == (1, 1)
+    assert [b.options for b in first.opened] == [{"tier": "evictable"}]
+    assert second.opened == []
+
+
+@both
+def test_runner_binds_the_declared_controls(backend: str) -> None:
+    async def declared(h: Harness) -> None:
+        h.equal(h.allowed_controls, frozenset({"fail_reads"}), "allowed controls")
+
+    provider = FakeProvider()
+    r = run_case(fake_case(declared, controls=("fail_reads",)), provider, backend)
+    assert r.outcome == "pass"
+
+
+@both
+def test_time_helpers_scale_durations(backend: str) -> None:
+    async def scaled(h: Harness) -> None:
+        h.equal(h.seconds(10), 5.0, "seconds")
+        h.equal(round(h.deadline(10) - h.now(), 6), 5.0, "deadline")
+        t0 = h.now()
+        await h.sleep(4)
+        h.equal(round(h.now() - t0, 6), 2.0, "sleep")
+        with h.move_on_after(6) as scope:
+            await anyio.sleep(100)
+        h.check(scope.cancelled_caught, "move_on_after expired")
+        h.equal(round(h.now() - t0, 6), 5.0, "move_on_after")
+        with h.raises(TimeoutError, "fail_after"), h.fail_after(2):
+            await anyio.sleep(100)
+        h.equal(round(h.now() - t0, 6), 6.0, "fail_after")
+
+    r = run_case(fake_case(scaled), FakeProvider(scale=0.5), backend)
+    assert (r.outcome, r.reason) == ("pass", "")
+    assert r.virtual_seconds == pytest.approx(6.0)
+
+
+@both
+def test_raises_fails_when_nothing_is_raised(backend: str) -> None:
+    async def quiet(h: Harness) -> None:
+        with h.raises((KeyError, ValueError), "bad key"):
+            pass
+
+    r = run_case(fake_case(quiet), FakeProvider(), backend)
+    assert r.outcome == "fail"
+    assert r.reason.startswith("bad key: expected KeyError or ValueError, nothing was raised")
+
+
+def test_harness_rejects_non_positive_scale() -> None:
+    async def factory() -> FakeBackend:
+        return FakeBackend()
+
+    with pytest.raises(ValueError):
+        Harness(provider="x", contract="messaging", factory=factory, scale=0)
+
+
+# -- providers ------------------------------------------------------------------------------
+def test_run_sets_up_once_and_closes_at_the_end() -> None:
+    async def ok(h: Harness) -> None:
+        h.check(True)
+
+    provider = FakeProvider()
+    other = FakeProvider("other", contracts=("payload",))
+    seen: list[str] = []
+    results = run(
+        [fake_case(ok, "MSG-901"), fake_case(ok, "MSG-902")],
+        [provider, other],
+        on_result=lambda r: seen.append(f"{r.id}/{r.backend}"),
+    )
+    assert seen == ["MSG-901/asyncio", "MSG-901/trio", "MSG-902/asyncio", "MSG-902/trio"]
+    assert [r.outcome for r in results] == ["pass"] * 4
+    assert (provider.setups, provider.closes) == (1, 1)
+    assert (other.setups, other.closes) == (0, 0)  # never used, never set up
+
+
+def test_setup_failure_fails_every_case_of_that_provider() -> None:
+    async def ok(h: Harness) -> None:
+        h.check(True)
+
+    provider = FakeProvider(setup_error=OSError("port 4222 in use"))
+    results = run([fake_case(ok)], [provider])
+    assert [r.outcome for r in results] == ["fail", "fail"]
+    assert results[0].reason.startswith("provider fake setup failed: OSError: port 4222 in use")
+    assert provider.setups == 1
+    assert provider.closes == 1
+
+
+def test_close_errors_become_warnings() -> None:
+    class Leaky(FakeProvider):
+        def close(self) -> None:
+            raise RuntimeError("server would not stop")
+
+    async def ok(h: Harness) -> None:
+        h.check(True)
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        results = run([fake_case(ok)], [Leaky()], ["trio"])
+    assert [r.outcome for r in results] == ["pass"]
+    assert any("server would not stop" in str(w.message) for w in caught)
+
+
+def test_async_aclose_runs_from_close() -> None:
+    closed: list[bool] = []
+
+    class AsyncClosing(FakeProvider):
+        close = conformance.Provider.close  # the default: runs aclose in a loop of its own
+
+        async def aclose(self) -> None:
+            await anyio.lowlevel.checkpoint()
+            closed.append(True)
+
+    with AsyncClosing() as provider:
+        assert provider.setups == 1
+    assert closed == [True]
+
+
+def test_get_provider_passes_options(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(PROVIDERS, "fakeurl", FakeProvider)
+    provider = get_provider("fakeurl", url="nats://127.0.0.1:4222")
+    assert isinstance(provider, FakeProvider)
+    assert provider.url == "nats://127.0.0.1:4222"
+    with pytest.raises(ValueError, match="does not take option"):
+        get_provider("fakeurl", colour="blue")
+    with pytest.raises(ValueError, match=r"unknown provider 'nope'; known: .*memory"):
+        get_provider("nope")
+
+
+def test_register_provider_names_the_provider(monkeypatch: pytest.MonkeyPatch) -> None:
+    class Nameless(FakeProvider):
+        def __init__(self) -> None:
+            super().__init__(name="")
+
+    monkeypatch.setitem(PROVIDERS, "mine", Nameless)
+    register_provider("mine", Nameless)
+    assert get_provider("mine").name == "mine"
+
+
+def test_unimportable_provider_is_unavailable_with_the_import_error() -> None:
+    p = UnimportableProvider("nats", "ModuleNotFoundError: No module named 'nats'")
+    assert p.unavailable() == (
+        "provider module 'nats' cannot be imported: ModuleNotFoundError: No module named 'nats'"
+    )
+    assert "messaging" in p.contracts()
+
+
+def test_plan_runs_a_provider_on_its_own_contracts_only() -> None:
+    async def ok(h: Harness) -> None:
+        h.check(True)
+
+    msg = fake_case(ok, "MSG-901")
+    pay = fake_case(ok, "PAY-901", contract="payload")
+    p = FakeProvider(contracts=("payload",))
+    assert [(c.id, b) for c, _, b in plan([msg, pay], [p], ["trio"])] == [("PAY-901", "trio")]
+    with pytest.raises(ValueError, match="unknown backend 'curio'"):
+        plan([msg], [p], ["curio"])
+
+
+def test_memory_provider_is_registered_and_covers_every_contract() -> None:
+    memory = get_provider("memory")
+    assert memory.contracts() == frozenset(conformance.CONTRACTS)
+    assert not memory.real_time
+
+
+# -- registry -------------------------------------------------------------------------------------
+def test_case_ids_are_validated() -> None:
+    with pytest.raises(ValueError, match="must look like"):
+        conformance.case("MSG-1", "bad id", contract="messaging")
+    with pytest.raises(ValueError, match="unknown contract"):
+        conformance.case("MSG-999", "bad contract", contract="mail")
+
+
+def test_cases_stays_a_function_after_the_case_folder_is_imported() -> None:
+    import videoflow_aio.conformance.cases  # noqa: F401
+
+    assert callable(conformance.cases)
+    assert sys.modules["videoflow_aio.conformance.cases"].__name__.endswith(".cases")
+    every = conformance.cases()
+    assert [c.id for c in every] == sorted(c.id for c in every)
+    some = conformance.cases(select="zzz-nothing*")
+    assert some == []
+
+
+# -- report ---------------------------------------------------------------------------------------
+def test_json_report_has_exactly_the_documented_shape() -> None:
+    async def ok(h: Harness) -> None:
+        h.check(True)
+
+    async def bad(h: Harness) -> None:
+        h.check(False, "nope")
+
+    results = run(
+        [fake_case(ok, "MSG-901"), fake_case(bad, "MSG-902"), fake_case(ok, "MSG-903", needs="x")],
+        [FakeProvider(capabilities=())],
+        ["asyncio"],
+    )
+    data = json.loads(report_json(results))
+    assert set(data) == {"cases", "summary"}
+    assert data["summary"] == {"pass": 1, "fail": 1, "skip": 1}
+    keys = ["id", "title", "provider", "backend", "outcome", "reason"]
+    keys += ["virtual_seconds", "wall_seconds"]
+    for row in data["cases"]:
+        assert list(row) == keys
+    assert [r["outcome"] for r in data["cases"]] == ["pass", "fail", "skip"]
+    assert isinstance(data["cases"][0]["virtual_seconds"], float)
+    assert load_report(report_json(results)).summary.failed == 1
+
+
+# -- pytest plugin --------------------------------------------------------------------------------
+PLUGIN_TEST = """
+from contextlib import asynccontextmanager
+
+from videoflow_aio.conformance import (
+    Harness, Provider, case, conformance_suite, register_provider,
+)
+
+pytest_plugins = ["videoflow_aio.conformance.pytest_plugin"]
+
+
+class Mine(Provider):
+    name = "mine"
+
+    def __init__(self, url=None):
+        self.url = url
+
+    def contracts(self):
+        return frozenset({"messaging"})
+
+    def capabilities(self, contract):
+        return frozenset()
+
+    @asynccontextmanager
+    async def harness(self, case):
+        async def factory(**options):
+            return object()
+        assert self.url == "mem://here"
+        yield Harness(provider=self.name, contract=case.contract, factory=factory)
+
+
+class Gone(Mine):
+    name = "gone"
+
+    def unavailable(self):
+        return "gone-server not found"
+
+
+register_provider("mine", Mine)
+register_provider("gone", Gone)
+
+
+@case("MSG-981", "passes", contract="messaging")
+async def passes(h: Harness) -> None:
+    await h.sleep(60)
+    h.check(True)
+
+
+@case("MSG-982", "fails", contract="messaging")
+async def fails(h: Harness) -> None:
+    h.equal(2, 3, "answer")
+
+
+@case("MSG-983", "needs archive", contract="messaging", needs=("archive",))
+async def archived(h: Harness) -> None:
+    h.check(True)
+
+
+TestMine = conformance_suite(
+    ["mine", "gone"], select="MSG-98*", options={"mine": {"url": "mem://here"}}
+)
+"""
+
+
+@pytest.fixture
+def plugin_run(pytester: pytest.Pytester) -> pytest.Pytester:
+    pytester.makepyfile(test_mine=PLUGIN_TEST)
+    return pytester
+
+
+def test_plugin_makes_one_item_per_case_provider_and_backend(plugin_run: pytest.Pytester) -> None:
+    result = plugin_run.runpytest_subprocess("--collect-only", "-q")
+    lines = [ln for ln in result.outlines if "::" in ln]
+    assert lines[:3] == [
+        "test_mine.py::TestMine::MSG-981[mine-asyncio]",
+        "test_mine.py::TestMine::MSG-981[mine-trio]",
+        "test_mine.py::TestMine::MSG-981[gone-asyncio]",
+    ]
+    assert len(lines) == 12
+
+
+def test_plugin_passes_fails_and_skips_with_reasons(
+    plugin_run: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv(REQUIRE_SERVERS_ENV, raising=False)
+    result = plugin_run.runpytest_subprocess("-rs", "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=2, failed=2, skipped=8)
+    result.stdout.fnmatch_lines(
+        [
+            "*MSG-982 'fails' failed on mine/asyncio: answer: expected 3, got 2 (at *test_mine.py*",
+            "*SKIPPED*test_mine.py:*provider mine lacks capability archive*",
+            "*SKIPPED*gone-server not found*",
+        ]
+    )
+
+
+def test_plugin_fails_unavailable_providers_when_servers_are_required(
+    plugin_run: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(REQUIRE_SERVERS_ENV, "1")
+    result = plugin_run.runpytest_subprocess("-k", "gone", "-p", "no:cacheprovider")
+    result.assert_outcomes(failed=6)
+    result.stdout.fnmatch_lines(["*but unavailable: gone-server not found*"])
+
+
+def test_suite_without_the_plugin_fails_loudly(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        test_forgot="""
+        from videoflow_aio.conformance import conformance_suite
+        TestForgot = conformance_suite(["memory"], select="MIG-001")
+        """
+    )
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*needs its pytest plugin*"])
