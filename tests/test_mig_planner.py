@@ -11,6 +11,7 @@ Mutation tests show the audit catches a planner that skips a check or lies about
 from __future__ import annotations
 
 import ast
+import dataclasses
 import itertools
 from collections.abc import Iterator
 from pathlib import Path
@@ -256,18 +257,19 @@ def test_conservative_refusals_say_so(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.mark.usefixtures("fresh_cache")
-def test_audit_catches_a_planner_without_the_memory_check(monkeypatch: pytest.MonkeyPatch) -> None:
-    def no_memory(card: mig._Card, items: tuple[tuple[str, int], ...]) -> str | None:
-        compute = sum(card.shapes[n].compute * c for n, c in items)
-        return None if compute <= card.compute else "compute slices exhausted: x"
-
-    monkeypatch.setattr(mig, "_verdict_cached", no_memory)
+def test_audit_catches_a_planner_with_a_wrong_card(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A planner whose card model has twice the memory slices and no placement check."""
+    real = mig._card_for(H100)
+    assert real is not None
+    wrong = dataclasses.replace(real, memory=2 * real.memory)
+    monkeypatch.setattr(mig, "_card_for", lambda product: wrong)
+    monkeypatch.setattr(mig, "_greedy_place", lambda card, layout: True)
     requests = ["1g.20gb"] * 4 + ["1g.10gb"] * 3  # 7 compute, 11 memory slices
     result = plan_card(H100, requests)
     assert isinstance(result, dict)
     bugs, _ = audit_card(H100, requests, None, result)
     assert bugs and "oracle rejects planner layout" in bugs[0]
-    node = plan_node(H100, 2, requests)  # node-wide totals fit; best fit fills card 0
+    node = plan_node(H100, 2, requests)  # best fit puts everything on card 0
     bugs, _ = audit_node(H100, 2, requests, [], node)
     assert any("oracle rejects planner layout" in b for b in bugs), (node, bugs)
 

@@ -246,7 +246,7 @@ def plan_node(
             cleaned = _clean_existing(card, existing[i], f"existing card {i}")
             if isinstance(cleaned, str):
                 return MigRefusal(cleaned)
-            why = _verdict(card, cleaned)
+            why = _verdict(card, cleaned) if cleaned else None
             if why is not None:
                 return MigRefusal(f"existing card {i} is not a valid layout: {why}")
             layouts.append(cleaned)
@@ -286,36 +286,62 @@ def plan_node(
             f"have {card.memory * gpu_count}"
         )
 
-    # a request no card can take even alone (exact when every card's reason is exact)
-    for name in dict.fromkeys(requests):
-        reasons = [_verdict(card, _plus(layout, name)) for layout in layouts]
-        if all(r is not None for r in reasons):
-            why = "; ".join(f"card {i}: {r}" for i, r in enumerate(reasons))
-            return MigRefusal(f"no card can host {name}: {why}")
-
-    # first-fit decreasing, best fit: the fullest card (by memory slices) that still fits
+    # first-fit decreasing, best fit: the fullest card (memory slices) that still takes it;
+    # counts are checked arithmetically, the greedy placement only for the chosen card
+    shapes = card.shapes
     order = sorted(
         range(len(requests)),
-        key=lambda i: (-card.shapes[requests[i]].memory, -card.shapes[requests[i]].compute, i),
+        key=lambda i: (-shapes[requests[i]].memory, -shapes[requests[i]].compute, i),
     )
-    used = [sum(card.shapes[n].memory * c for n, c in layout.items()) for layout in layouts]
+    compute_used = [sum(shapes[n].compute * c for n, c in lay.items()) for lay in layouts]
+    memory_used = [sum(shapes[n].memory * c for n, c in lay.items()) for lay in layouts]
+    cards = range(gpu_count)
     assignment = [0] * len(requests)
     for i in order:
         name = requests[i]
-        best = -1
-        for c, layout in enumerate(layouts):
-            if (best < 0 or used[c] > used[best]) and _verdict(card, _plus(layout, name)) is None:
-                best = c
-        if best < 0:
-            return MigRefusal(
-                f"cannot pack {len(requests)} requests onto {gpu_count} x {card.key} "
-                f"(first-fit decreasing, {CONSERVATIVE}): {name} fits on no card after "
-                "the larger requests"
-            )
-        layouts[best][name] = layouts[best].get(name, 0) + 1
-        used[best] += card.shapes[name].memory
-        assignment[i] = best
+        s = shapes[name]
+        fits = [
+            c
+            for c in cards
+            if layouts[c].get(name, 0) < s.cap
+            and compute_used[c] + s.compute <= card.compute
+            and memory_used[c] + s.memory <= card.memory
+        ]
+        chosen = -1
+        while fits:
+            best = fits[0]
+            for c in fits:
+                if memory_used[c] > memory_used[best]:
+                    best = c  # fullest card; lowest index on ties
+            if _verdict(card, _plus(layouts[best], name)) is None:
+                chosen = best
+                break
+            fits.remove(best)
+        if chosen < 0:
+            return _ffd_refusal(card, name, len(requests), existing, gpu_count)
+        layouts[chosen][name] = layouts[chosen].get(name, 0) + 1
+        compute_used[chosen] += s.compute
+        memory_used[chosen] += s.memory
+        assignment[i] = chosen
     return NodeMigPlan(tuple(layouts), tuple(assignment))
+
+
+def _ffd_refusal(
+    card: _Card, name: str, count: int, existing: Sequence[Mapping[str, int]], gpu_count: int
+) -> MigRefusal:
+    """Why packing failed at ``name``: exact if no card could host it even alone."""
+    alone = [
+        _verdict(card, _plus(existing[c] if c < len(existing) else {}, name))
+        for c in range(gpu_count)
+    ]
+    if all(r is not None and CONSERVATIVE not in r for r in alone):
+        why = "; ".join(f"card {i}: {r}" for i, r in enumerate(alone))
+        return MigRefusal(f"no card can host {name}: {why}")
+    return MigRefusal(
+        f"cannot pack {count} requests onto {gpu_count} x {card.key} "
+        f"(first-fit decreasing, {CONSERVATIVE}): {name} fits on no card after the larger "
+        "requests"
+    )
 
 
 def _plus(layout: Mapping[str, int], name: str) -> dict[str, int]:

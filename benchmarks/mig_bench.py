@@ -1,0 +1,114 @@
+"""MIG oracle and planner throughput, each figure next to its anchor.
+
+    .venv/bin/python benchmarks/mig_bench.py [--seconds 1.0]
+
+Anchors: ``check_layout`` >= 20,000 layouts/s (issue 6); ``plan_node`` has no anchor of its
+own, the allocation benchmark's 50 ms per plan over 1,000 nodes is the budget it lives in.
+``check_layout_rate()`` and ``plan_node_rate()`` can be imported by other benchmarks
+(``sys.path`` must include this directory).
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import random
+import time
+from collections.abc import Callable, Sequence
+
+from videoflow_aio.deploy.mig import plan_card, plan_node
+from videoflow_aio.memory.mig_geometry import Family, check_layout, families
+
+CHECK_LAYOUT_ANCHOR = 20_000.0  # layouts/s, issue 6
+
+
+def _valid_layouts(fam: Family) -> list[dict[str, int]]:
+    """Every layout of ``fam`` within caps and compute (valid or over memory): realistic input."""
+    names = list(fam.profiles)
+    out = []
+    for counts in itertools.product(*(range(fam.profiles[n].max_instances + 1) for n in names)):
+        compute = sum(
+            c * fam.profiles[n].compute_slices for n, c in zip(names, counts, strict=True)
+        )
+        if 0 < compute <= fam.compute_slices and sum(counts) <= 8:
+            out.append({n: c for n, c in zip(names, counts, strict=True) if c})
+    return out
+
+
+def realistic_layouts(seed: int = 6) -> list[tuple[str, dict[str, int]]]:
+    """(product, layout) pairs over every family, shuffled: mostly valid, some over memory."""
+    pairs: list[tuple[str, dict[str, int]]] = []
+    for fam in families():
+        pairs += [(f"NVIDIA-{fam.key}", layout) for layout in _valid_layouts(fam)]
+    random.Random(seed).shuffle(pairs)
+    return pairs
+
+
+def _rate(call: Callable[[int], object], items: int, seconds: float) -> float:
+    done = 0
+    start = time.perf_counter()  # wall-clock: a throughput benchmark measures wall time
+    while True:
+        for i in range(items):
+            call(i)
+        done += items
+        elapsed = time.perf_counter() - start  # wall-clock: as above
+        if elapsed >= seconds:
+            return done / elapsed
+
+
+def check_layout_rate(
+    seconds: float = 1.0, pairs: Sequence[tuple[str, dict[str, int]]] = ()
+) -> float:
+    """check_layout calls per wall second over realistic layouts of every family."""
+    pairs = pairs or realistic_layouts()
+    return _rate(lambda i: check_layout(*pairs[i]), len(pairs), seconds)
+
+
+def node_requests(
+    seed: int = 6, nodes: int = 200
+) -> list[tuple[str, int, list[str], list[dict[str, int]]]]:
+    """Random 8-GPU nodes with some existing geometry and 1-12 requests each."""
+    rng = random.Random(seed)
+    out = []
+    for _ in range(nodes):
+        fam = rng.choice(families())
+        plain = [
+            n for n in fam.profiles if "+" not in n and "-" not in n and not n.startswith("7g")
+        ]
+        existing = [{rng.choice(plain): 1} if rng.random() < 0.4 else {} for _ in range(8)]
+        requests = [rng.choice(plain) for _ in range(rng.randint(1, 12))]
+        out.append((f"NVIDIA-{fam.key}", 8, requests, existing))
+    return out
+
+
+def plan_node_rate(seconds: float = 1.0) -> float:
+    """plan_node calls per wall second on random 8-GPU nodes (planner caches warm)."""
+    cases = node_requests()
+    return _rate(lambda i: plan_node(*cases[i]), len(cases), seconds)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seconds", type=float, default=1.0)
+    args = parser.parse_args()
+    pairs = realistic_layouts()
+    valid = sum(1 for p, layout in pairs if not check_layout(p, layout))
+    rate = check_layout_rate(args.seconds, pairs)
+    print(
+        f"check_layout      {rate:>12,.0f} layouts/s   anchor {CHECK_LAYOUT_ANCHOR:>9,.0f}"
+        f"   ratio {rate / CHECK_LAYOUT_ANCHOR:6.1f}x   ({len(pairs)} layouts, {valid} valid)"
+    )
+    cards = [(p, [n for n, c in layout.items() for _ in range(c)]) for p, layout in pairs]
+    card_rate = _rate(lambda i: plan_card(*cards[i]), len(cards), args.seconds)
+    print(f"plan_card         {card_rate:>12,.0f} calls/s     (same layouts as requests)")
+    node_rate = plan_node_rate(args.seconds)
+    per_node_us = 1e6 / node_rate
+    print(
+        f"plan_node         {node_rate:>12,.0f} calls/s     {per_node_us:.1f} us per 8-GPU node;"
+        f" 1,000 nodes = {per_node_us * 1000 / 1000:.1f} ms of a 50 ms plan budget"
+        f" ({per_node_us * 1000 / 1000 / 50:.2f} of it)"
+    )
+
+
+if __name__ == "__main__":
+    main()
