@@ -24,7 +24,7 @@ it before it starts (no partial effects).
 _PRELUDE = """
 local function now_ms()
   local t = redis.call('TIME')
-  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  return tonumber(t[1]) * 1000 + tonumber(t[2]) / 1000
 end
 -- drop expired obligations; -1 when the set does not exist, else the live count
 local function prune(s, now)
