@@ -96,6 +96,7 @@ class EtcdRuntimeStore(RuntimeStore):
         self._max_value = max_request_bytes - MAX_KEY_BYTES - _OVERHEAD
         self._window = max(2, int(outcome_window_seconds))
         self._client = Client(host or "127.0.0.1", int(port or 2379), timeout=timeout)
+        self.namespace = namespace
         self._ns = namespace.encode()
         self._k = self._ns + b"/k/"
         self._log = self._ns + b"/log/"
@@ -234,6 +235,15 @@ class EtcdRuntimeStore(RuntimeStore):
         if kvs and kvs[0].value == b"c":
             return int(kvs[0].create_revision)
         return None
+
+    async def drop_namespace(self) -> None:
+        """Delete every key under this store's namespace (records, logs, markers)."""
+        start = self._ns + b"/"
+        await self._call(
+            "drop_namespace",
+            "DeleteRange",
+            rpc.DeleteRangeRequest(key=start, range_end=_prefix_end(start)),
+        )
 
     # -- contract ----------------------------------------------------------------------------
     async def get(self, key: str) -> tuple[bytes | None, str | None]:
