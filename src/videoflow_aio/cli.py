@@ -106,11 +106,13 @@ def cmd_conformance(args: argparse.Namespace) -> int:
     out = make_console(sys.stderr if json_to_stdout else sys.stdout)
     err = make_console(sys.stderr)
     chosen = cases(contract=args.contract, select=args.select)
-    providers = _build_providers(args)
     if args.list:
+        if not args.provider:  # list every registered provider
+            args.provider = [",".join(provider_names())]
         out.print(cases_table(chosen))
-        out.print(providers_table(providers))
+        out.print(providers_table(_build_providers(args)))
         return 0
+    providers = _build_providers(args)
     backends = _backends(args)
     todo = plan(chosen, providers, backends)
     if not todo:
