@@ -9,7 +9,7 @@ reason (and the traceback when there is one), skips with the skip reason, and re
 Providers are built once per session (``get_provider(name, **options)``), set up before their
 first case and closed when the session ends. A provider that is unavailable here (server
 binary missing) skips — unless ``VIDEOFLOW_REQUIRE_SERVERS=1``, as in CI, where it fails.
-Items of real-time providers carry the ``server`` marker.
+Each item has its case ID, contract, provider and backend as keywords (``-k "RTS and file"``).
 """
 
 from __future__ import annotations
@@ -64,8 +64,6 @@ class ConformanceItem(pytest.Item):
         self.backend = backend
         for word in (case.id, case.contract, provider.name, backend):
             self.keywords[word] = True
-        if provider.real_time:
-            self.add_marker(pytest.mark.server)
 
     def runtest(self) -> None:
         run = execute(self.case, self.provider, self.backend)
