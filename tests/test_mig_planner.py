@@ -118,8 +118,26 @@ def test_assignment_is_in_request_order() -> None:
 
 def test_requests_on_a_node_with_no_cards() -> None:
     refusal = plan_node(H100, 0, ["1g.10gb"])
-    assert isinstance(refusal, MigRefusal)
-    assert refusal.reason.startswith("instance cap")
+    assert refusal == MigRefusal("the node has no GPUs for 1 MIG requests")
+    bugs, _ = audit_node(H100, 0, ["1g.10gb"], [], refusal)
+    assert bugs == []
+
+
+@pytest.mark.parametrize(
+    ("requests", "existing", "prefix"),
+    [
+        ("1g.10gb", [], "requests and existing must be sequences"),
+        (["1g.10gb"], {"1g.10gb": 1}, "requests and existing must be sequences"),
+        (["1g.10gb"], [None], "existing card 0: not a layout"),
+    ],
+)
+def test_malformed_arguments_are_refused(requests: object, existing: object, prefix: str) -> None:
+    result = plan_node(H100, 1, requests, existing)  # type: ignore[arg-type]
+    assert isinstance(result, MigRefusal) and result.reason.startswith(prefix), result
+    bugs, _ = audit_node(H100, 1, requests, existing, result)  # type: ignore[arg-type]
+    assert bugs == []
+    card = plan_card(H100, "1g.10gb")
+    assert isinstance(card, MigRefusal) and "not one string" in card.reason
 
 
 @pytest.mark.parametrize(

@@ -206,6 +206,8 @@ def plan_card(
     card = _card_for(product)
     if card is None:
         return MigRefusal(f"no family for product {product!r}")
+    if isinstance(profiles, str):
+        return MigRefusal("profiles must be a sequence of profile names, not one string")
     layout = _clean_existing(card, existing or {}, "existing")
     if isinstance(layout, str):
         return MigRefusal(layout)
@@ -238,11 +240,15 @@ def plan_node(
         return MigRefusal(f"no family for product {product!r}")
     if not isinstance(gpu_count, int) or isinstance(gpu_count, bool) or gpu_count < 0:
         return MigRefusal(f"gpu_count must be a non-negative integer, got {gpu_count!r}")
+    if isinstance(requests, str) or isinstance(existing, Mapping):
+        return MigRefusal("requests and existing must be sequences (of names, of layouts)")
     if len(existing) > gpu_count:
         return MigRefusal(f"existing describes {len(existing)} cards, the node has {gpu_count}")
     layouts: list[dict[str, int]] = []
     for i in range(gpu_count):
         if i < len(existing):
+            if not isinstance(existing[i], Mapping):
+                return MigRefusal(f"existing card {i}: not a layout: {existing[i]!r}")
             cleaned = _clean_existing(card, existing[i], f"existing card {i}")
             if isinstance(cleaned, str):
                 return MigRefusal(cleaned)
@@ -257,6 +263,8 @@ def plan_node(
             return MigRefusal(f"unknown profile {name!r} for {card.key}")
     if not requests:
         return NodeMigPlan(tuple(layouts), ())
+    if gpu_count == 0:
+        return MigRefusal(f"the node has no GPUs for {len(requests)} MIG requests")
 
     # exact node-wide bounds: per-profile caps, compute and memory summed over all cards
     totals: dict[str, int] = {}

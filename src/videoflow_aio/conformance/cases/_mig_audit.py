@@ -109,8 +109,12 @@ def node_feasible(
     product: str, gpu_count: int, requests: Sequence[str], existing: Sequence[Mapping[str, int]]
 ) -> bool:
     """Exhaustive: can the requests be assigned to cards so every card passes the oracle?"""
+    if isinstance(requests, str) or isinstance(existing, Mapping):
+        return False  # malformed arguments: no plan is valid
     if gpu_count < 0 or len(existing) > gpu_count:
         return False  # malformed node: no plan is valid
+    if not all(isinstance(e, Mapping) for e in existing):
+        return False
     cards = [dict(existing[i]) if i < len(existing) else {} for i in range(gpu_count)]
     if any(check_layout(product, c) for c in cards):
         return False
@@ -193,6 +197,12 @@ def _confirm_node_reason(
         ok = gpu_count < 0
     elif reason.startswith("existing describes"):
         ok = len(existing) > gpu_count
+    elif reason.startswith("the node has no GPUs"):
+        ok = gpu_count == 0 and bool(requests)
+    elif reason.startswith("requests and existing must be sequences"):
+        ok = isinstance(requests, str) or isinstance(existing, Mapping)
+    elif reason.startswith("existing card ") and ": not a layout" in reason:
+        ok = not isinstance(existing[int(reason.split()[2].rstrip(":"))], Mapping)
     elif reason.startswith("existing card "):
         index = int(reason.split()[2].rstrip(":"))
         ok = _card_category_confirmed(reason, check_layout(product, existing[index]))
