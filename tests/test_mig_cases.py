@@ -12,13 +12,10 @@ from typing import Any
 
 import pytest
 
-import videoflow_aio.conformance.cases.mig  # noqa: F401 - registers the cases
-from videoflow_aio.conformance import Case, Harness, Provider, Skip, run_case
-from videoflow_aio.conformance._case import REGISTRY
+from videoflow_aio.conformance import Case, Harness, Provider, Skip, cases, run_case
 from videoflow_aio.vtime import current_clock
 
-# imported explicitly: conformance.load_all() at this commit does not import the case modules
-MIG_CASES = sorted((c for c in REGISTRY.values() if c.id.startswith("MIG-")), key=lambda c: c.id)
+MIG_CASES = cases(select="MIG-*")
 
 
 class PureProvider(Provider):

@@ -32,7 +32,7 @@ from videoflow_aio.deploy.mig import (
     plan_node,
     profile_for_memory,
 )
-from videoflow_aio.memory.mig_geometry import Family, families, smallest_profile
+from videoflow_aio.memory.mig_geometry import Family, families, family_for, smallest_profile
 
 H100 = "NVIDIA-H100-80GB-HBM3"
 
@@ -158,6 +158,19 @@ def test_bad_input_refusals(args: tuple[object, ...], prefix: str) -> None:
     result = plan_node(*args)  # type: ignore[arg-type]
     assert isinstance(result, MigRefusal)
     assert result.reason.startswith(prefix), result.reason
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    key=st.sampled_from([f.key for f in families()] + ["H20", "B300-SXM6-AC", "T4"]),
+    prefix=st.sampled_from(["", "NVIDIA-", "NVIDIA ", "nvidia-", "G", "GH"]),
+    suffix=st.sampled_from(["", "-NVL", "-MIG-1g.10gb", "-MIG-A30", "-SHARED", " Server Edition"]),
+)
+def test_planner_and_oracle_resolve_the_same_family(key: str, prefix: str, suffix: str) -> None:
+    product_name = prefix + key + suffix
+    card = mig._card_for(product_name)
+    fam = family_for(product_name)
+    assert (card.key if card else None) == (fam.key if fam else None), product_name
 
 
 def test_planner_is_independent_of_the_oracle() -> None:
