@@ -16,6 +16,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import uuid
 from types import TracebackType
@@ -43,6 +44,21 @@ _OVERHEAD = 1024  # txn framing, marker key, compare entries
 _PAGE = 500
 MAX_KEY_BYTES = 4096
 _AMBIGUOUS_CODES = (grpc.StatusCode.DEADLINE_EXCEEDED, grpc.StatusCode.UNAVAILABLE)
+
+
+async def _rpc(call: Any) -> Any:
+    """Await a grpc.aio call so that a cancellation surfaces as the caller's own.
+
+    grpc.aio answers a cancelled await with a fresh ``CancelledError`` that anyio's cancel
+    scopes do not recognise; awaiting through :func:`asyncio.shield` keeps the original, and
+    the RPC is cancelled explicitly.
+    """
+    fut = asyncio.ensure_future(call)
+    try:
+        return await asyncio.shield(fut)
+    except asyncio.CancelledError:
+        fut.cancel()
+        raise
 
 
 def _prefix_end(prefix: bytes) -> bytes:
@@ -149,8 +165,10 @@ class EtcdRuntimeStore(RuntimeStore):
         """A read-only RPC (or a definite one) with the deadline; errors mapped."""
         stub = await self._stub()
         try:
-            return await getattr(stub, method)(
-                request, timeout=self._timeout, metadata=self._client.metadata
+            return await _rpc(
+                getattr(stub, method)(
+                    request, timeout=self._timeout, metadata=self._client.metadata
+                )
             )
         except grpc.aio.AioRpcError as exc:
             raise self._map(exc, what) from exc
@@ -165,10 +183,12 @@ class EtcdRuntimeStore(RuntimeStore):
                 return self._lease
             await self._stub()
             try:
-                resp = await self._client.leasestub.LeaseGrant(
-                    rpc.LeaseGrantRequest(TTL=2 * self._window),
-                    timeout=self._timeout,
-                    metadata=self._client.metadata,
+                resp = await _rpc(
+                    self._client.leasestub.LeaseGrant(
+                        rpc.LeaseGrantRequest(TTL=2 * self._window),
+                        timeout=self._timeout,
+                        metadata=self._client.metadata,
+                    )
                 )
             except grpc.aio.AioRpcError as exc:
                 raise self._map(exc, "lease grant") from exc
@@ -190,15 +210,25 @@ class EtcdRuntimeStore(RuntimeStore):
             success=[*ops, _put(marker, b"c", lease)],
             failure=[],
         )
+        call = asyncio.ensure_future(
+            stub.Txn(request, timeout=self._timeout, metadata=self._client.metadata)
+        )
         try:
-            return await stub.Txn(request, timeout=self._timeout, metadata=self._client.metadata)
+            # shielded: a cancelled caller leaves the RPC running, so its outcome can be settled
+            return await asyncio.shield(call)
         except grpc.aio.AioRpcError as exc:
             if exc.code() not in _AMBIGUOUS_CODES:
                 raise self._map(exc, what) from exc
             cause: BaseException = exc
-        except anyio.get_cancelled_exc_class():
-            with anyio.CancelScope(shield=True), contextlib.suppress(Exception):
-                await self._resolve(marker, lease)
+        except asyncio.CancelledError:
+            # settle before re-raising the caller's own cancellation: wait for the RPC (its
+            # deadline bounds this), and fence the request id if that answer is lost too
+            with anyio.CancelScope(shield=True):
+                try:
+                    await call
+                except Exception:
+                    with contextlib.suppress(Exception):
+                        await self._resolve(marker, lease)
             raise
         try:
             applied = await self._resolve(marker, lease)
@@ -220,14 +250,16 @@ class EtcdRuntimeStore(RuntimeStore):
     async def _resolve(self, marker: bytes, lease: int) -> int | None:
         """Fence ``marker`` if absent (→ None) or return the revision that applied it."""
         stub = await self._stub()
-        resp = await stub.Txn(
-            rpc.TxnRequest(
-                compare=[_compare(marker, "create", 0)],
-                success=[_put(marker, b"f", lease)],
-                failure=[_range(marker)],
-            ),
-            timeout=self._timeout,
-            metadata=self._client.metadata,
+        resp = await _rpc(
+            stub.Txn(
+                rpc.TxnRequest(
+                    compare=[_compare(marker, "create", 0)],
+                    success=[_put(marker, b"f", lease)],
+                    failure=[_range(marker)],
+                ),
+                timeout=self._timeout,
+                metadata=self._client.metadata,
+            )
         )
         if resp.succeeded:
             return None

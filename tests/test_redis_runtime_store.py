@@ -1,0 +1,185 @@
+"""RedisRuntimeStore on a real redis-server: versions, paging, lost replies, errors.
+
+Real time, asyncio only (redis-py is asyncio); the conformance cases RTS-… run on the redis
+provider in tests/test_conformance.py. Replies and requests are cut with a holding proxy.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator
+
+import anyio
+import pytest
+from _servers_fixtures import redis_srv  # noqa: F401 - fixture
+from _store_proxy import HoldingProxy
+from redis.asyncio import BlockingConnectionPool
+
+from videoflow_aio.adapters._servers import ServerProcess, free_port
+from videoflow_aio.adapters.redis import RedisRuntimeStore
+from videoflow_aio.adapters.redis import runtime_store as rts_mod
+from videoflow_aio.contracts.errors import BackendUnavailable, OutcomeUnknown, ValidationError
+
+pytestmark = [pytest.mark.anyio, pytest.mark.server]
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"  # real time: a real server's clock does not follow a virtual one
+
+
+@pytest.fixture
+async def store(redis_srv: ServerProcess) -> AsyncIterator[RedisRuntimeStore]:  # noqa: F811
+    s = RedisRuntimeStore(redis_srv.url, namespace=f"t-{uuid.uuid4().hex[:8]}", timeout=2.0)
+    yield s
+    await s.aclose()
+
+
+def _n(version: str | None) -> int:
+    assert version is not None
+    return int(version.split("-")[0])
+
+
+async def test_versions_come_from_one_store_wide_counter(store: RedisRuntimeStore) -> None:
+    assert await store.cas("a", None, b"1")
+    _, va = await store.get("a")
+    assert await store.cas("b", None, b"1")
+    _, vb = await store.get("b")
+    assert await store.delete("a", va)
+    assert await store.cas("a", None, b"2")
+    _, va2 = await store.get("a")
+    assert _n(va) < _n(vb) < _n(va2)  # never reused, not even after delete + re-create
+    assert not await store.cas("a", va, b"stale")  # no ABA
+    assert (await store.get("a"))[0] == b"2"
+
+
+async def test_scan_pages_in_key_order(
+    store: RedisRuntimeStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(rts_mod, "_PAGE", 3)
+    keys = [f"p/{i:02d}" for i in range(10)] + ["p", "q/1", "o/9"]
+    for k in keys:
+        assert await store.cas(k, None, k.encode())
+    got = await store.scan("p/")
+    assert [k for k, _, _ in got] == sorted(k for k in keys if k.startswith("p/"))
+    assert all(v == k.encode() for k, v, _ in got)
+    assert len(await store.scan("")) == len(keys)
+    for i in range(7):
+        await store.append("log", b"%d" % i)
+    assert await store.log_entries("log") == [b"%d" % i for i in range(7)]
+
+
+async def test_protocol_is_pinned_and_pool_blocks(redis_srv: ServerProcess) -> None:  # noqa: F811
+    for protocol in (2, 3):
+        s = RedisRuntimeStore(redis_srv.url, namespace=f"p{protocol}", protocol=protocol)
+        pool = s.client.connection_pool
+        assert isinstance(pool, BlockingConnectionPool)
+        assert pool.connection_kwargs["protocol"] == protocol
+        assert await s.cas("k", None, b"v")
+        assert (await s.get("k"))[0] == b"v"
+        assert [k for k, _, _ in await s.scan("")] == ["k"]
+        await s.aclose()
+
+
+async def test_capabilities_durable_only_with_aof_always(store: RedisRuntimeStore) -> None:
+    caps = await store.capabilities()
+    assert caps.durable is False  # the fixture server runs without AOF
+    assert caps.dense_log_numbers is True
+    assert [await store.append("l", b"x") for _ in range(3)] == [1, 2, 3]
+
+
+async def test_bad_input_is_refused(store: RedisRuntimeStore) -> None:
+    with pytest.raises(ValidationError):
+        await store.cas("", None, b"x")
+    with pytest.raises(ValidationError):
+        await store.cas("k", None, "text")  # type: ignore[arg-type]
+    with pytest.raises(ValidationError):
+        await store.cas("k", "garbage", b"x")
+    assert await store.scan("") == []
+
+
+async def test_foreign_data_is_mapped_not_leaked(store: RedisRuntimeStore) -> None:
+    # a key of the wrong type behind the store's back: Redis answers WRONGTYPE
+    await store.client.set(f"{store._conn.ns}:rs:k:broken", b"not a hash")
+    with pytest.raises(BackendUnavailable) as info:
+        await store.get("broken")
+    assert "WRONGTYPE" in str(info.value)
+    with pytest.raises(BackendUnavailable):
+        await store.cas("broken", None, b"x")
+
+
+async def test_unreachable_server() -> None:
+    s = RedisRuntimeStore(f"redis://127.0.0.1:{free_port()}/0", timeout=0.5)
+    with pytest.raises(BackendUnavailable):
+        await s.get("k")
+    # a write that cannot even be resolved is reported as unknown, never as a failure
+    with pytest.raises(OutcomeUnknown):
+        await s.cas("k", None, b"v")
+    await s.aclose()
+
+
+# -- lost replies -----------------------------------------------------------------------------
+
+
+async def _proxied(srv: ServerProcess, proxy: HoldingProxy, timeout: float) -> RedisRuntimeStore:
+    s = RedisRuntimeStore(
+        f"redis://127.0.0.1:{proxy.port}/0", namespace=f"x-{uuid.uuid4().hex[:8]}", timeout=timeout
+    )
+    assert await s.cas("warm", None, b"up")  # one pooled connection now exists
+    return s
+
+
+async def test_lost_reply_is_resolved_as_applied(redis_srv: ServerProcess) -> None:  # noqa: F811
+    async with HoldingProxy(redis_srv.port) as proxy:
+        s = await _proxied(redis_srv, proxy, timeout=0.3)
+        proxy.hold("down")  # the CAS reaches the server; its reply does not come back
+        proxy.release_later(0.45)  # after the deadline, before the read-back's deadline
+        assert await s.cas("k", None, b"v") is True
+        assert (await s.get("k"))[0] == b"v"
+        await s.aclose()
+
+
+async def test_lost_request_is_fenced_and_never_applies_late(
+    redis_srv: ServerProcess,  # noqa: F811
+) -> None:
+    async with HoldingProxy(redis_srv.port) as proxy:
+        s = await _proxied(redis_srv, proxy, timeout=0.3)
+        proxy.hold("up")  # the CAS request is held on the existing connection
+        with pytest.raises(BackendUnavailable) as info:
+            await s.cas("k", None, b"late")
+        assert info.value.fields.get("applied") is False
+        proxy.release()  # now the held request reaches the server: the fence refuses it
+        await anyio.sleep(0.2)
+        assert await s.get("k") == (None, None)
+        assert await s.cas("k", None, b"fresh") is True
+        await s.aclose()
+
+
+async def test_unresolvable_loss_is_outcome_unknown(redis_srv: ServerProcess) -> None:  # noqa: F811
+    async with HoldingProxy(redis_srv.port) as proxy:
+        s = await _proxied(redis_srv, proxy, timeout=0.2)
+        proxy.hold("down", existing_only=False)  # every reply, the read-back's included
+        with pytest.raises(OutcomeUnknown) as info:
+            await s.cas("k", None, b"v")
+        assert info.value.operation == "cas"
+        proxy.release()
+        direct = RedisRuntimeStore(redis_srv.url, namespace=s._conn.ns)
+        assert (await direct.get("k"))[0] == b"v"  # it had committed: unknown was the truth
+        await direct.aclose()
+        await s.aclose()
+
+
+async def test_cancelled_cas_is_settled_before_cancellation_returns(
+    redis_srv: ServerProcess,  # noqa: F811
+) -> None:
+    async with HoldingProxy(redis_srv.port) as proxy:
+        s = await _proxied(redis_srv, proxy, timeout=1.0)
+        proxy.hold("down")
+        proxy.release_later(0.3)
+        with anyio.move_on_after(0.05) as scope:
+            await s.cas("k", None, b"v")
+        assert scope.cancelled_caught
+        # the outcome is settled: the CAS applied (its marker says so), and a repeat loses
+        assert (await s.get("k"))[0] == b"v"
+        assert await s.cas("k", None, b"again") is False
+        await s.aclose()
