@@ -11,10 +11,10 @@ from collections.abc import AsyncIterator
 
 import anyio
 import pytest
-from _servers_fixtures import etcd_srv  # noqa: F401 - fixture
-from _store_proxy import HoldingProxy
 from aetcd import rpc
 
+from _servers_fixtures import etcd_srv  # noqa: F401 - fixture
+from _store_proxy import HoldingProxy
 from videoflow_aio.adapters._servers import ServerProcess, free_port
 from videoflow_aio.adapters.etcd import EtcdRuntimeStore
 from videoflow_aio.adapters.etcd import runtime_store as etcd_mod

@@ -11,10 +11,10 @@ from collections.abc import AsyncIterator
 
 import anyio
 import pytest
-from _servers_fixtures import redis_srv  # noqa: F401 - fixture
-from _store_proxy import HoldingProxy
 from redis.asyncio import BlockingConnectionPool
 
+from _servers_fixtures import redis_srv  # noqa: F401 - fixture
+from _store_proxy import HoldingProxy
 from videoflow_aio.adapters._servers import ServerProcess, free_port
 from videoflow_aio.adapters.redis import RedisRuntimeStore
 from videoflow_aio.adapters.redis import runtime_store as rts_mod
@@ -121,9 +121,9 @@ async def test_unreachable_server() -> None:
 # -- lost replies -----------------------------------------------------------------------------
 
 
-async def _proxied(srv: ServerProcess, proxy: HoldingProxy, timeout: float) -> RedisRuntimeStore:
+async def _proxied(srv: ServerProcess, proxy: HoldingProxy, deadline: float) -> RedisRuntimeStore:
     s = RedisRuntimeStore(
-        f"redis://127.0.0.1:{proxy.port}/0", namespace=f"x-{uuid.uuid4().hex[:8]}", timeout=timeout
+        f"redis://127.0.0.1:{proxy.port}/0", namespace=f"x-{uuid.uuid4().hex[:8]}", timeout=deadline
     )
     assert await s.cas("warm", None, b"up")  # one pooled connection now exists
     return s
@@ -131,7 +131,7 @@ async def _proxied(srv: ServerProcess, proxy: HoldingProxy, timeout: float) -> R
 
 async def test_lost_reply_is_resolved_as_applied(redis_srv: ServerProcess) -> None:  # noqa: F811
     async with HoldingProxy(redis_srv.port) as proxy:
-        s = await _proxied(redis_srv, proxy, timeout=0.3)
+        s = await _proxied(redis_srv, proxy, deadline=0.3)
         proxy.hold("down")  # the CAS reaches the server; its reply does not come back
         proxy.release_later(0.45)  # after the deadline, before the read-back's deadline
         assert await s.cas("k", None, b"v") is True
@@ -143,7 +143,7 @@ async def test_lost_request_is_fenced_and_never_applies_late(
     redis_srv: ServerProcess,  # noqa: F811
 ) -> None:
     async with HoldingProxy(redis_srv.port) as proxy:
-        s = await _proxied(redis_srv, proxy, timeout=0.3)
+        s = await _proxied(redis_srv, proxy, deadline=0.3)
         proxy.hold("up")  # the CAS request is held on the existing connection
         with pytest.raises(BackendUnavailable) as info:
             await s.cas("k", None, b"late")
@@ -157,7 +157,7 @@ async def test_lost_request_is_fenced_and_never_applies_late(
 
 async def test_unresolvable_loss_is_outcome_unknown(redis_srv: ServerProcess) -> None:  # noqa: F811
     async with HoldingProxy(redis_srv.port) as proxy:
-        s = await _proxied(redis_srv, proxy, timeout=0.2)
+        s = await _proxied(redis_srv, proxy, deadline=0.2)
         proxy.hold("down", existing_only=False)  # every reply, the read-back's included
         with pytest.raises(OutcomeUnknown) as info:
             await s.cas("k", None, b"v")
@@ -173,7 +173,7 @@ async def test_cancelled_cas_is_settled_before_cancellation_returns(
     redis_srv: ServerProcess,  # noqa: F811
 ) -> None:
     async with HoldingProxy(redis_srv.port) as proxy:
-        s = await _proxied(redis_srv, proxy, timeout=1.0)
+        s = await _proxied(redis_srv, proxy, deadline=1.0)
         proxy.hold("down")
         proxy.release_later(0.3)
         with anyio.move_on_after(0.05) as scope:
