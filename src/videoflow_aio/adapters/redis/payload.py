@@ -416,9 +416,10 @@ class RedisPayloadStore(PayloadStore):
             return Missing(key, ref.generation, f"replaced by generation {gen}")
         if not ref.verifiable:
             return PayloadBytes(ref, data, verified=False)
-        if ref.generation and gen is None:
-            return Missing(key, ref.generation, "metadata gone; the bytes are not this generation")
         actual = payload_digest(data)
+        if gen is None and (len(data) != ref.size or actual != ref.digest):
+            # metadata gone (evicted or never written) and the bytes are not the ref's
+            return Missing(key, ref.generation, "the key holds other bytes without metadata")
         if len(data) != ref.size or actual != ref.digest:
             what = "truncated" if len(data) < ref.size else "digest mismatch"
             if len(data) > ref.size:

@@ -1,0 +1,187 @@
+"""RedisPayloadStore on real redis-server: budget ledger, real OOM, tiers vs server policy,
+lost replies, Redis' own eviction, and the providers' asyncio-only skip.
+
+The PAY-… conformance cases run on the redis provider (both tiers) in tests/test_conformance.py.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator
+
+import anyio
+import pytest
+
+from _servers_fixtures import need_binary, redis_durable_srv, redis_evictable_srv  # noqa: F401
+from _store_proxy import HoldingProxy
+from videoflow_aio.adapters._servers import ServerProcess, redis_server
+from videoflow_aio.adapters.redis import RedisPayloadStore
+from videoflow_aio.adapters.redis._payload_controls import RedisPayloadControls
+from videoflow_aio.conformance import REGISTRY, get_provider, run_case
+from videoflow_aio.conformance._case import load_all
+from videoflow_aio.contracts._base import Known
+from videoflow_aio.contracts.errors import IncompatibleProfile
+from videoflow_aio.contracts.payload import (
+    Missing,
+    ObligationLedger,
+    PayloadBackpressure,
+    PayloadBytes,
+    RetentionContract,
+)
+
+pytestmark = pytest.mark.server
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"  # real time: a real server's clock does not follow a virtual one
+
+
+class _Ledger(ObligationLedger):
+    def __init__(self, required: dict[str, tuple[str, ...]] | None = None) -> None:
+        self.required = dict(required or {})
+
+    def required_obligations(self) -> dict[str, tuple[str, ...]]:
+        return self.required
+
+
+def _ns() -> str:
+    return f"t-{uuid.uuid4().hex[:8]}"
+
+
+@pytest.fixture
+async def durable(redis_durable_srv: ServerProcess) -> AsyncIterator[RedisPayloadStore]:  # noqa: F811
+    s = RedisPayloadStore(redis_durable_srv.url, namespace=_ns(), max_bytes=2000)
+    yield s
+    await s.aclose()
+
+
+@pytest.mark.anyio
+async def test_budget_ledger_follows_ttl_expiry_and_outside_deletes(
+    durable: RedisPayloadStore,
+) -> None:
+    short = RetentionContract(ttl_seconds=0.15)
+    a = await durable.put(b"a" * 1000, "a", short)
+    await durable.put(b"b" * 1000, "b", RetentionContract(ttl_seconds=60))
+    with pytest.raises(PayloadBackpressure) as info:
+        await durable.put(b"c" * 1000, "c", RetentionContract(ttl_seconds=60))
+    assert (info.value.used, info.value.size, info.value.budget) == (2000, 1000, 2000)
+    await anyio.sleep(0.3)  # a's TTL fired on the server; the ledger learns it exactly
+    assert isinstance(await durable.read(a), Missing)
+    await durable.put(b"c" * 1000, "c", RetentionContract(ttl_seconds=60))
+    assert await durable.stored_bytes() == 2000
+    await RedisPayloadControls(durable).delete("b")  # behind the store's back
+    assert await durable.stored_bytes() == 1000
+    await durable.put(b"d" * 1000, "d", RetentionContract(ttl_seconds=60))
+
+
+@pytest.mark.anyio
+async def test_obligation_deadlines_convert_to_the_loop_clock(durable: RedisPayloadStore) -> None:
+    ref = await durable.put(b"x" * 10, "k", RetentionContract(ttl_seconds=60))
+    deadline = anyio.current_time() + 5.0
+    receipt = await durable.acquire_obligation(ref, "reader/a", deadline)
+    assert receipt.deadline == deadline
+    assert receipt.expires_at is not None and receipt.expires_at >= 59
+    seen = await RedisPayloadControls(durable).obligations("k")
+    assert abs(seen["reader/a"] - deadline) < 0.05
+
+
+@pytest.mark.anyio
+async def test_tier_must_match_the_server_policy(
+    redis_durable_srv: ServerProcess,  # noqa: F811
+    redis_evictable_srv: ServerProcess,  # noqa: F811
+) -> None:
+    for url, tier in ((redis_durable_srv.url, "evictable"), (redis_evictable_srv.url, "durable")):
+        s = RedisPayloadStore(url, tier=tier, namespace=_ns())
+        with pytest.raises(IncompatibleProfile):
+            await s.put(b"x", "k", RetentionContract())
+        await s.aclose()
+
+
+@pytest.mark.anyio
+async def test_real_oom_is_backpressure_and_release_still_runs() -> None:
+    need_binary("redis-server")
+    async with redis_server(maxmemory="3mb", policy="noeviction") as srv:
+        s = RedisPayloadStore(srv.url, namespace=_ns())
+        refs = []
+        with pytest.raises(PayloadBackpressure) as info:
+            for i in range(64):
+                refs.append(
+                    await s.put(
+                        bytes([i]) * (256 << 10), f"o{i}", RetentionContract(obligations=("r",))
+                    )
+                )
+        assert "maxmemory" in str(info.value)
+        assert refs, "some puts fit before the server refused"
+        # under memory pressure, releases (allow-oom scripts) still run and free memory
+        outcomes = [(await s.release_obligation(r, "r", "done")).outcome for r in refs]
+        assert outcomes == ["reclaimed"] * len(refs)
+        assert await s.inventory() == Known(())
+        await s.aclose()
+
+
+@pytest.mark.anyio
+async def test_lost_put_reply_is_resolved(redis_durable_srv: ServerProcess) -> None:  # noqa: F811
+    async with HoldingProxy(redis_durable_srv.port) as proxy:
+        s = RedisPayloadStore(f"redis://127.0.0.1:{proxy.port}/0", namespace=_ns(), timeout=0.3)
+        await s.put(b"warm", "warm", RetentionContract())
+        proxy.hold("down")
+        proxy.release_later(0.45)
+        ref = await s.put(b"v" * 100, "k", RetentionContract(obligations=("r",)))
+        result = await s.read(ref)
+        assert isinstance(result, PayloadBytes) and result.data == b"v" * 100
+        assert (await s.release_obligation(ref, "r", "done")).outcome == "reclaimed"
+        await s.aclose()
+
+
+@pytest.mark.anyio
+async def test_release_replay_returns_the_recorded_outcome(durable: RedisPayloadStore) -> None:
+    ref = await durable.put(b"x", "k", RetentionContract(obligations=("a", "b")))
+    conn = durable._conn
+    keys = [conn.marker("rid-1"), durable._used, durable._sz, durable._lru]
+    args = [conn.window_ms, ref.key, ref.generation, "a", durable.ns]
+    first = await durable._release(keys=keys, args=args)
+    again = await durable._release(keys=keys, args=args)  # the same request, delivered twice
+    assert first == again and b"released" in first
+    r = await durable.release_obligation(ref, "a", "done")
+    assert r.outcome == "already-released"
+
+
+@pytest.mark.anyio
+async def test_redis_own_eviction_reads_as_missing_and_reconcile_cleans_up() -> None:
+    need_binary("redis-server")
+    async with redis_server(maxmemory="4mb", policy="volatile-lru") as srv:
+        s = RedisPayloadStore(srv.url, tier="evictable", namespace=_ns())
+        refs = [
+            await s.put(
+                bytes([i]) * (128 << 10),
+                f"e{i}",
+                RetentionContract(ttl_seconds=600, obligations=("r",), obligation_seconds=600),
+            )
+            for i in range(60)
+        ]
+        results = [await s.read(r) for r in refs]
+        missing = [r for r in results if isinstance(r, Missing)]
+        assert missing, "Redis evicted objects although readers held obligations"
+        assert all(isinstance(r, Missing | PayloadBytes) for r in results)
+        obs = await s.reconcile(_Ledger(), "after-eviction")
+        assert set(obs.dangling_sets_removed) <= {r.key for r in missing}
+        inv = await s.inventory()
+        assert isinstance(inv, Known) and inv.value
+        for ref in inv.value:  # metadata may be evicted apart from the bytes: still readable
+            assert isinstance(await s.read(ref), PayloadBytes | Missing)
+        await s.aclose()
+
+
+@pytest.mark.parametrize("name", ["redis", "etcd"])
+def test_providers_skip_trio_with_the_reason(name: str) -> None:
+    load_all()
+    provider = get_provider(name)
+    if provider.unavailable():
+        need_binary("etcd" if name == "etcd" else "redis-server")
+    try:
+        result = run_case(REGISTRY["RTS-001"], provider, "trio")
+    finally:
+        provider.close()
+    assert result.outcome == "skip"
+    assert "asyncio-only" in result.reason
