@@ -1,30 +1,41 @@
-"""The VirtualClock facade shared by the asyncio loop and the trio clock.
+"""The VirtualClock facade shared by the asyncio loop, the trio clock and standalone use.
 
-PROVISIONAL implementation (foundation stub): the asyncio side is a selector loop whose
-``time()`` is virtual; the trio side delegates to ``trio.testing.MockClock``.
+Time is a float that only ever takes the exact values programs ask for: a jump lands on
+a timer's deadline bit for bit (no microsecond grid, no ulp step, no resolution fuzz), and
+``await sleep(d)`` started at reading ``t`` wakes with the clock reading exactly ``t + d``
+(the same float the program computes itself), on asyncio and trio alike.
 """
 
 from __future__ import annotations
 
 import asyncio
+import heapq
 import math
 from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
-import sniffio
-import trio
-import trio.testing
+if TYPE_CHECKING:
+    from ._loop import VirtualEventLoop
+    from ._trio import TrioVirtualClock
 
 
 class VirtualTimeDeadlock(RuntimeError):
-    """Every task is blocked and nothing (timer, I/O, thread, advance) can ever wake one."""
+    """Every task is blocked and nothing (timer, real I/O, worker thread, advance) can wake one."""
+
+
+Watchdog = Callable[[str], None]
 
 
 class VirtualClock:
     """Virtual monotonic and wall time.
 
     ``monotonic()`` starts at ``start``; ``time()``/``now()`` is ``wall_start`` plus the
-    virtual seconds elapsed. With ``autojump`` the loop jumps to the next timer when every
-    task is blocked; without it time moves only through :meth:`advance`.
+    virtual seconds elapsed. With ``autojump`` the loop jumps to the next deadline whenever
+    every task is blocked (and no worker thread or real I/O is pending); without it time
+    moves only through :meth:`advance`, and a program that waits on a timer nobody
+    advances to raises :class:`VirtualTimeDeadlock`. ``autojump`` may be changed at any time.
+
+    Used standalone (no loop driving it), :meth:`at` timers fire during :meth:`advance`.
     """
 
     def __init__(
@@ -33,100 +44,212 @@ class VirtualClock:
         wall_start: float = 1_700_000_000.0,
         autojump: bool = True,
     ) -> None:
-        self._start = float(start)
+        start = float(start)
+        if not math.isfinite(start) or not math.isfinite(float(wall_start)):
+            raise ValueError("start and wall_start must be finite")
+        self._start = start
         self._wall_start = float(wall_start)
-        self._now = float(start)
+        self._now = start
+        #: in manual mode the loop may jump up to this instant (raised by advance()).
+        self._horizon = start
         self.autojump = autojump
-        self._trio_clock: trio.testing.MockClock | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
+        # timers of a standalone (or trio-driven) clock: (when, seq, callback)
         self._pending: list[tuple[float, int, Callable[[], None]]] = []
         self._seq = 0
+        self._loop: VirtualEventLoop | None = None
+        self._trio: TrioVirtualClock | None = None
+        self._watchdogs: list[Watchdog] = []
+
+    def __repr__(self) -> str:
+        mode = "autojump" if self.autojump else "manual"
+        return f"<{type(self).__name__} monotonic={self._now!r} {mode}>"
 
     # -- reading -------------------------------------------------------------------------
     def monotonic(self) -> float:
-        if self._trio_clock is not None:
-            return self._trio_clock.current_time()
+        """Virtual monotonic seconds (starts at ``start``)."""
         return self._now
 
     def time(self) -> float:
-        return self._wall_start + (self.monotonic() - self._start)
+        """Virtual wall-clock seconds since the epoch: ``wall_start`` + elapsed."""
+        return self._wall_start + (self._now - self._start)
 
     def now(self) -> float:
+        """Same as :meth:`time`."""
         return self.time()
 
-    # -- trio binding --------------------------------------------------------------------
-    def trio_clock(self) -> trio.abc.Clock:
-        """The ``trio.abc.Clock`` that runs a trio program on this clock."""
-        if self._trio_clock is None:
-            mock = trio.testing.MockClock(
-                rate=0.0, autojump_threshold=0.0 if self.autojump else math.inf
-            )
-            mock.jump(self._now)
-            self._trio_clock = mock
-        return self._trio_clock
+    @property
+    def elapsed(self) -> float:
+        """Virtual seconds since ``start``."""
+        return self._now - self._start
+
+    # -- backends ------------------------------------------------------------------------
+    def trio_clock(self) -> trio_abc_Clock:
+        """The ``trio.abc.Clock`` that runs a trio program on this clock (one per clock)."""
+        if self._trio is None:
+            from ._trio import TrioVirtualClock
+
+            self._trio = TrioVirtualClock(self)
+        return self._trio
+
+    def _bind_loop(self, loop: VirtualEventLoop) -> None:
+        if self._loop is not None and self._loop is not loop and not self._loop.is_closed():
+            raise RuntimeError("this VirtualClock already drives another open event loop")
+        self._loop = loop
+        pending, self._pending = self._pending, []
+        for when, _, cb in sorted(pending):
+            loop._vt_push(when, cb, (), None)
+
+    def _unbind_loop(self, loop: VirtualEventLoop) -> None:
+        if self._loop is loop:
+            self._loop = None
+
+    def _active_loop(self) -> VirtualEventLoop | None:
+        loop = self._loop
+        if loop is not None and not loop.is_closed():
+            return loop
+        return None
+
+    def _in_own_trio_run(self) -> bool:
+        if self._trio is None:
+            return False
+        try:
+            import trio
+
+            return trio.lowlevel.current_clock() is self._trio
+        except RuntimeError:
+            return False
+
+    def _set_now(self, when: float) -> None:
+        if when > self._now:
+            self._now = when
 
     # -- timers --------------------------------------------------------------------------
     def at(self, seconds_from_now: float, callback: Callable[[], None]) -> None:
-        """Call ``callback`` once ``seconds_from_now`` virtual seconds have passed."""
-        if self._loop is not None and not self._loop.is_closed():
-            self._loop.call_at(self.monotonic() + seconds_from_now, callback)
-            return
-        import heapq
+        """Call ``callback()`` once ``seconds_from_now`` virtual seconds have passed.
 
+        Timers with equal deadlines fire in the order they were set. A negative delay
+        fires at the current instant. On asyncio the callback runs as a loop callback; on
+        trio and standalone it runs when the clock reaches its deadline (from the run loop
+        on trio: it must not block or await).
+        """
+        delay = float(seconds_from_now)
+        if math.isnan(delay):
+            raise ValueError("delay must not be NaN")
+        when = self._now + max(delay, 0.0)
+        loop = self._active_loop()
+        if loop is not None:
+            loop._vt_push(when, callback, (), None)
+            return
         self._seq += 1
-        heapq.heappush(self._pending, (self.monotonic() + seconds_from_now, self._seq, callback))
+        heapq.heappush(self._pending, (when, self._seq, callback))
+
+    def _fire_pending(self, upto: float) -> int:
+        """Fire standalone/trio timers due at or before ``upto``, in order; returns count."""
+        pending = self._pending
+        fired = 0
+        while pending and pending[0][0] <= upto:
+            when, _, cb = heapq.heappop(pending)
+            self._set_now(when)
+            fired += 1
+            try:
+                cb()
+            except Exception:  # a timer callback's error must not kill the loop
+                _report_callback_error(cb)
+        return fired
 
     async def advance(self, seconds: float) -> None:
-        """Move time forward by ``seconds``, firing every timer due on the way, in order."""
-        if seconds < 0:
-            raise ValueError("cannot advance by a negative amount")
-        import heapq
+        """Move time forward by ``seconds``, firing every timer due on the way, in order.
 
-        target = self.monotonic() + seconds
-        if self._trio_clock is not None:
-            # step so every trio timer on the way fires at its own time
-            self._trio_clock.jump(seconds)
-            await trio.lowlevel.checkpoint()
+        Inside the loop this clock drives, the caller sleeps until ``now + seconds`` while
+        the loop visits each earlier deadline in turn, letting every task woken there run
+        before going on (in manual mode this is the only way time moves). Standalone, the
+        clock's own :meth:`at` timers fire synchronously, each at its own instant.
+        """
+        seconds = float(seconds)
+        if math.isnan(seconds) or seconds < 0:
+            raise ValueError(f"cannot advance by {seconds!r} seconds")
+        target = self._now + seconds
+        loop = self._active_loop()
+        if loop is not None and _running_loop() is loop:
+            if target > self._horizon:
+                self._horizon = target
+            await loop._vt_sleep_until(target)
             return
-        if self._loop is not None and not self._loop.is_closed():
-            while True:
-                scheduled = getattr(self._loop, "_scheduled", [])
-                nxt = scheduled[0].when() if scheduled else math.inf
-                if nxt > target:
-                    break
-                self._now = max(self._now, nxt)
-                await asyncio.sleep(0)
-                await asyncio.sleep(0)
-            self._now = target
-            await asyncio.sleep(0)
+        if self._in_own_trio_run():
+            import trio
+
+            if target > self._horizon:
+                self._horizon = target
+            await trio.sleep_until(target)
             return
-        while self._pending and self._pending[0][0] <= target:
-            when, _, cb = heapq.heappop(self._pending)
-            self._now = when
-            cb()
-        self._now = target
+        self._fire_pending(target)
+        self._set_now(target)
+        if target > self._horizon:
+            self._horizon = target
+
+    # -- deadlock reporting ---------------------------------------------------------------
+    def _deadlock(self, detail: str) -> None:
+        """Report a deadlock: wake the innermost watchdog, or raise if there is none."""
+        msg = (
+            f"virtual-time deadlock at monotonic={self._now!r}: every task is blocked and "
+            f"nothing can wake one ({detail}; no real I/O is registered and no worker "
+            "thread is running)"
+        )
+        if self._watchdogs:
+            self._watchdogs.pop()(msg)
+            return
+        raise VirtualTimeDeadlock(msg)
+
+    def _describe_wait(self, next_deadline: float) -> str:
+        if next_deadline == math.inf:
+            return "no timer is set"
+        return (
+            f"manual mode: the next timer is at monotonic={next_deadline!r} but advance() "
+            f"only reached {self._horizon!r}"
+        )
+
+    def _may_jump_to(self, when: float) -> bool:
+        return self.autojump or when <= self._horizon
+
+
+if TYPE_CHECKING:
+    from trio.abc import Clock as trio_abc_Clock
+else:
+    trio_abc_Clock = Any
+
+
+def _running_loop() -> asyncio.AbstractEventLoop | None:
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None
+
+
+def _report_callback_error(cb: object) -> None:
+    import logging
+    import sys
+
+    logging.getLogger("videoflow_aio.vtime").error(
+        "virtual-clock timer callback %r raised", cb, exc_info=sys.exc_info()
+    )
 
 
 def current_clock() -> VirtualClock:
-    """The VirtualClock of the running loop (asyncio or trio)."""
-    lib = sniffio.current_async_library()
-    if lib == "trio":
+    """The VirtualClock of the running loop (asyncio or trio); RuntimeError if none."""
+    loop = _running_loop()
+    if loop is not None:
+        owner: VirtualClock | None = getattr(loop, "virtual_clock", None)
+        if owner is not None:
+            return owner
+    try:
+        import trio
+
         clock = trio.lowlevel.current_clock()
-        owner = _TRIO_OWNERS.get(id(clock))
-        if owner is None:
-            raise RuntimeError("the running trio loop is not on virtual time")
-        return owner
-    loop = asyncio.get_running_loop()
-    owner_clock: VirtualClock | None = getattr(loop, "virtual_clock", None)
-    if owner_clock is None:
-        raise RuntimeError("the running asyncio loop is not on virtual time")
-    return owner_clock
-
-
-_TRIO_OWNERS: dict[int, VirtualClock] = {}
-
-
-def _register_trio(clock: VirtualClock) -> trio.abc.Clock:
-    tc = clock.trio_clock()
-    _TRIO_OWNERS[id(tc)] = clock
-    return tc
+    except (RuntimeError, ImportError):
+        if loop is not None:
+            raise RuntimeError("the running asyncio loop is not on virtual time") from None
+        raise RuntimeError("no event loop is running") from None
+    trio_owner: VirtualClock | None = getattr(clock, "virtual_clock", None)
+    if trio_owner is None:
+        raise RuntimeError("the running trio loop is not on virtual time")
+    return trio_owner

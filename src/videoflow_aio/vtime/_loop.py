@@ -1,80 +1,295 @@
-"""An asyncio event loop on virtual time (PROVISIONAL foundation stub)."""
+# mypy: disable-error-code="attr-defined, has-type, override, unused-ignore"
+# (this module extends asyncio.SelectorEventLoop through its private attributes)
+"""An asyncio event loop on virtual time.
+
+The loop keeps its timers in a ``(when, seq, handle)`` heap (equal deadlines fire FIFO)
+and replaces asyncio's run-once step with a tight loop that never calls ``select()``
+while callbacks are ready unless real I/O is registered. When nothing is ready it decides
+(see ``_vt_idle``): wait for worker threads, wait for real I/O, jump to the next deadline,
+or report a deadlock.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
+import contextlib
+import contextvars
+import heapq
 import math
 import selectors
+import time
+from collections.abc import Callable
 from typing import Any
 
-from ._clock import VirtualClock, VirtualTimeDeadlock
+from ._clock import VirtualClock
+
+#: real seconds the loop blocks at a time while waiting for a worker thread or real I/O
+#: that cannot be jumped over (it re-evaluates after each slice).
+_WAIT_SLICE = 0.25
 
 
-def _anyio_threads_busy() -> bool:
+class _Timer(asyncio.TimerHandle):
+    """A TimerHandle that is cheap to create and counts its own cancellation."""
+
+    __slots__ = ()
+
+    def __init__(
+        self,
+        when: float,
+        callback: Callable[..., object],
+        args: tuple[Any, ...],
+        loop: VirtualEventLoop,
+        context: contextvars.Context | None,
+    ) -> None:
+        if loop._debug:
+            super().__init__(when, callback, args, loop, context)
+        else:
+            self._context = context if context is not None else contextvars.copy_context()
+            self._loop = loop
+            self._callback = callback
+            self._args = args
+            self._cancelled = False
+            self._repr = None
+            self._source_traceback = None
+            self._when = when
+        self._scheduled = True
+
+    def cancel(self) -> None:
+        if not self._cancelled:
+            if self._scheduled:
+                self._loop._vt_cancelled += 1  # type: ignore[attr-defined]
+            self._cancelled = True
+            self._callback = None  # type: ignore[assignment]
+            self._args = None  # type: ignore[assignment]
+
+
+def _set_result_unless_cancelled(fut: asyncio.Future[None]) -> None:
+    if not fut.done():
+        fut.set_result(None)
+
+
+def _anyio_busy_workers(loop: asyncio.AbstractEventLoop) -> int:
+    """AnyIO worker threads of ``loop`` that are running a job (anyio keeps them per loop)."""
     try:
-        import anyio.to_thread
-
-        return anyio.to_thread.current_default_thread_limiter().borrowed_tokens > 0
-    except Exception:
-        return False
-
-
-class _VirtualSelector(selectors.DefaultSelector):
-    def __init__(self) -> None:
-        super().__init__()
-        self.loop: VirtualEventLoop | None = None
-
-    def select(self, timeout: float | None = None) -> list[tuple[selectors.SelectorKey, int]]:
-        events = super().select(0)
-        if events or timeout == 0 or self.loop is None:
-            return events
-        loop = self.loop
-        clock = loop.virtual_clock
-        scheduled = loop._scheduled  # type: ignore[attr-defined]
-        busy_threads = loop._vt_threads > 0 or _anyio_threads_busy()
-        if busy_threads:
-            return super().select(timeout if timeout is None else min(timeout, 0.01))
-        if scheduled and clock.autojump:
-            when = scheduled[0].when()
-            if when >= clock._now:
-                # stub: asyncio fires handles with when < now + resolution; step one ulp past
-                clock._now = math.nextafter(when, math.inf)
-            return events
-        if len(self.get_map()) > 1:  # real I/O registered besides the self-pipe
-            return super().select(timeout)
-        if not scheduled or not clock.autojump:
-            raise VirtualTimeDeadlock(
-                "every task is blocked and no timer, I/O or thread can wake one"
-            )
-        return events
+        from anyio._backends._asyncio import _threadpool_idle_workers, _threadpool_workers
+        from anyio.lowlevel import _run_vars
+    except ImportError:  # pragma: no cover - anyio layout changed
+        return 0
+    run_vars = _run_vars.get(loop)
+    if not run_vars:
+        return 0
+    workers = run_vars.get(_threadpool_workers)
+    if not workers:
+        return 0
+    idle = run_vars.get(_threadpool_idle_workers)
+    return len(workers) - (len(idle) if idle else 0)
 
 
 class VirtualEventLoop(asyncio.SelectorEventLoop):
-    """A selector event loop whose clock is a :class:`VirtualClock`."""
+    """A selector event loop whose clock is a :class:`VirtualClock`.
+
+    Guarantees: ``time()`` is the clock's reading and only changes by jumping exactly to
+    a timer's deadline; timers with equal deadlines run in the order they were set; the
+    clock never jumps while a ``run_in_executor`` job or an AnyIO worker thread is in
+    flight; while real I/O is registered a jump of ``d`` virtual seconds happens only
+    after ``d`` real seconds without I/O (so real round trips never time out spuriously).
+    """
 
     def __init__(self, clock: VirtualClock | None = None) -> None:
-        selector = _VirtualSelector()
-        super().__init__(selector)
-        selector.loop = self
-        self.virtual_clock = clock if clock is not None else VirtualClock()
-        self.virtual_clock._loop = self
+        self._vt_heap: list[tuple[float, int, asyncio.TimerHandle]] = []
+        self._vt_seq = 0
+        self._vt_cancelled = 0
         self._vt_threads = 0
+        self._vt_anchor: tuple[float, float] | None = None
+        super().__init__(selectors.DefaultSelector())
         self._clock_resolution = 0.0
+        self._vt_base_fds = len(self._selector.get_map())  # the loop's own wake-up pipe
+        self.virtual_clock = clock if clock is not None else VirtualClock()
+        self.virtual_clock._bind_loop(self)
 
+    # -- time and timers -----------------------------------------------------------------
     def time(self) -> float:
         return self.virtual_clock._now
 
-    def run_in_executor(self, executor: Any, func: Any, *args: Any) -> asyncio.Future[Any]:
+    def _vt_push(
+        self,
+        when: float,
+        callback: Callable[..., object],
+        args: tuple[Any, ...],
+        context: contextvars.Context | None,
+    ) -> asyncio.TimerHandle:
+        if math.isnan(when):
+            raise ValueError("timer deadline must not be NaN")
+        timer = _Timer(when, callback, args, self, context)
+        self._vt_seq += 1
+        heapq.heappush(self._vt_heap, (when, self._vt_seq, timer))
+        return timer
+
+    def call_at(
+        self,
+        when: float,
+        callback: Callable[..., object],
+        *args: Any,
+        context: contextvars.Context | None = None,
+    ) -> asyncio.TimerHandle:
+        if self._closed:
+            raise RuntimeError("Event loop is closed")
+        if self._debug:
+            self._check_thread()  # type: ignore[attr-defined]
+            self._check_callback(callback, "call_at")  # type: ignore[attr-defined]
+        return self._vt_push(when, callback, args, context)
+
+    def call_later(
+        self,
+        delay: float,
+        callback: Callable[..., object],
+        *args: Any,
+        context: contextvars.Context | None = None,
+    ) -> asyncio.TimerHandle:
+        if delay is None:
+            raise TypeError("delay must not be None")
+        if self._closed:
+            raise RuntimeError("Event loop is closed")
+        if self._debug:
+            self._check_thread()  # type: ignore[attr-defined]
+            self._check_callback(callback, "call_later")  # type: ignore[attr-defined]
+        return self._vt_push(self.virtual_clock._now + delay, callback, args, context)
+
+    async def _vt_sleep_until(self, when: float) -> None:
+        fut: asyncio.Future[None] = self.create_future()
+        handle = self._vt_push(when, _set_result_unless_cancelled, (fut,), None)
+        try:
+            await fut
+        finally:
+            handle.cancel()
+
+    # -- worker threads ------------------------------------------------------------------
+    def run_in_executor(  # type: ignore[override]
+        self, executor: concurrent.futures.Executor | None, func: Callable[..., Any], *args: Any
+    ) -> asyncio.Future[Any]:
+        self._check_closed()  # type: ignore[attr-defined]
+        if executor is None:
+            executor = self._default_executor  # type: ignore[attr-defined]
+            self._check_default_executor()  # type: ignore[attr-defined]
+            if executor is None:
+                executor = concurrent.futures.ThreadPoolExecutor(thread_name_prefix="asyncio")
+                self._default_executor = executor
+        cfut = executor.submit(func, *args)
         self._vt_threads += 1
-        fut = super().run_in_executor(executor, func, *args)
+        # counted until the job itself ends (not when an awaiting task gives up on it)
+        cfut.add_done_callback(self._vt_job_done)
+        return asyncio.wrap_future(cfut, loop=self)
 
-        def _done(_: Any) -> None:
-            self._vt_threads -= 1
+    def _vt_job_done(self, _: object) -> None:
+        with contextlib.suppress(RuntimeError):  # the loop closed meanwhile
+            self.call_soon_threadsafe(self._vt_job_finished)
 
-        fut.add_done_callback(_done)
-        return fut
+    def _vt_job_finished(self) -> None:
+        self._vt_threads -= 1
+
+    def _vt_threads_busy(self) -> bool:
+        return self._vt_threads > 0 or _anyio_busy_workers(self) > 0
+
+    # -- the run loop --------------------------------------------------------------------
+    def _run_once(self) -> None:
+        """Run rounds until ``stop()``: each round runs the callbacks ready at its start."""
+        ready = self._ready  # type: ignore[attr-defined]
+        heap = self._vt_heap
+        clock = self.virtual_clock
+        popleft = ready.popleft
+        append = ready.append
+        heappop = heapq.heappop
+        selector = self._selector
+        base_fds = self._vt_base_fds
+        while True:
+            if ready:
+                if len(selector.get_map()) > base_fds:
+                    self._process_events(selector.select(0))  # type: ignore[attr-defined]
+                now = clock._now
+                while heap and heap[0][0] <= now:
+                    handle = heappop(heap)[2]
+                    if handle._cancelled:
+                        self._vt_cancelled -= 1
+                    else:
+                        handle._scheduled = False
+                        append(handle)
+                for _ in range(len(ready)):
+                    ready_handle = popleft()
+                    if not ready_handle._cancelled:
+                        ready_handle._run()
+                ready_handle = None  # break reference cycles when a callback raised
+                if self._stopping:
+                    return
+            elif self._stopping:
+                return
+            else:
+                self._vt_idle()
+
+    def _vt_idle(self) -> None:
+        """Nothing is ready: wait for threads or I/O, jump, or report a deadlock."""
+        heap = self._vt_heap
+        while heap and heap[0][2]._cancelled:
+            heapq.heappop(heap)
+            self._vt_cancelled -= 1
+        if self._vt_cancelled > 64 and 2 * self._vt_cancelled > len(heap):
+            live = [entry for entry in heap if not entry[2]._cancelled]
+            heapq.heapify(live)
+            self._vt_heap = heap = live
+            self._vt_cancelled = 0
+        clock = self.virtual_clock
+        selector = self._selector
+        if self._vt_threads_busy():
+            # never jump while a worker thread runs: its completion wakes the self-pipe
+            self._process_events(selector.select(_WAIT_SLICE))  # type: ignore[attr-defined]
+            return
+        when = heap[0][0] if heap else math.inf
+        jumpable = when != math.inf and clock._may_jump_to(when)
+        if len(selector.get_map()) > self._vt_base_fds:
+            # real I/O registered: skip `d` virtual seconds only after `d` real seconds of
+            # I/O silence, counted from when the loop first went idle at this instant
+            if not jumpable:
+                self._process_events(selector.select(_WAIT_SLICE))  # type: ignore[attr-defined]
+                return
+            real_now = time.perf_counter()  # wall-clock: real I/O is measured in real time
+            anchor = self._vt_anchor
+            if anchor is None or anchor[0] != clock._now:
+                anchor = self._vt_anchor = (clock._now, real_now)
+            remaining = (when - clock._now) - (real_now - anchor[1])
+            if remaining > 0:
+                events = selector.select(min(remaining, _WAIT_SLICE))
+                if events:
+                    self._process_events(events)  # type: ignore[attr-defined]
+                    return
+                if remaining > _WAIT_SLICE:
+                    return
+        if jumpable:
+            clock._set_now(when)
+            ready = self._ready  # type: ignore[attr-defined]
+            while heap and heap[0][0] <= when:
+                handle = heapq.heappop(heap)[2]
+                if handle._cancelled:
+                    self._vt_cancelled -= 1
+                else:
+                    handle._scheduled = False
+                    ready.append(handle)
+            return
+        clock._deadlock(clock._describe_wait(when))
+
+    def close(self) -> None:
+        if self.is_running():
+            raise RuntimeError("Cannot close a running event loop")
+        if not self.is_closed():
+            for _, _, handle in self._vt_heap:
+                handle._scheduled = False
+            self._vt_heap.clear()
+            self.virtual_clock._unbind_loop(self)
+        super().close()
 
 
 def new_event_loop(clock: VirtualClock | None = None) -> asyncio.AbstractEventLoop:
-    """A new asyncio event loop on virtual time; usable as ``asyncio.Runner(loop_factory=...)``."""
+    """A new asyncio event loop on virtual time; usable as ``asyncio.Runner(loop_factory=...)``.
+
+    With ``clock=None`` the loop gets a fresh autojumping :class:`VirtualClock`.
+    """
     return VirtualEventLoop(clock)

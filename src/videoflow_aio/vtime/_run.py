@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Awaitable, Callable
 from typing import Any, Literal, TypeVar
 
 import anyio
 
-from ._clock import VirtualClock, _register_trio
+from ._clock import VirtualClock, VirtualTimeDeadlock
+from ._guard import guarded
 from ._loop import new_event_loop
 
 T = TypeVar("T")
@@ -16,9 +18,9 @@ T = TypeVar("T")
 def backend_options(backend: str, clock: VirtualClock) -> dict[str, Any]:
     """anyio backend options that put ``backend`` on ``clock``."""
     if backend == "trio":
-        return {"clock": _register_trio(clock)}
+        return {"clock": clock.trio_clock()}
     if backend == "asyncio":
-        return {"loop_factory": lambda: new_event_loop(clock)}
+        return {"loop_factory": functools.partial(new_event_loop, clock)}
     raise ValueError(f"unknown backend {backend!r}; expected 'asyncio' or 'trio'")
 
 
@@ -28,6 +30,17 @@ def run(
     backend: Literal["asyncio", "trio"] | str = "asyncio",
     clock: VirtualClock | None = None,
 ) -> T:
-    """Run ``func(*args)`` on virtual time and return its result."""
+    """Run ``func(*args)`` on virtual time and return its result.
+
+    ``clock=None`` uses a fresh autojumping :class:`VirtualClock`. A program that can
+    never make progress raises :class:`VirtualTimeDeadlock`.
+    """
     clock = clock if clock is not None else VirtualClock()
-    return anyio.run(func, *args, backend=backend, backend_options=backend_options(backend, clock))
+    options = backend_options(backend, clock)
+    try:
+        return anyio.run(guarded, func, *args, backend=backend, backend_options=options)
+    except BaseException as exc:
+        cause = exc.__cause__
+        if type(exc).__name__ == "TrioInternalError" and isinstance(cause, VirtualTimeDeadlock):
+            raise cause from None
+        raise

@@ -1,0 +1,102 @@
+"""A ``trio.abc.Clock`` on virtual time.
+
+trio asks the clock, each time it has nothing to run, how long to sleep before the next
+deadline (``deadline_to_sleep_time``). The answer implements the same policy as the
+asyncio loop: a worker thread in flight → wait for it, no jump; tasks waiting on real
+I/O → skip ``d`` virtual seconds only after ``d`` real seconds without I/O; otherwise jump
+at once, exactly to the deadline (autojump, or up to what ``advance()`` allows in manual
+mode); nothing that could ever wake a task → deadlock. Tasks parked in
+``trio.testing.wait_all_tasks_blocked`` are woken before any jump, as with ``MockClock``.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from typing import Any
+
+import trio
+import trio.testing
+from trio._core._run import GLOBAL_RUN_CONTEXT
+
+from ._clock import VirtualClock
+
+_WAIT_SLICE = 0.25
+_FOREVER = 86400.0 * 365
+
+
+def _io_waiters(runner: Any) -> int:
+    """Tasks waiting on real I/O, not counting trio's own wake-up socket reader (trio's
+    run_sync_soon queue task, which is parked on it whenever the loop is idle)."""
+    stats = runner.io_manager.statistics()
+    total = 0
+    for name in ("tasks_waiting_read", "tasks_waiting_write", "tasks_waiting"):
+        total += getattr(stats, name, 0) or 0
+    return max(total - 1, 0)
+
+
+class TrioVirtualClock(trio.abc.Clock):
+    """The trio face of a :class:`VirtualClock` (see :meth:`VirtualClock.trio_clock`)."""
+
+    def __init__(self, owner: VirtualClock) -> None:
+        self.virtual_clock = owner
+        self._runner: Any = None
+        self._anchor: tuple[float, float] | None = None
+
+    def __repr__(self) -> str:
+        return f"<TrioVirtualClock of {self.virtual_clock!r}>"
+
+    def start_clock(self) -> None:
+        self._runner = GLOBAL_RUN_CONTEXT.runner
+        self._anchor = None
+
+    def current_time(self) -> float:
+        return self.virtual_clock._now
+
+    def jump(self, seconds: float) -> None:
+        """Move time forward by ``seconds`` without waiting (like ``MockClock.jump``)."""
+        if seconds < 0:
+            raise ValueError("time can't go backwards")
+        owner = self.virtual_clock
+        owner._set_now(owner._now + seconds)
+
+    def deadline_to_sleep_time(self, deadline: float) -> float:
+        owner = self.virtual_clock
+        now = owner._now
+        if deadline <= now:
+            return 0.0
+        pending = owner._pending
+        if pending and pending[0][0] <= now:
+            owner._fire_pending(now)
+            return 0.0
+        runner = self._runner
+        if runner.waiting_for_idle:  # wait_all_tasks_blocked() callers go first
+            return _FOREVER
+        when = min(deadline, pending[0][0]) if pending else deadline
+        jumpable = when != math.inf and owner._may_jump_to(when)
+        if trio.testing.active_thread_count():
+            return _WAIT_SLICE  # the thread's completion wakes the loop
+        if _io_waiters(runner):
+            if not jumpable:
+                return _WAIT_SLICE
+            real_now = time.perf_counter()  # wall-clock: real I/O is measured in real time
+            anchor = self._anchor
+            if anchor is None or anchor[0] != now:
+                anchor = self._anchor = (now, real_now)
+            remaining = (when - now) - (real_now - anchor[1])
+            if remaining > 0:
+                return min(remaining, _WAIT_SLICE)
+        # before jumping or declaring a deadlock, take in any I/O already delivered (trio's
+        # own wake-up socket included: thread completions and run_sync_soon use it)
+        io_manager = runner.io_manager
+        events = io_manager.get_events(0)
+        if events:
+            io_manager.process_events(events)
+            return 0.0
+        if jumpable:
+            owner._set_now(when)
+            if pending and pending[0][0] <= when:
+                owner._fire_pending(when)
+            return 0.0
+        owner._deadlock(owner._describe_wait(when))
+        return 0.0
