@@ -13,6 +13,7 @@ from __future__ import annotations
 import ast
 import dataclasses
 import itertools
+import random
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -370,3 +371,76 @@ def test_profile_for_memory_refusals() -> None:
     assert profile_for_memory(H100, 79.5) == MigRefusal(
         "no profile of H100-80GB-HBM3 has at least 79.5 GiB known memory"
     )
+
+
+@pytest.mark.parametrize("fam", families(), ids=lambda f: f.key)
+def test_plan_node_random_nodes_audited(fam: Family) -> None:
+    """Random nodes of 1-3 cards, all profiles (variants with their caps of one included),
+    up to 7 requests: no bug, and no conservative refusal of a node the oracle can fill."""
+    rng = random.Random(f"mig-{fam.key}")
+    names = sorted(fam.profiles)
+    outcomes = {"plan": 0, "exact": 0}
+    for _ in range(600):
+        gpus = rng.randint(1, 3)
+        existing = [{rng.choice(names): 1} if rng.random() < 0.3 else {} for _ in range(gpus)]
+        requests = [rng.choice(names) for _ in range(rng.randint(1, 7))]
+        result = plan_node(product(fam), gpus, requests, existing)
+        bugs, conservative = audit_node(product(fam), gpus, requests, existing, result)
+        assert bugs == [], (gpus, existing, requests, result)
+        assert not conservative, (gpus, existing, requests, result)
+        outcomes["plan" if isinstance(result, NodeMigPlan) else "exact"] += 1
+    assert outcomes["plan"] > 50 and outcomes["exact"] > 50
+
+
+def test_scarce_first_pass_rescues_first_fit() -> None:
+    """Best fit puts both 3g on card 0, which leaves room for one +me (cap 1 per card) on
+    card 1 only; the second first-fit pass (scarcest profiles first) spreads the +me."""
+    requests = ["1g.10gb+me", "1g.10gb+me", "3g.40gb", "3g.40gb"]
+    card = mig._card_for(H100)
+    assert card is not None
+    assert mig._first_fit(card, [{}, {}], requests, [2, 3, 0, 1]) == "1g.10gb+me"
+    plan = plan_node(H100, 2, requests)
+    assert isinstance(plan, NodeMigPlan), plan
+    assert plan.layouts == ({"3g.40gb": 1, "1g.10gb+me": 1},) * 2
+    bugs, _ = audit_node(H100, 2, requests, [], plan)
+    assert bugs == []
+
+
+SEARCHED = ["2g.20gb", "2g.20gb", "3g.40gb", "2g.20gb", "3g.40gb", "2g.20gb"]
+
+
+def test_search_rescues_both_first_fit_passes() -> None:
+    """Both first-fit passes put the two 3g together and strand a 2g; the search finds
+    3g + 2 x 2g on each card (3g at start 4, the 2g at 0 and 2)."""
+    card = mig._card_for(H100)
+    assert card is not None
+    order = sorted(range(6), key=lambda i: (-card.shapes[SEARCHED[i]].memory, SEARCHED[i], i))
+    assert mig._first_fit(card, [{}, {}], SEARCHED, order) == "2g.20gb"
+    plan = plan_node(H100, 2, SEARCHED)
+    assert isinstance(plan, NodeMigPlan), plan
+    assert plan.layouts == ({"3g.40gb": 1, "2g.20gb": 2},) * 2
+    bugs, _ = audit_node(H100, 2, SEARCHED, [], plan)
+    assert bugs == []
+
+
+def test_search_budget_refusal_is_conservative(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(mig, "SEARCH_BUDGET", 0)
+    result = plan_node(H100, 2, SEARCHED)
+    assert result == MigRefusal(
+        "cannot pack 6 requests onto 2 x H100-80GB-HBM3 (search budget of 0 steps spent, "
+        "may be conservative)"
+    )
+    bugs, conservative = audit_node(H100, 2, SEARCHED, [], result)
+    assert bugs == [] and conservative
+
+
+def test_exact_packing_refusal() -> None:
+    """Totals fit (14 of 14 compute, 14 of 16 memory slices) and each request fits a card
+    alone, but 4g has a cap of one per card, leaving 3 compute slices per card: one 2g each."""
+    requests = ["2g.20gb", "4g.40gb", "2g.20gb", "4g.40gb", "2g.20gb"]
+    result = plan_node(H100, 2, requests)
+    assert result == MigRefusal(
+        "cannot pack 5 requests onto 2 x H100-80GB-HBM3: no assignment fits (exhaustive search)"
+    )
+    bugs, conservative = audit_node(H100, 2, requests, [], result)
+    assert bugs == [] and not conservative

@@ -4,17 +4,20 @@ A deliberately simple card model, audited by the independent oracle
 ``videoflow_aio.memory.mig_geometry`` (which this module does not import): per card it counts
 compute slices, memory slices and per-profile instance caps, and places instances greedily —
 largest memory size first (fewer legal starts first on ties), each at the highest free legal
-start — instead of searching. Across the cards of a node it packs first-fit decreasing.
+start — instead of searching. Across the cards of a node it packs first-fit decreasing (best
+fit by memory slices); when that fails, a bounded exhaustive search over request -> card
+assignments (``SEARCH_BUDGET`` steps, symmetric cards and identical requests tried once) decides.
 
 Every layout it returns passes ``check_layout``. Refusals say why, truthfully:
 
 * exact — the oracle rejects every layout or assignment containing the request:
   ``no family for product``, ``unknown profile``, ``negative count``, ``instance cap``,
   ``compute slices exhausted``, ``memory slices exhausted``, ``no card can host`` (every card
-  refused with an exact reason), and input errors (``gpu_count``, ``existing``);
+  refused with an exact reason), ``cannot pack …: no assignment fits (exhaustive search)``, and
+  input errors (``gpu_count``, ``existing``, ``requests``, ``the node has no GPUs``);
 * conservative — the heuristic gave up, a search might succeed; the reason then contains
-  :data:`CONSERVATIVE` (``may be conservative``): greedy placement on one card, and
-  first-fit-decreasing packing across cards. (On the shipped tables the greedy placement is
+  :data:`CONSERVATIVE` (``may be conservative``): the greedy placement refused on one card, or
+  the assignment search ran out of budget. (On the shipped tables the greedy placement is
   exact — checked by exhaustive enumeration in ``tests/test_mig_planner.py`` — but the code
   does not rely on that.)
 
@@ -36,6 +39,7 @@ import msgspec
 
 __all__ = [
     "CONSERVATIVE",
+    "SEARCH_BUDGET",
     "MigRefusal",
     "NodeMigPlan",
     "plan_card",
@@ -294,20 +298,46 @@ def plan_node(
             f"have {card.memory * gpu_count}"
         )
 
-    # first-fit decreasing, best fit: the fullest card (memory slices) that still takes it;
-    # counts are checked arithmetically, the greedy placement only for the chosen card
+    # identical requests adjacent (the search relies on it), largest first
     shapes = card.shapes
-    order = sorted(
+    by_size = sorted(
         range(len(requests)),
-        key=lambda i: (-shapes[requests[i]].memory, -shapes[requests[i]].compute, i),
+        key=lambda i: (-shapes[requests[i]].memory, -shapes[requests[i]].compute, requests[i], i),
     )
-    compute_used = [sum(shapes[n].compute * c for n, c in lay.items()) for lay in layouts]
-    memory_used = [sum(shapes[n].memory * c for n, c in lay.items()) for lay in layouts]
-    cards = range(gpu_count)
+    packed = _first_fit(card, [dict(lay) for lay in layouts], requests, by_size)
+    if isinstance(packed, NodeMigPlan):
+        return packed
+    alone = [_verdict(card, _plus(lay, packed)) for lay in layouts]
+    if all(r is not None and CONSERVATIVE not in r for r in alone):
+        why = "; ".join(f"card {i}: {r}" for i, r in enumerate(alone))
+        return MigRefusal(f"no card can host {packed}: {why}")
+    # the scarcest first (lowest per-card cap: +me variants, 4g, 7g), then by size
+    by_cap = sorted(by_size, key=lambda i: shapes[requests[i]].cap)
+    packed = _first_fit(card, [dict(lay) for lay in layouts], requests, by_cap)
+    if isinstance(packed, NodeMigPlan):
+        return packed
+    return _search(card, layouts, requests, by_cap)
+
+
+def _used(card: _Card, layouts: Sequence[Mapping[str, int]]) -> tuple[list[int], list[int]]:
+    shapes = card.shapes
+    compute = [sum(shapes[n].compute * c for n, c in lay.items()) for lay in layouts]
+    memory = [sum(shapes[n].memory * c for n, c in lay.items()) for lay in layouts]
+    return compute, memory
+
+
+def _first_fit(
+    card: _Card, layouts: list[dict[str, int]], requests: Sequence[str], order: Sequence[int]
+) -> NodeMigPlan | str:
+    """First-fit decreasing, best fit: each request goes to the fullest card (memory slices)
+    that still takes it; counts are checked arithmetically, the greedy placement only for the
+    chosen card. Returns the plan, or the name of the first request that found no card."""
+    compute_used, memory_used = _used(card, layouts)
+    cards = range(len(layouts))
     assignment = [0] * len(requests)
     for i in order:
         name = requests[i]
-        s = shapes[name]
+        s = card.shapes[name]
         fits = [
             c
             for c in cards
@@ -326,7 +356,7 @@ def plan_node(
                 break
             fits.remove(best)
         if chosen < 0:
-            return _ffd_refusal(card, name, len(requests), existing, gpu_count)
+            return name
         layouts[chosen][name] = layouts[chosen].get(name, 0) + 1
         compute_used[chosen] += s.compute
         memory_used[chosen] += s.memory
@@ -334,22 +364,102 @@ def plan_node(
     return NodeMigPlan(tuple(layouts), tuple(assignment))
 
 
-def _ffd_refusal(
-    card: _Card, name: str, count: int, existing: Sequence[Mapping[str, int]], gpu_count: int
-) -> MigRefusal:
-    """Why packing failed at ``name``: exact if no card could host it even alone."""
-    alone = [
-        _verdict(card, _plus(existing[c] if c < len(existing) else {}, name))
-        for c in range(gpu_count)
-    ]
-    if all(r is not None and CONSERVATIVE not in r for r in alone):
-        why = "; ".join(f"card {i}: {r}" for i, r in enumerate(alone))
-        return MigRefusal(f"no card can host {name}: {why}")
-    return MigRefusal(
-        f"cannot pack {count} requests onto {gpu_count} x {card.key} "
-        f"(first-fit decreasing, {CONSERVATIVE}): {name} fits on no card after the larger "
-        "requests"
-    )
+SEARCH_BUDGET = 2_000
+"""Assignment steps the fallback search may take before it gives up (conservatively)."""
+
+
+class _OutOfBudget(Exception):
+    pass
+
+
+def _search(
+    card: _Card, layouts: list[dict[str, int]], requests: Sequence[str], order: Sequence[int]
+) -> NodeMigPlan | MigRefusal:
+    """Exhaustive search over request -> card assignments, after first fit failed.
+
+    Cards with identical layouts are tried once per step and identical requests take
+    non-decreasing card indices, so no assignment is visited twice up to symmetry. Count
+    checks are exact; if the greedy placement never refused and the budget held, an empty
+    search proves the node cannot take the requests.
+    """
+    shapes = card.shapes
+    lays = [dict(lay) for lay in layouts]
+    compute_used, memory_used = _used(card, lays)
+    assignment = [0] * len(requests)
+    steps = 0
+    placement_refused = False
+    n = len(order)
+    # what the requests from position k on still need: slices, and instances per name
+    need_compute = [0] * (n + 1)
+    need_memory = [0] * (n + 1)
+    need_names: list[tuple[tuple[_Shape, int], ...]] = [()] * (n + 1)
+    counts: dict[str, int] = {}
+    for k in range(n - 1, -1, -1):
+        s = shapes[requests[order[k]]]
+        need_compute[k] = need_compute[k + 1] + s.compute
+        need_memory[k] = need_memory[k + 1] + s.memory
+        counts[s.name] = counts.get(s.name, 0) + 1
+        need_names[k] = tuple((shapes[name], c) for name, c in counts.items())
+    total_compute = card.compute * len(lays)
+    total_memory = card.memory * len(lays)
+
+    def go(k: int, first: int) -> bool:
+        nonlocal steps, placement_refused
+        if k == n:
+            return True
+        steps += 1
+        if steps > SEARCH_BUDGET:
+            raise _OutOfBudget
+        # exact bounds: the rest must fit the node's free slices and every name's free caps
+        if need_compute[k] > total_compute - sum(compute_used):
+            return False
+        if need_memory[k] > total_memory - sum(memory_used):
+            return False
+        for shape, count in need_names[k]:
+            if count > sum(max(0, shape.cap - lay.get(shape.name, 0)) for lay in lays):
+                return False
+        i = order[k]
+        name = requests[i]
+        s = shapes[name]
+        start = first if k > 0 and requests[order[k - 1]] == name else 0
+        tried: set[tuple[tuple[str, int], ...]] = set()
+        for c in range(start, len(lays)):
+            lay = lays[c]
+            if (
+                lay.get(name, 0) >= s.cap
+                or compute_used[c] + s.compute > card.compute
+                or memory_used[c] + s.memory > card.memory
+            ):
+                continue
+            state = tuple(sorted(lay.items()))
+            if state in tried:
+                continue
+            tried.add(state)
+            if _verdict(card, _plus(lay, name)) is not None:
+                placement_refused = True  # counts passed: only the greedy placement refused
+                continue
+            lay[name] = lay.get(name, 0) + 1
+            compute_used[c] += s.compute
+            memory_used[c] += s.memory
+            assignment[i] = c
+            if go(k + 1, c):
+                return True
+            lay[name] -= 1
+            if not lay[name]:
+                del lay[name]
+            compute_used[c] -= s.compute
+            memory_used[c] -= s.memory
+        return False
+
+    head = f"cannot pack {len(requests)} requests onto {len(lays)} x {card.key}"
+    try:
+        if go(0, 0):
+            return NodeMigPlan(tuple(lays), tuple(assignment))
+    except _OutOfBudget:
+        return MigRefusal(f"{head} (search budget of {SEARCH_BUDGET} steps spent, {CONSERVATIVE})")
+    if placement_refused:
+        return MigRefusal(f"{head} (exhaustive search, greedy placement, {CONSERVATIVE})")
+    return MigRefusal(f"{head}: no assignment fits (exhaustive search)")
 
 
 def _plus(layout: Mapping[str, int], name: str) -> dict[str, int]:

@@ -18,6 +18,7 @@ planner reason starts with / contains     confirmed when
 ``compute slices exhausted``              compute over capacity (card or summed over the node)
 ``memory slices exhausted``               memory over capacity (card or summed over the node)
 ``no card can host P``                    every card's layout plus one ``P`` is rejected
+``cannot pack …: no assignment fits``     (the exhaustive search below finds no assignment)
 ``cannot place at legal start positions`` the oracle reports the placement problem
 ========================================  ===================================================
 
@@ -206,6 +207,8 @@ def _confirm_node_reason(
     elif reason.startswith("existing card "):
         index = int(reason.split()[2].rstrip(":"))
         ok = _card_category_confirmed(reason, check_layout(product, existing[index]))
+    elif reason.startswith("cannot pack "):
+        ok = reason.endswith(": no assignment fits (exhaustive search)")  # infeasible: checked
     elif reason.startswith("no card can host "):
         name = reason.split()[4].rstrip(":")
         cards = [existing[i] if i < len(existing) else {} for i in range(gpu_count)]
