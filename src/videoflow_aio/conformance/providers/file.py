@@ -1,6 +1,6 @@
 """The ``file`` provider: :class:`~videoflow_aio.memory.runtime_store.FileRuntimeStore` in a
-fresh temporary directory per case, in real time (the store does real disk I/O in worker
-threads; a virtual clock must not jump while they run, which trio's autojumping clock does).
+fresh temporary directory per case, on virtual time like the models (the store has no timers;
+the virtual clock never jumps while its worker threads run).
 
 Options a case may pass to ``h.open``: ``reopen_of=<a store this harness opened>`` opens a new
 store on the same directory, as a restarted process would. Anything else skips the case.
@@ -18,6 +18,7 @@ from typing import Any
 import anyio.to_thread
 
 from ...memory.runtime_store import FileRuntimeStore
+from ...vtime import current_clock
 from .._case import Case
 from .._harness import Harness, Skip
 from .._provider import Provider, register_provider
@@ -27,7 +28,6 @@ class FileProvider(Provider):
     """Runs the runtime_store cases on the file-directory store."""
 
     name = "file"
-    real_time = True
 
     def __init__(self, root: str | None = None) -> None:
         self.root = root  # parent of the per-case directories (default: the system temp dir)
@@ -60,6 +60,7 @@ class FileProvider(Provider):
                 provider=self.name,
                 contract=case.contract,
                 factory=factory,
+                clock=current_clock(),
                 allowed_controls=case.controls,
             )
         finally:
