@@ -350,3 +350,28 @@ def test_oracle_imports_nothing_from_deploy() -> None:
             assert node.level == 0, "relative import into the package"
         elif isinstance(node, ast.Import):
             assert all("videoflow" not in a.name for a in node.names)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    product=st.one_of(
+        st.sampled_from([f"NVIDIA-{f.key}" for f in families()]), st.text(max_size=30)
+    ),
+    layout=st.dictionaries(
+        st.one_of(
+            st.text(max_size=12), st.sampled_from(["1g.10gb", "3g.40gb", "7g.80gb", "1g.5gb"])
+        ),
+        st.one_of(st.integers(-(10**12), 10**12), st.floats(allow_nan=True), st.booleans()),
+        max_size=6,
+    ),
+)
+def test_check_layout_never_raises(product: str, layout: dict[str, int]) -> None:
+    problems = check_layout(product, layout)
+    assert isinstance(problems, list) and all(isinstance(p, str) for p in problems)
+    fam = family_for(product)
+    valid = fam is not None and all(
+        isinstance(c, int) and not isinstance(c, bool) and c >= 0 and n in fam.profiles
+        for n, c in layout.items()
+    )
+    if not valid:
+        assert problems != []
