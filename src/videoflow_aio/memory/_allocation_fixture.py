@@ -113,7 +113,11 @@ class NodeFixture:
         out = dict(self.labels)
         if cluster.MIG_CONFIG in out or self.mig_config != "all-disabled":
             out[cluster.MIG_CONFIG] = self.mig_config
-        if cluster.MIG_STATE in out or self.mig_state != "success" or self.mig_state_generation:
+        if (
+            out.get(cluster.MIG_STATE) in cluster.MIG_STATES
+            or self.mig_state != "success"
+            or self.mig_state_generation
+        ):
             out[cluster.MIG_STATE] = self.mig_state
         if self.applied_by_model and self.mig_state == "success":
             for key in [k for k in out if _MIXED_KEY.match(k)]:

@@ -490,7 +490,12 @@ class MemoryAllocationBackend(AcceleratorAllocationBackend):
         node = self._nodes.get(nplan.node)
         if node is None:
             raise NotFound(f"no node {nplan.node!r}", kind="node", name=nplan.node)
+        # the read: version, owner and (pods) occupancy as they are now; the checks below
+        # judge what was read, and the write names the version read (like kubectl get/update)
         read = node.resource_version
+        owner_read = node.owner
+        self._require_reads("pods")
+        moved = self._still_fits(nplan, placements)
         await faults.reach(
             "owner.read.after", node=node.name, operation_id=operation_id, resource_version=read
         )
@@ -502,15 +507,13 @@ class MemoryAllocationBackend(AcceleratorAllocationBackend):
                 expected=nplan.resource_version,
                 actual=read,
             )
-        if node.owner is not None:
+        if owner_read is not None:
             raise OwnershipConflict(
-                f"node {node.name} is owned by {node.owner}",
+                f"node {node.name} is owned by {owner_read}",
                 resource=f"node/{node.name}",
                 expected=None,
-                actual=node.owner,
+                actual=owner_read,
             )
-        self._require_reads("pods")
-        moved = self._still_fits(nplan, placements)
         if moved is not None:
             raise OwnershipConflict(
                 f"occupancy changed since the plan's snapshot: {moved}",
