@@ -295,3 +295,33 @@ async def planner_memory_agrees(h: Harness) -> None:
         isinstance(refusal, MigRefusal) and "memory unknown for 3g.90gb" in refusal.reason,
         f"B200 50 GiB: {refusal}",
     )
+
+
+@case(
+    "MIG-010",
+    "the planner packs a node when some assignment fits, and proves it when none does",
+    contract="allocation",
+)
+async def planner_packs_what_fits(h: Harness) -> None:
+    for fam in families():
+        if fam.compute_slices != 7:
+            continue
+        product = _product(fam.key)
+        three = next(n for n in ALL_BALANCED[fam.key] if n.startswith("3g"))
+        two = next(n for n in ALL_BALANCED[fam.key] if n.startswith("2g"))
+        four = next(p.name for p in fam.profiles.values() if p.compute_slices == 4)
+        # two 3g side by side strand a 2g; 3g + 2 x 2g per card is the only way
+        fits = [two, two, three, two, three, two]
+        plan = plan_node(product, 2, fits)
+        h.check(isinstance(plan, NodeMigPlan), f"{fam.key}: refused {plan}")
+        bugs, conservative = audit_node(product, 2, fits, [], plan)
+        h.equal(bugs, [], f"audit of {fits} on 2 x {fam.key}")
+        # 4g is capped at one per card: 3 compute slices remain per card, one 2g each
+        tight = [two, four, two, four, two]
+        refusal = plan_node(product, 2, tight)
+        h.check(
+            isinstance(refusal, MigRefusal) and CONSERVATIVE not in refusal.reason,
+            f"{fam.key}: expected an exact refusal, got {refusal}",
+        )
+        bugs, conservative = audit_node(product, 2, tight, [], refusal)
+        h.equal((bugs, conservative), ([], False), f"audit of {tight} on 2 x {fam.key}")
