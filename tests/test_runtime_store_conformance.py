@@ -12,7 +12,9 @@ from typing import Any
 import anyio.lowlevel
 import pytest
 
+from videoflow_aio import faults
 from videoflow_aio.conformance import Case, Harness, Provider, cases, get_provider, run_case
+from videoflow_aio.contracts.runtime_store import CAS_READ_AFTER, DELETE_READ_AFTER
 from videoflow_aio.memory.runtime_store import FileRuntimeStore, MemoryRuntimeStore
 from videoflow_aio.vtime import current_clock
 
@@ -113,7 +115,38 @@ class ConflatesKeys(MemoryRuntimeStore):
         return await super().get(key.replace("/", "%2f"))
 
 
+class ComparesBeforeTheBarrier(MemoryRuntimeStore):
+    """Decides on what it read before the barrier: the classic lost update."""
+
+    async def cas(self, key: str, expected_version: str | None, value: bytes) -> bool:
+        current = self._records.get(key)
+        await faults.reach(
+            CAS_READ_AFTER,
+            key=key,
+            expected_version=expected_version,
+            seen_version=None if current is None else current[1],
+        )
+        if (None if current is None else current[1]) != expected_version:
+            return False
+        self._records.pop(key, None)
+        return await super().cas(key, None, value)
+
+    async def delete(self, key: str, expected_version: str | None) -> bool:
+        current = self._records.get(key)
+        await faults.reach(
+            DELETE_READ_AFTER,
+            key=key,
+            expected_version=expected_version,
+            seen_version=None if current is None else current[1],
+        )
+        if current is None or current[1] != expected_version:
+            return False
+        self._records.pop(key, None)
+        return True
+
+
 MUTANTS: list[tuple[type[Any], set[str]]] = [
+    (ComparesBeforeTheBarrier, {"RTS-013", "RTS-014"}),
     (ReusesVersions, {"RTS-004"}),
     (OverwritesOnCreate, {"RTS-001"}),
     (LastWriterWins, {"RTS-002", "RTS-007"}),
@@ -137,8 +170,8 @@ def test_each_mutant_fails_the_cases_that_describe_its_bug(
         assert result.outcome == "fail", (case_id, result)
 
 
-def test_at_least_twelve_rts_cases() -> None:
-    assert sorted(RTS_CASES) == [f"RTS-{i:03d}" for i in range(1, 13)]
+def test_the_rts_cases_are_numbered_without_gaps() -> None:
+    assert sorted(RTS_CASES) == [f"RTS-{i:03d}" for i in range(1, 15)]
 
 
 class NotDurableAfterAll(FileRuntimeStore):

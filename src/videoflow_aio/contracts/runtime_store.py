@@ -18,6 +18,14 @@ import msgspec
 
 from .errors import ValidationError, VideoflowError
 
+#: Fault barrier an implementation with a read-then-write window reaches after reading the
+#: key's current version and before its decisive compare-and-write (context: ``key``,
+#: ``expected_version``, ``seen_version``). Server-side atomic CAS (etcd txn, Redis Lua)
+#: has no such window and need not reach it.
+CAS_READ_AFTER = "runtime_store.cas.read.after"
+#: The same point for ``delete``.
+DELETE_READ_AFTER = "runtime_store.delete.read.after"
+
 
 class RuntimeCapabilities(msgspec.Struct, frozen=True):
     """What a RuntimeStore guarantees.
@@ -196,6 +204,8 @@ def version_number(key: str, version: object, tag: str | None = None) -> int:
 
 
 __all__ = [
+    "CAS_READ_AFTER",
+    "DELETE_READ_AFTER",
     "CorruptRecord",
     "RuntimeCapabilities",
     "RuntimeStore",

@@ -26,6 +26,8 @@ import anyio.to_thread
 from .. import faults
 from ..contracts.errors import BackendUnavailable
 from ..contracts.runtime_store import (
+    CAS_READ_AFTER,
+    DELETE_READ_AFTER,
     RuntimeCapabilities,
     RuntimeStore,
     check_key,
@@ -41,8 +43,6 @@ from ._file_store import FileStoreCore
 MAX_KEY_BYTES = 1024
 MAX_VALUE_BYTES = 1 << 20
 
-CAS_READ_AFTER = "runtime_store.cas.read.after"
-DELETE_READ_AFTER = "runtime_store.delete.read.after"
 
 _T = TypeVar("_T")
 

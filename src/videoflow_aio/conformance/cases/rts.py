@@ -14,9 +14,11 @@ from typing import Any
 import anyio
 import anyio.lowlevel
 
+from ... import faults
 from ...contracts.errors import ValidationError
+from ...contracts.runtime_store import CAS_READ_AFTER, DELETE_READ_AFTER
 from .._case import case
-from .._harness import Harness
+from .._harness import Harness, Skip
 
 RTS = "runtime_store"
 
@@ -337,3 +339,73 @@ async def cas_missing(h: Harness) -> None:
     h.equal(await store.cas("present", version, b"again"), False, "CAS on a deleted key")
     h.equal(await store.get("present"), (None, None), "deleted key stays deleted")
     h.equal(await store.scan(""), [], "nothing was created")
+
+
+async def _race_at_barrier(
+    h: Harness, barrier_name: str, slow_op: str
+) -> tuple[Any, dict[str, bool]]:
+    """Pause the slow operation at ``barrier_name`` (after it read version 1), let a CAS win
+    version 1 meanwhile, release it. Skips when the store never reaches the barrier (its CAS
+    is atomic on the server: there is no read-then-write window to race in)."""
+    store = await h.open()
+    await store.cas("k", None, b"v1")
+    _, v1 = await store.get("k")
+    barrier = faults.arm(barrier_name)
+    results: dict[str, bool] = {}
+    paused, finished = anyio.Event(), anyio.Event()
+
+    async def slow() -> None:
+        if slow_op == "cas":
+            results["slow"] = await store.cas("k", v1, b"slow")
+        else:
+            results["slow"] = await store.delete("k", v1)
+        finished.set()
+
+    async def watch() -> None:
+        await barrier.wait_paused()
+        paused.set()
+
+    async def first_of() -> None:
+        async with anyio.create_task_group() as inner:
+            for event in (paused, finished):
+
+                async def wait(e: anyio.Event = event) -> None:
+                    await e.wait()
+                    inner.cancel_scope.cancel()
+
+                inner.start_soon(wait)
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(watch)
+        tg.start_soon(slow)
+        await first_of()
+        if not paused.is_set():
+            tg.cancel_scope.cancel()
+            faults.disarm(barrier_name)
+            raise Skip(f"the store never reaches {barrier_name} (atomic CAS, no window to race)")
+        h.equal(barrier.contexts[0].get("seen_version"), v1, "version the paused call read")
+        results["fast"] = await store.cas("k", v1, b"fast")
+        barrier.release()
+    return store, results
+
+
+@case(
+    "RTS-013",
+    "a CAS paused between its read and its write loses to a CAS that won meanwhile",
+    contract=RTS,
+)
+async def cas_race_at_barrier(h: Harness) -> None:
+    store, results = await _race_at_barrier(h, CAS_READ_AFTER, "cas")
+    h.equal(results, {"fast": True, "slow": False}, "outcomes of the two CAS")
+    h.equal((await store.get("k"))[0], b"fast", "the winner's value is kept")
+
+
+@case(
+    "RTS-014",
+    "a delete paused between its read and its write loses to a CAS that won meanwhile",
+    contract=RTS,
+)
+async def delete_race_at_barrier(h: Harness) -> None:
+    store, results = await _race_at_barrier(h, DELETE_READ_AFTER, "delete")
+    h.equal(results, {"fast": True, "slow": False}, "outcomes of the CAS and the stale delete")
+    h.equal((await store.get("k"))[0], b"fast", "the record survives the stale delete")
