@@ -183,3 +183,19 @@ async def test_cancelled_cas_is_settled_before_cancellation_returns(
         assert (await s.get("k"))[0] == b"v"
         assert await s.cas("k", None, b"again") is False
         await s.aclose()
+
+
+async def test_a_full_pool_waits_instead_of_raising(redis_srv: ServerProcess) -> None:  # noqa: F811
+    s = RedisRuntimeStore(
+        redis_srv.url, namespace=f"pool-{uuid.uuid4().hex[:6]}", max_connections=2
+    )
+    results: list[bool] = []
+
+    async def one(i: int) -> None:
+        results.append(await s.cas(f"k{i}", None, b"v"))
+
+    async with anyio.create_task_group() as tg:
+        for i in range(40):
+            tg.start_soon(one, i)
+    assert results == [True] * 40
+    await s.aclose()

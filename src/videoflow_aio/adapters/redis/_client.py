@@ -17,6 +17,7 @@ itself cannot reach the server is :class:`OutcomeUnknown` raised.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import uuid
 from collections.abc import Sequence
 from typing import Any
@@ -42,25 +43,37 @@ return false
 """
 
 _AMBIGUOUS = (rexc.ConnectionError, rexc.TimeoutError, TimeoutError, OSError)
+_POOL_EXHAUSTED = "No connection available"
 
 
 class Resolved(Exception):
     """Internal: a lost write was resolved as not applied (fenced)."""
 
 
+_RID_PREFIX = uuid.uuid4().hex[:16]
+_RID_COUNTER = itertools.count()
+
+
 def new_request_id() -> str:
-    return uuid.uuid4().hex
+    """Unique across processes (a random per-process prefix) and cheap (a counter)."""
+    return f"{_RID_PREFIX}{next(_RID_COUNTER):x}"
 
 
-def make_client(url: str, *, protocol: int, max_connections: int, pool_timeout: float) -> Redis:
-    """A redis.asyncio client on a blocking pool with retries off and ``protocol`` pinned."""
+def make_client(url: str, *, protocol: int, max_connections: int, timeout: float) -> Redis:
+    """A redis.asyncio client on a blocking pool with retries off and ``protocol`` pinned.
+
+    ``timeout`` bounds the wait for a pooled connection, the connect, and every socket read
+    (redis-py's own socket timeouts: cheaper per call than a cancel scope around it).
+    """
     pool = BlockingConnectionPool.from_url(
         url,
         max_connections=max_connections,
-        timeout=pool_timeout,
+        timeout=timeout,
         protocol=protocol,
         retry=Retry(NoBackoff(), 0),
         health_check_interval=0,
+        socket_timeout=timeout,
+        socket_connect_timeout=timeout,
     )
     return Redis(connection_pool=pool, protocol=protocol)
 
@@ -90,7 +103,7 @@ class RedisConnection:
         self.timeout = timeout
         self.window_ms = max(1, int(outcome_window_seconds * 1000))
         self.client = make_client(
-            url, protocol=protocol, max_connections=max_connections, pool_timeout=timeout
+            url, protocol=protocol, max_connections=max_connections, timeout=timeout
         )
         self._resolve = self.client.register_script(RESOLVE)
 
@@ -107,9 +120,8 @@ class RedisConnection:
     async def read(self, what: str, coro_fn: Any, *args: Any) -> Any:
         """Run a read with the deadline; failures become :class:`BackendUnavailable`."""
         try:
-            with anyio.fail_after(self.timeout):
-                return await coro_fn(*args)
-        except TimeoutError as exc:
+            return await coro_fn(*args)
+        except (rexc.TimeoutError, TimeoutError) as exc:
             raise BackendUnavailable(
                 f"redis {what} timed out after {self.timeout}s", backend="redis"
             ) from exc
@@ -127,16 +139,23 @@ class RedisConnection:
         is settled (resolved and fenced, shielded, within the deadline) before re-raising.
         """
         try:
-            with anyio.fail_after(self.timeout):
-                return await script(keys=keys, args=args)
+            return await script(keys=keys, args=args)
         except rexc.ResponseError as exc:  # the server refused it: definite, nothing applied
             raise unavailable(exc, what) from exc
+        except rexc.ConnectionError as exc:
+            if _POOL_EXHAUSTED in str(exc):  # never sent: no connection was free in time
+                raise BackendUnavailable(
+                    f"redis {what}: no pooled connection within {self.timeout}s; not sent",
+                    backend="redis",
+                    applied=False,
+                ) from exc
+            cause: BaseException = exc
         except anyio.get_cancelled_exc_class():
             with anyio.CancelScope(shield=True), anyio.move_on_after(self.timeout):
                 await self._settle(rid)
             raise
         except _AMBIGUOUS as exc:
-            cause: BaseException = exc
+            cause = exc
         except rexc.RedisError as exc:
             cause = exc
         marker = await self._resolve_or_unknown(what, rid, cause)
