@@ -18,6 +18,7 @@ from videoflow_aio.contracts.errors import BackendUnavailable, NotFound, Validat
 from videoflow_aio.memory.allocation import MemoryAllocationBackend, NodeFixture
 from videoflow_aio.memory.clock import FakeClock
 from videoflow_aio.observe import ObservationLog
+from videoflow_aio.vtime import VirtualClock
 
 pytestmark = pytest.mark.anyio
 
@@ -143,6 +144,30 @@ async def test_geometry_goes_pending_then_success_on_a_real_timer() -> None:
     assert node.mig_state_generation == claim.nodes[0].geometry_generation
     assert node.mig_layout == {"3g.40gb": 1} and node.classification() == "mig-mixed"
     assert (await observed(b, claim.claim_id)).phase == "allocated"
+
+
+async def test_given_loop_clock_timer_fires(vclock: VirtualClock) -> None:
+    node = whole_node("n1", 1)
+    log = ObservationLog()
+    b = MemoryAllocationBackend(
+        [node], clock=vclock, authority="mig-manager", mig_apply_seconds=5, log=log
+    )
+    start = vclock.monotonic()
+    await b.reserve(await planned(b, mig("w", "1g.10gb")), "op", None)
+    await anyio.sleep(5.01)
+    assert node.mig_state == "success"  # fired by the clock's own timer, nothing settled it
+    (done,) = [e for e in log.events("alloc.node.mig-state") if e.attrs["detail"].startswith("s")]
+    assert done.at == pytest.approx(start + 5)
+
+
+async def test_pointer_drift_supersedes_the_claims_geometry() -> None:
+    node = whole_node("n1", 1)
+    b = geometry_backend(node, seconds=0.0)
+    claim = await b.reserve(await planned(b, mig("w", "1g.10gb")), "op", None)
+    assert (await observed(b, claim.claim_id)).phase == "allocated"
+    node.mig_config = "all-1g.10gb"  # someone else relabels the node
+    obs = await observed(b, claim.claim_id)
+    assert obs.phase == "lost" and obs.nodes[0].geometry == "superseded"
 
 
 async def test_zero_apply_seconds_settles_on_the_next_call() -> None:

@@ -228,7 +228,9 @@ class MemoryAllocationBackend(AcceleratorAllocationBackend):
     def _mutate(self, kind: str, subject: str, by: str, detail: str) -> None:
         self._mutations.append((kind, subject, by, detail))
         if self._log is not None:
-            self._log.record(f"alloc.{kind}", subject=subject, ident=by, detail=detail)
+            self._log.record(
+                f"alloc.{kind}", subject=subject, ident=by, at=self._now(), detail=detail
+            )
 
     def mutations(self, kinds: Sequence[str] | None = None) -> list[Mutation]:
         """Every state change so far as ``(kind, subject, by, detail)``, oldest first.
@@ -684,7 +686,11 @@ class MemoryAllocationBackend(AcceleratorAllocationBackend):
             return "none"
         node = self._nodes[name]
         job = self._jobs.get(name)
-        if node.mig_state_generation > gen or (job is not None and job.generation > gen):
+        if (
+            node.mig_state_generation > gen
+            or (job is not None and job.generation > gen)
+            or node.mig_config != claim.entries.get(name)
+        ):
             return "superseded"
         if node.mig_state_generation < gen:
             return "pending"
