@@ -303,3 +303,16 @@ async def test_many_tasks_on_two_instances_one_winner_per_round(tmp_path: Path) 
             for i in range(16):
                 tg.start_soon(contender, i)
         assert len(wins) == 1, (round_, wins)
+
+
+@pytest.mark.anyio
+async def test_a_virtual_deadline_does_not_fire_while_file_io_runs(tmp_path: Path) -> None:
+    """The virtual clock must not jump while a worker thread works (asyncio and trio): real
+    disk time is not virtual time, so a 1 s virtual deadline around real I/O never fires."""
+    store = FileRuntimeStore(str(tmp_path))
+    start = anyio.current_time()
+    with anyio.fail_after(1):
+        for i in range(20):
+            await store.cas(f"k{i}", None, b"v")
+            await store.append("log", b"r")
+    assert anyio.current_time() - start < 1
