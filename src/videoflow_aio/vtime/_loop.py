@@ -1,4 +1,4 @@
-# mypy: disable-error-code="attr-defined, has-type, override, unused-ignore"
+# mypy: disable-error-code="attr-defined, has-type, override, misc, unused-ignore"
 # (this module extends asyncio.SelectorEventLoop through its private attributes)
 """An asyncio event loop on virtual time.
 
@@ -19,6 +19,7 @@ import heapq
 import math
 import selectors
 import time
+import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -102,6 +103,7 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
         self._vt_cancelled = 0
         self._vt_threads = 0
         self._vt_anchor: tuple[float, float] | None = None
+        self._vt_children: weakref.WeakSet[Any] = weakref.WeakSet()
         super().__init__(selectors.DefaultSelector())
         self._clock_resolution = 0.0
         self._vt_base_fds = len(self._selector.get_map())  # the loop's own wake-up pipe
@@ -177,9 +179,12 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
                 self._default_executor = executor
         cfut = executor.submit(func, *args)
         self._vt_threads += 1
-        # counted until the job itself ends (not when an awaiting task gives up on it)
+        fut = asyncio.wrap_future(cfut, loop=self)
+        # counted until the job itself ends (not when an awaiting task gives up on it);
+        # added after wrap_future's callback, so the result is on the loop before the count
+        # drops and there is no idle instant in between for the clock to jump in
         cfut.add_done_callback(self._vt_job_done)
-        return asyncio.wrap_future(cfut, loop=self)
+        return fut
 
     def _vt_job_done(self, _: object) -> None:
         with contextlib.suppress(RuntimeError):  # the loop closed meanwhile
@@ -188,8 +193,30 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
     def _vt_job_finished(self) -> None:
         self._vt_threads -= 1
 
+    async def shutdown_default_executor(self, *args: Any, **kwargs: Any) -> None:
+        # asyncio joins the executor on a plain thread that reports back thread-safely
+        self._vt_threads += 1
+        try:
+            await super().shutdown_default_executor(*args, **kwargs)
+        finally:
+            self._vt_threads -= 1
+
     def _vt_threads_busy(self) -> bool:
         return self._vt_threads > 0 or _anyio_busy_workers(self) > 0
+
+    # -- child processes -----------------------------------------------------------------
+    async def _make_subprocess_transport(self, *args: Any, **kwargs: Any) -> Any:
+        transport = await super()._make_subprocess_transport(*args, **kwargs)
+        self._vt_children.add(transport)
+        return transport
+
+    def _vt_real_io(self) -> bool:
+        """Real I/O is pending: a registered fd (besides the loop's own wake-up pipe), or
+        a child process still running (its exit arrives from a watcher thread)."""
+        if len(self._selector.get_map()) > self._vt_base_fds:
+            return True
+        children = self._vt_children
+        return bool(children) and any(t.get_returncode() is None for t in list(children))
 
     # -- the run loop --------------------------------------------------------------------
     def _run_once(self) -> None:
@@ -245,7 +272,7 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
             return
         when = heap[0][0] if heap else math.inf
         jumpable = when != math.inf and clock._may_jump_to(when)
-        if len(selector.get_map()) > self._vt_base_fds:
+        if self._vt_real_io():
             # real I/O registered: skip `d` virtual seconds only after `d` real seconds of
             # I/O silence, counted from when the loop first went idle at this instant
             if not jumpable:

@@ -1,0 +1,53 @@
+"""Helpers for the virtual-time tests."""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+
+BACKENDS = ("asyncio", "trio")
+
+
+class DelayedEchoServer:
+    """A loopback TCP server on a plain thread: echoes each message after ``delay`` real s.
+
+    It is deliberately not an anyio worker thread, so only the real-I/O rule of the loop
+    (not the worker-thread rule) keeps the clock from jumping over the round trip.
+    """
+
+    def __init__(self, delay: float, reply: bool = True) -> None:
+        self.delay = delay
+        self.reply = reply
+        self._sock = socket.create_server(("127.0.0.1", 0))
+        self.port: int = self._sock.getsockname()[1]
+        self._thread = threading.Thread(target=self._serve, daemon=True)
+        self._stop = threading.Event()
+
+    def __enter__(self) -> DelayedEchoServer:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._sock.close()
+        self._thread.join(timeout=5)
+
+    def _serve(self) -> None:
+        self._sock.settimeout(0.05)
+        while not self._stop.is_set():
+            try:
+                conn, _ = self._sock.accept()
+            except OSError:
+                continue
+            with conn:
+                conn.settimeout(2.0)
+                try:
+                    data = conn.recv(1024)
+                    time.sleep(self.delay)  # the peer's real processing time
+                    if self.reply and data:
+                        conn.sendall(data)
+                    else:
+                        self._stop.wait(2.0)
+                except OSError:
+                    pass

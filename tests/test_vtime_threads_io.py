@@ -1,0 +1,112 @@
+"""What stops a jump: worker threads in flight, real I/O pending (asyncio and trio)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import anyio
+import pytest
+
+from _vtime_helpers import DelayedEchoServer
+from videoflow_aio.vtime import VirtualClock
+
+pytestmark = pytest.mark.anyio
+
+
+def _block(seconds: float) -> str:
+    time.sleep(seconds)  # the deliberate real blocking call inside a worker thread
+    return "done"
+
+
+async def test_no_jump_while_a_worker_thread_runs(vclock: VirtualClock) -> None:
+    t0 = vclock.monotonic()
+    with anyio.fail_after(1):
+        assert await anyio.to_thread.run_sync(_block, 0.2) == "done"
+    assert vclock.monotonic() == t0  # virtual time stood still while the thread ran
+
+
+async def test_sleepers_wait_for_the_thread_before_time_jumps(vclock: VirtualClock) -> None:
+    events: list[str] = []
+
+    async def sleeper() -> None:
+        await anyio.sleep(0.5)
+        events.append(f"sleeper woke at {vclock.monotonic()}")
+
+    async def worker() -> None:
+        await anyio.to_thread.run_sync(_block, 0.1)
+        events.append("thread done")
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(worker)
+        tg.start_soon(sleeper)
+    assert events == ["thread done", "sleeper woke at 1000.5"]
+
+
+async def test_run_in_executor_holds_the_clock(
+    anyio_backend_name: str, vclock: VirtualClock
+) -> None:
+    if anyio_backend_name != "asyncio":
+        pytest.skip("asyncio executor API")
+    loop = asyncio.get_running_loop()
+    with anyio.fail_after(1):
+        assert await loop.run_in_executor(None, _block, 0.2) == "done"
+        assert await asyncio.to_thread(_block, 0.05) == "done"
+    assert vclock.monotonic() == 1000.0
+
+
+async def test_loopback_round_trip_does_not_time_out_spuriously(vclock: VirtualClock) -> None:
+    """A real peer answering after 0.15 real s, inside a 1 s timeout, with a busy timer."""
+    ticks = 0
+
+    async def ticker() -> None:
+        nonlocal ticks
+        while True:
+            await anyio.sleep(0.01)
+            ticks += 1
+
+    with DelayedEchoServer(delay=0.15) as server:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(ticker)
+            with anyio.fail_after(1):
+                async with await anyio.connect_tcp("127.0.0.1", server.port) as stream:
+                    await stream.send(b"ping")
+                    assert await stream.receive() == b"ping"
+            tg.cancel_scope.cancel()
+    assert vclock.monotonic() - 1000.0 < 1.0
+
+
+async def test_silent_peer_still_times_out(vclock: VirtualClock) -> None:
+    with DelayedEchoServer(delay=0.0, reply=False) as server:
+        async with await anyio.connect_tcp("127.0.0.1", server.port) as stream:
+            await stream.send(b"ping")
+            wall0 = time.perf_counter()  # wall-clock: the jump waits for real silence
+            with pytest.raises(TimeoutError):
+                with anyio.fail_after(0.1):
+                    await stream.receive()
+            waited = time.perf_counter() - wall0  # wall-clock: as above
+    assert vclock.monotonic() == 1000.1
+    assert waited >= 0.09
+
+
+async def test_in_loop_server_round_trips_and_jumps_resume_after_close(
+    vclock: VirtualClock,
+) -> None:
+    async def handle(stream: anyio.abc.SocketStream) -> None:
+        async with stream:
+            await stream.send(await stream.receive())
+
+    listener = await anyio.create_tcp_listener(local_host="127.0.0.1")
+    port = listener.extra(anyio.abc.SocketAttribute.local_port)
+    async with listener, anyio.create_task_group() as tg:
+        tg.start_soon(listener.serve, handle)
+        for _ in range(5):
+            with anyio.fail_after(0.5):
+                async with await anyio.connect_tcp("127.0.0.1", port) as client:
+                    await client.send(b"x")
+                    assert await client.receive() == b"x"
+        tg.cancel_scope.cancel()
+    wall0 = time.perf_counter()  # wall-clock: with no socket left, jumps are instant
+    await anyio.sleep(3600)
+    assert time.perf_counter() - wall0 < 0.5  # wall-clock: as above
+    assert vclock.monotonic() == 4600.0
