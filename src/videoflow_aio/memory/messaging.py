@@ -311,8 +311,7 @@ class MemoryMessagingBackend(MessagingBackend):
         size = len(envelope.body)
         if size > self.max_payload_bytes:
             reason = f"payload {size} bytes exceeds max_payload_bytes {self.max_payload_bytes}"
-            self._rec("reject", ch.id, pid, reason=reason)
-            return Rejected(pid, reason)
+            return self._refuse(ch, pid, reason)
         if envelope.kind == "dlq":
             raise ValidationError(
                 "dead letters are stored by settle(Terminal), not published",
