@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import functools
 import inspect
-from collections.abc import Callable, Coroutine, Generator
+from collections.abc import AsyncGenerator, Callable, Coroutine, Generator
 from typing import Any
 
 import pytest
@@ -49,6 +49,50 @@ def _guard_test(
         return await guarded(func, **kwargs)
 
     return run_guarded
+
+
+def _guard_fixture(func: Callable[..., Any]) -> Callable[..., Any]:
+    if inspect.isasyncgenfunction(func):
+
+        @functools.wraps(func)
+        async def guarded_gen(**kwargs: Any) -> AsyncGenerator[Any, None]:
+            agen = func(**kwargs)
+            value = await guarded(agen.__anext__)
+            yield value
+            try:
+                await guarded(agen.__anext__)
+            except StopAsyncIteration:
+                return
+            raise RuntimeError(f"async generator fixture {func.__name__} did not stop")
+
+        return guarded_gen
+
+    @functools.wraps(func)
+    async def guarded_fixture(**kwargs: Any) -> Any:
+        return await guarded(func, **kwargs)
+
+    return guarded_fixture
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_fixture_setup(
+    fixturedef: pytest.FixtureDef[Any], request: pytest.FixtureRequest
+) -> Generator[None, object, object]:
+    """Async fixtures of anyio tests run under a deadlock guard too (before anyio wraps them:
+    on trio an unguarded deadlock would abort anyio's test runner and hang the session)."""
+    func = fixturedef.func
+    wrap = (
+        "anyio_backend" in request.fixturenames
+        and not inspect.ismethod(func)
+        and (inspect.iscoroutinefunction(func) or inspect.isasyncgenfunction(func))
+    )
+    if wrap:
+        fixturedef.func = _guard_fixture(func)  # type: ignore[misc]
+    try:
+        return (yield)
+    finally:
+        if wrap:
+            fixturedef.func = func  # type: ignore[misc]
 
 
 @pytest.hookimpl(wrapper=True)

@@ -17,9 +17,13 @@ async def guarded(func: Callable[..., Awaitable[T]], *args: Any, **kwargs: Any) 
 
     The loop reports a deadlock to the innermost guard: the guarded call is cancelled
     (its ``finally`` blocks run) and :class:`VirtualTimeDeadlock` is raised here, as a plain
-    exception, on asyncio and trio alike. Without a guard the loop raises it itself.
+    exception, on asyncio and trio alike. Without a guard the loop raises it itself (on
+    trio that aborts the run as ``TrioInternalError``). Off virtual time it just awaits.
     """
-    clock = current_clock()
+    try:
+        clock = current_clock()
+    except RuntimeError:  # not on virtual time: nothing to guard
+        return await func(*args, **kwargs)
     reasons: list[str] = []
     with anyio.CancelScope() as scope:
 
