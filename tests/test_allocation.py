@@ -298,6 +298,35 @@ async def test_shared_config_is_tombstoned_by_the_last_owner_only() -> None:
     assert len(b.mutations(["config.pointer"])) == 2
 
 
+async def test_concurrent_last_owners_tombstone_once_under_cas() -> None:
+    b = geometry_backend(whole_node("n1", 1), whole_node("n2", 1), seconds=0.0)
+    snap = await snapshot(b)
+    claims = []
+    for i, node in enumerate(("n1", "n2")):
+        plan = await b.plan([mig(f"w{i}", "1g.10gb", nodes=(node,))], snap)
+        assert isinstance(plan, FeasiblePlan)
+        claims.append(await b.reserve(plan, f"op{i}", None))
+    _, version, _ = b.shared_config()
+    results = []
+
+    async def release(i: int) -> None:
+        results.append(await b.release(claims[i].claim_id, f"r{i}", claims[i].generation))
+
+    with faults.isolated():
+        gate = faults.arm("config.read.after", times=2)
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(release, 0)
+            tg.start_soon(release, 1)
+            await gate.wait_paused(2)  # both read the same config version
+            gate.release()
+    # the loser of the CAS read again and removed its entry from the winner's result
+    assert b.shared_config() == ({}, version + 2, True)
+    assert [r.config_tombstoned for r in results].count(True) == 1
+    assert b.pointer() == "default-mig-parted-config"
+    assert len(b.mutations(["config.update"])) == 4  # two reserves, two releases (no lost CAS)
+    assert all(b.node(n).mig_config == "all-disabled" for n in ("n1", "n2"))
+
+
 # -- release, reconcile, bindings ------------------------------------------------------------
 
 

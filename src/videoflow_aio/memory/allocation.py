@@ -28,11 +28,9 @@ passes; every call also settles due writes, and ``apply_pending_geometry()`` doe
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
-
-import anyio
 
 from .. import faults
 from ..contracts._base import Known, Unknown
@@ -57,10 +55,11 @@ from ..contracts.allocation import (
 from ..contracts.errors import BackendUnavailable, NotFound, ValidationError, VideoflowError
 from ..deploy import cluster
 from ..observe import ObservationLog
+from ._allocation_cluster import Cluster, Mutation
 from ._allocation_fixture import NodeFixture
 from ._allocation_pack import pack_whole_devices
 from ._allocation_plan import plan_requests, validate_request
-from ._allocation_timer import TimerClock, call_later
+from ._allocation_timer import TimerClock
 from .mig_geometry import families, family_for
 
 AUTHORITIES: dict[str, bool] = {"device-plugin": False, "mig-manager": True}
@@ -69,19 +68,7 @@ plugin alone (whole devices and existing MIG devices); ``mig-manager`` for the G
 operator's mig-manager, which applies mig-parted configs."""
 
 READ_KINDS = ("nodes", "pods", "config")
-DEFAULT_POINTER = "default-mig-parted-config"
-SHARED_CONFIG = "videoflow-mig-config"
 RELEASE_DESIRED = ("held", "released")
-Mutation = tuple[str, str, str, str]
-
-
-@dataclass
-class _Job:
-    """A geometry write the manager has not answered yet."""
-
-    generation: int
-    due: float
-    layout: dict[str, int]
 
 
 @dataclass
@@ -147,22 +134,12 @@ class MemoryAllocationBackend(AcceleratorAllocationBackend):
                 )
             by_name[node.name] = node
         self._nodes = by_name
-        self._clock = clock
+        self._c = Cluster(by_name, clock, float(mig_apply_seconds), log)
         self.authority = authority
         self.mig_apply_seconds = float(mig_apply_seconds)
-        self._log = log
         self._id = next(_BACKEND_IDS)
         self._seq = itertools.count(1)
         self._failing_reads: dict[str, str] = {}
-        self._failing_geometry: set[str] = set()
-        self._mutations: list[Mutation] = []
-        self._jobs: dict[str, _Job] = {}
-        self._restore_layouts: dict[str, dict[str, int]] = {}
-        self._config: dict[str, dict[str, int]] = {}
-        self._config_version = 1
-        self._config_tombstoned = False
-        self._pointer = DEFAULT_POINTER
-        self._pointer_original: str | None = None
         self._snapshots: set[str] = set()
         self._plans: dict[str, FeasiblePlan] = {}
         self._claims: dict[str, _Claim] = {}
@@ -172,65 +149,12 @@ class MemoryAllocationBackend(AcceleratorAllocationBackend):
     # ==========================================================================================
     # time and the manager
 
-    def _now(self) -> float | None:
-        if self._clock is not None:
-            return self._clock.monotonic()
-        try:
-            return anyio.current_time()
-        except Exception:  # no running loop: nothing can have come due
-            return None
-
-    def _settle(self) -> None:
-        """Answer every geometry write whose delay has passed (the timers' backstop)."""
-        now = self._now()
-        if now is None or not self._jobs:
-            return
-        for name, job in sorted(self._jobs.items(), key=lambda kv: (kv[1].due, kv[0])):
-            if job.due <= now:
-                self._answer(name, job.generation)
-
-    def _answer(self, name: str, generation: int) -> None:
-        """The manager finishes the write ``generation`` on ``name`` (stale answers ignored)."""
-        job = self._jobs.get(name)
-        if job is None or job.generation != generation:
-            return
-        del self._jobs[name]
-        node = self._nodes[name]
-        failed = name in self._failing_geometry
-        node.mig_state = "failed" if failed else "success"
-        node.mig_state_generation = generation
-        node.labels[cluster.MIG_STATE] = node.mig_state
-        if not failed:
-            node.mig_layout = dict(job.layout)
-            node.applied_by_model = True
-        node.resource_version += 1
-        self._mutate("node.mig-state", name, "mig-manager", f"{node.mig_state}@{generation}")
-
-    def _start_manager(self, name: str, generation: int, layout: dict[str, int]) -> None:
-        """The manager sees the pointer write: state ``pending`` for it, answer later."""
-        node = self._nodes[name]
-        node.mig_state = "pending"
-        node.mig_state_generation = generation
-        node.labels[cluster.MIG_STATE] = "pending"
-        node.resource_version += 1
-        self._mutate("node.mig-state", name, "mig-manager", f"pending@{generation}")
-        now = self._now() or 0.0
-        self._jobs[name] = _Job(generation, now + self.mig_apply_seconds, dict(layout))
-        call_later(self._clock, self.mig_apply_seconds, lambda: self._answer(name, generation))
-
     def apply_pending_geometry(self) -> None:
         """Advance every geometry write whose delay has elapsed (for manual clocks)."""
-        self._settle()
+        self._c.settle()
 
     # ==========================================================================================
     # audit
-
-    def _mutate(self, kind: str, subject: str, by: str, detail: str) -> None:
-        self._mutations.append((kind, subject, by, detail))
-        if self._log is not None:
-            self._log.record(
-                f"alloc.{kind}", subject=subject, ident=by, at=self._now(), detail=detail
-            )
 
     def mutations(self, kinds: Sequence[str] | None = None) -> list[Mutation]:
         """Every state change so far as ``(kind, subject, by, detail)``, oldest first.
@@ -238,19 +162,19 @@ class MemoryAllocationBackend(AcceleratorAllocationBackend):
         ``by`` is the operation id, ``mig-manager`` or ``control``. Kinds: ``node.owner``,
         ``node.mig-config``, ``node.mig-state``, ``config.update``, ``config.pointer``,
         ``workload.bind``, ``workload.unbind``, ``workload.ready``, ``claim.create``,
-        ``claim.update``, ``control.fail``.
+        ``claim.update``. A lost CAS changes nothing and is not listed.
         """
         if kinds is None:
-            return list(self._mutations)
+            return list(self._c.mutations)
         wanted = set(kinds)
-        return [m for m in self._mutations if m[0] in wanted]
+        return [m for m in self._c.mutations if m[0] in wanted]
 
     # ==========================================================================================
     # model controls
 
     def node(self, name: str) -> NodeFixture:
         """The live fixture of ``name``."""
-        self._settle()
+        self._c.settle()
         try:
             return self._nodes[name]
         except KeyError:
@@ -258,14 +182,14 @@ class MemoryAllocationBackend(AcceleratorAllocationBackend):
 
     def pointer(self) -> str:
         """The mig-parted config the manager reads (ClusterPolicy ``migManager.config.name``)."""
-        return self._pointer
+        return self._c.pointer
 
     def shared_config(self) -> tuple[dict[str, dict[str, int]], int, bool]:
         """The shared MIG config: ``(entries, resource_version, tombstoned)``."""
         return (
-            {k: dict(v) for k, v in self._config.items()},
-            self._config_version,
-            (self._config_tombstoned),
+            {k: dict(v) for k, v in self._c.config.items()},
+            self._c.config_version,
+            (self._c.config_tombstoned),
         )
 
     def fail_reads(self, kind: str, reason: str | None = "timeout") -> None:
@@ -281,12 +205,12 @@ class MemoryAllocationBackend(AcceleratorAllocationBackend):
         """Make the manager report ``state=failed`` for every geometry write on ``node_name``
         (a permanent preparation failure)."""
         self.node(node_name)
-        self._failing_geometry.add(node_name)
+        self._c.failing_geometry.add(node_name)
 
     def clear_geometry_failure(self, node_name: str) -> None:
         """Undo :meth:`fail_geometry` for later writes (a repaired node)."""
         self.node(node_name)
-        self._failing_geometry.discard(node_name)
+        self._c.failing_geometry.discard(node_name)
 
     def bind_workload(self, node: str, workload_id: str, units: int) -> None:
         """A workload (ours or foreign) now holds ``units`` devices on ``node``."""
@@ -303,7 +227,7 @@ class MemoryAllocationBackend(AcceleratorAllocationBackend):
                 value=units,
             )
         fixture.workloads[workload_id] = units
-        self._mutate("workload.bind", node, "control", f"{workload_id}={units}")
+        self._c.mutate("workload.bind", node, "control", f"{workload_id}={units}")
 
     def unbind_workload(self, node: str, workload_id: str) -> None:
         """The workload no longer holds devices on ``node``."""
@@ -313,14 +237,14 @@ class MemoryAllocationBackend(AcceleratorAllocationBackend):
                 f"{workload_id!r} holds nothing on {node}", kind="workload", name=workload_id
             )
         del fixture.workloads[workload_id]
-        self._mutate("workload.unbind", node, "control", workload_id)
+        self._c.mutate("workload.unbind", node, "control", workload_id)
 
     def mark_workload_ready(self, claim_id: str) -> None:
         """The claim's workloads are running (pods ready)."""
         claim = self._claim(claim_id)
         if not claim.workloads_ready:
             claim.workloads_ready = True
-            self._mutate("workload.ready", claim_id, "control", claim.gen)
+            self._c.mutate("workload.ready", claim_id, "control", claim.gen)
 
     # ==========================================================================================
     # reads
@@ -374,7 +298,7 @@ class MemoryAllocationBackend(AcceleratorAllocationBackend):
         return chosen
 
     async def inventory(self, scope: Mapping[str, Any]) -> Known[InventorySnapshot] | Unknown:
-        self._settle()
+        self._c.settle()
         nodes = self._scoped(scope)
         why = self._read("nodes")
         if why is not None:
@@ -383,7 +307,7 @@ class MemoryAllocationBackend(AcceleratorAllocationBackend):
         pods = "pods" not in missing
         snapshot_id = f"inv{self._id}-{next(self._seq)}"
         self._snapshots.add(snapshot_id)
-        now = self._now()
+        now = self._c.now()
         return Known(
             InventorySnapshot(
                 snapshot_id=snapshot_id,
@@ -391,14 +315,14 @@ class MemoryAllocationBackend(AcceleratorAllocationBackend):
                 completeness="partial" if missing else "complete",
                 missing=missing,
                 nodes=tuple(self._view(n, pods) for n in nodes),
-                config_version=None if "config" in missing else self._config_version,
+                config_version=None if "config" in missing else self._c.config_version,
             )
         )
 
     async def plan(
         self, requests: Sequence[WorkloadRequest], snapshot: InventorySnapshot
     ) -> FeasiblePlan | Infeasible:
-        self._settle()
+        self._c.settle()
         seen: set[str] = set()
         for req in requests:
             if not isinstance(req, WorkloadRequest):
@@ -442,29 +366,6 @@ class MemoryAllocationBackend(AcceleratorAllocationBackend):
             return self._claims[claim_id]
         except KeyError:
             raise NotFound(f"no claim {claim_id!r}", kind="claim", name=claim_id) from None
-
-    def _cas_node(
-        self,
-        node: NodeFixture,
-        expected: int,
-        by: str,
-        kind: str,
-        detail: str,
-        apply: Callable[[NodeFixture], None],
-    ) -> int:
-        """Update ``node`` if its version is still ``expected`` (else 409); returns the new one."""
-        if node.resource_version != expected:
-            raise OwnershipConflict(
-                f"node {node.name} moved from resource_version {expected} to "
-                f"{node.resource_version} (409 Conflict)",
-                resource=f"node/{node.name}",
-                expected=expected,
-                actual=node.resource_version,
-            )
-        apply(node)
-        node.resource_version += 1
-        self._mutate(kind, node.name, by, detail)
-        return node.resource_version
 
     def _still_fits(self, nplan: NodePlan, placements: Sequence[Placement]) -> str | None:
         """Why the node can no longer take the plan's placements (occupancy moved), or None."""
@@ -531,68 +432,13 @@ class MemoryAllocationBackend(AcceleratorAllocationBackend):
             n.owner = claim_id
             n.owner_epoch = operation_id
 
-        self._cas_node(node, read, operation_id, "node.owner", f"owner={claim_id}", own)
+        self._c.cas_node(node, read, operation_id, "node.owner", f"owner={claim_id}", own)
 
     def _drop(self, name: str, claim_id: str, by: str) -> bool:
-        node = self._nodes[name]
-        if node.owner != claim_id:
+        if self._nodes[name].owner != claim_id:
             return False
-
-        def disown(n: NodeFixture) -> None:
-            n.owner = None
-            n.owner_epoch = None
-
-        self._cas_node(node, node.resource_version, by, "node.owner", "owner=None", disown)
+        self._c.set_owner(name, None, None, by)
         return True
-
-    def _write_config(
-        self, by: str, set_entries: Mapping[str, dict[str, int]], drop_entries: Sequence[str] = ()
-    ) -> bool:
-        """CAS update of the shared config; tombstones it (never deletes) when it empties.
-
-        Returns True when the map is now a tombstone."""
-        read = self._config_version
-        entries = {k: dict(v) for k, v in self._config.items() if k not in drop_entries}
-        entries.update({k: dict(v) for k, v in set_entries.items()})
-        if self._config_version != read:  # pragma: no cover - single-threaded between awaits
-            raise OwnershipConflict(
-                "shared config moved", resource="config", expected=read, actual=self._config_version
-            )
-        self._config = entries
-        self._config_tombstoned = not entries
-        self._config_version += 1
-        self._mutate(
-            "config.update",
-            SHARED_CONFIG,
-            by,
-            "tombstone" if not entries else ",".join(sorted(entries)),
-        )
-        if entries and self._pointer != SHARED_CONFIG:
-            self._pointer_original = self._pointer
-            self._pointer = SHARED_CONFIG
-            self._mutate("config.pointer", SHARED_CONFIG, by, SHARED_CONFIG)
-        elif not entries and self._pointer == SHARED_CONFIG:
-            self._pointer = self._pointer_original or DEFAULT_POINTER
-            self._pointer_original = None
-            self._mutate("config.pointer", SHARED_CONFIG, by, self._pointer)
-        return not entries
-
-    def _point(self, name: str, config: str, layout: dict[str, int], by: str) -> int:
-        """Point ``name`` at ``config``; returns the write's generation (its new version)."""
-        node = self._nodes[name]
-
-        def point(n: NodeFixture) -> None:
-            if n.restore_record is None:
-                n.restore_record = n.mig_config
-                self._restore_layouts[name] = dict(n.mig_layout)
-            n.mig_config = config
-            n.labels[cluster.MIG_CONFIG] = config
-
-        generation = self._cas_node(
-            node, node.resource_version, by, "node.mig-config", config, point
-        )
-        self._start_manager(name, generation, layout)
-        return generation
 
     def _device_names(self, plan: FeasiblePlan) -> dict[str, tuple[str, ...]]:
         out: dict[str, tuple[str, ...]] = {}
@@ -616,7 +462,7 @@ class MemoryAllocationBackend(AcceleratorAllocationBackend):
     async def reserve(
         self, plan: FeasiblePlan, operation_id: str, expected_generation: str | None
     ) -> ClaimObservation:
-        self._settle()
+        self._c.settle()
         if not operation_id:
             raise ValidationError("operation_id must be non-empty", field="operation_id")
         existing = self._claims_by_op.get(operation_id)
@@ -667,14 +513,14 @@ class MemoryAllocationBackend(AcceleratorAllocationBackend):
         )
         self._claims[claim_id] = claim
         self._claims_by_op[operation_id] = claim_id
-        self._mutate("claim.create", claim_id, operation_id, claim.gen)
+        self._c.mutate("claim.create", claim_id, operation_id, claim.gen)
         if geometry:
             entries = {f"vf-{claim_id}-{n.node}": dict(n.mig_layout) for n in geometry}
-            self._write_config(operation_id, entries)
+            await self._c.write_config(operation_id, entries)
             for n in geometry:
                 entry = f"vf-{claim_id}-{n.node}"
                 claim.entries[n.node] = entry
-                claim.geometry[n.node] = self._point(
+                claim.geometry[n.node] = self._c.point(
                     n.node, entry, dict(n.mig_layout), operation_id
                 )
         return self._observation(claim)
@@ -685,7 +531,7 @@ class MemoryAllocationBackend(AcceleratorAllocationBackend):
         if gen is None:
             return "none"
         node = self._nodes[name]
-        job = self._jobs.get(name)
+        job = self._c.jobs.get(name)
         if (
             node.mig_state_generation > gen
             or (job is not None and job.generation > gen)
@@ -757,7 +603,7 @@ class MemoryAllocationBackend(AcceleratorAllocationBackend):
         )
 
     async def observe(self, claim_id: str) -> Known[ClaimObservation] | Unknown:
-        self._settle()
+        self._c.settle()
         claim = self._claim(claim_id)
         why = self._read("nodes")
         if why is not None:
@@ -777,7 +623,7 @@ class MemoryAllocationBackend(AcceleratorAllocationBackend):
     async def reconcile(
         self, claim_id: str, desired: str, expected_generation: str
     ) -> ClaimObservation:
-        self._settle()
+        self._c.settle()
         claim = self._claim(claim_id)
         if desired not in RELEASE_DESIRED:
             raise ValidationError(
@@ -797,14 +643,7 @@ class MemoryAllocationBackend(AcceleratorAllocationBackend):
         for name in claim.nodes:
             node = self._nodes[name]
             if node.owner is None:
-
-                def own(n: NodeFixture) -> None:
-                    n.owner = claim_id
-                    n.owner_epoch = by
-
-                self._cas_node(
-                    node, node.resource_version, by, "node.owner", f"owner={claim_id}", own
-                )
+                self._c.set_owner(name, claim_id, by, by)
                 changed = True
             if node.owner != claim_id:
                 continue
@@ -813,17 +652,17 @@ class MemoryAllocationBackend(AcceleratorAllocationBackend):
                 continue
             state = self._geometry_state(claim, name)
             if state in ("failed", "superseded") or node.mig_config != entry:
-                if entry not in self._config:
+                if entry not in self._c.config:
                     layout: dict[str, int] = {}
                     for p in claim.placements:
                         if p.node == name and p.mig_profile is not None:
                             layout[p.mig_profile] = layout.get(p.mig_profile, 0) + 1
-                    self._write_config(by, {entry: layout})
-                claim.geometry[name] = self._point(name, entry, dict(self._config[entry]), by)
+                    await self._c.write_config(by, {entry: layout})
+                claim.geometry[name] = self._c.point(name, entry, dict(self._c.config[entry]), by)
                 changed = True
         if changed:
             claim.generation += 1
-            self._mutate("claim.update", claim_id, by, claim.gen)
+            self._c.mutate("claim.update", claim_id, by, claim.gen)
         return self._observation(claim)
 
     async def release(
@@ -833,7 +672,7 @@ class MemoryAllocationBackend(AcceleratorAllocationBackend):
         expected_generation: str,
         keep_workloads: bool = False,
     ) -> ReleaseObservation:
-        self._settle()
+        self._c.settle()
         claim = self._claim(claim_id)
         if not operation_id:
             raise ValidationError("operation_id must be non-empty", field="operation_id")
@@ -843,12 +682,12 @@ class MemoryAllocationBackend(AcceleratorAllocationBackend):
         self._check_generation(claim, expected_generation)
         self._require_reads("nodes", "pods", *(("config",) if claim.entries else ()))
         ours = {p.workload_id: p.node for p in claim.placements}
-        before = len(self._mutations)
+        before = len(self._c.mutations)
         if not keep_workloads:
             for workload, name in ours.items():
                 if workload in self._nodes[name].workloads:
                     del self._nodes[name].workloads[workload]
-                    self._mutate("workload.unbind", name, operation_id, workload)
+                    self._c.mutate("workload.unbind", name, operation_id, workload)
         retained = tuple(sorted(w for w, n in ours.items() if w in self._nodes[n].workloads))
         released: list[str] = []
         pinned: list[str] = []
@@ -862,34 +701,29 @@ class MemoryAllocationBackend(AcceleratorAllocationBackend):
                     pinned.append(name)
                 else:
                     drop_entries.append(entry)
-            elif entry is not None and entry in self._config:
+            elif entry is not None and entry in self._c.config:
                 drop_entries.append(entry)  # the node moved on; the entry is ours to drop
-        tombstoned = self._config_tombstoned
-        if drop_entries:
-            tombstoned = self._write_config(operation_id, {}, drop_entries)
+        # pointers first (sync), then the config entries they referenced, then ownership:
+        # no node ever points at a dropped entry
         for name in claim.nodes:
-            node = self._nodes[name]
             entry = claim.entries.get(name)
-            if entry is not None and entry in drop_entries and node.mig_config == entry:
-                original = node.restore_record or "all-disabled"
-                layout = self._restore_layouts.pop(name, {})
-
-                def restore(n: NodeFixture, original: str = original) -> None:
-                    n.restore_record = None
-                    n.mig_config = original
-                    n.labels[cluster.MIG_CONFIG] = original
-
-                generation = self._cas_node(
-                    node, node.resource_version, operation_id, "node.mig-config", original, restore
-                )
-                self._start_manager(name, generation, layout)
+            if (
+                entry is not None
+                and entry in drop_entries
+                and self._nodes[name].mig_config == entry
+            ):
+                self._c.restore(name, operation_id)
                 restored.append(name)
+        tombstoned = self._c.config_tombstoned
+        if drop_entries:
+            tombstoned = await self._c.write_config(operation_id, {}, drop_entries)
+        for name in claim.nodes:
             if self._drop(name, claim_id, operation_id):
                 released.append(name)
         claim.released = True
-        if len(self._mutations) != before:
+        if len(self._c.mutations) != before:
             claim.generation += 1
-            self._mutate("claim.update", claim_id, operation_id, claim.gen)
+            self._c.mutate("claim.update", claim_id, operation_id, claim.gen)
         obs = ReleaseObservation(
             claim_id=claim_id,
             operation_id=operation_id,
@@ -905,7 +739,7 @@ class MemoryAllocationBackend(AcceleratorAllocationBackend):
         return obs
 
     async def bindings(self, claim_id: str, workload_id: str) -> WorkloadBindings:
-        self._settle()
+        self._c.settle()
         claim = self._claim(claim_id)
         for p in claim.placements:
             if p.workload_id != workload_id:
