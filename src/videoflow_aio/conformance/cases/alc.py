@@ -534,3 +534,38 @@ async def fixture_matches_labels(h: Harness) -> None:
     b = await h.open(nodes=nodes)
     for view in (await _snapshot(h, b)).nodes:
         h.equal(view.classification, expected[view.name], f"{view.name} in inventory")
+
+
+@case(
+    "ALC-022",
+    "two last owners racing on the shared config tombstone it exactly once",
+    contract=ALC,
+    needs=GEOMETRY,
+    controls=("shared_config", "pointer"),
+)
+async def config_cas_race(h: Harness) -> None:
+    b = await h.open(
+        nodes=[_whole("n1", 1), _whole("n2", 1)], authority="mig-manager", mig_apply_seconds=0.0
+    )
+    ctl = h.controls(b)
+    original = await ctl.pointer()
+    snap = await _snapshot(h, b)
+    claims = []
+    for i, node in enumerate(("n1", "n2")):
+        plan = await b.plan([_mig(f"w{i}", "1g.10gb", nodes=(node,))], snap)
+        claims.append(await b.reserve(plan, f"op{i}", None))
+    _, version, _ = await ctl.shared_config()
+    results: list[Any] = []
+
+    async def release(i: int) -> None:
+        results.append(await b.release(claims[i].claim_id, f"r{i}", claims[i].generation))
+
+    gate = faults.arm("config.read.after", times=2)
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(release, 0)
+        tg.start_soon(release, 1)
+        await gate.wait_paused(2)
+        gate.release()
+    h.equal(await ctl.shared_config(), ({}, version + 2, True), "config after both releases")
+    h.equal(sum(r.config_tombstoned for r in results), 1, "releases that tombstoned")
+    h.equal(await ctl.pointer(), original, "pointer restored")
