@@ -112,9 +112,10 @@ async def test_unreachable_server() -> None:
     s = RedisRuntimeStore(f"redis://127.0.0.1:{free_port()}/0", timeout=0.5)
     with pytest.raises(BackendUnavailable):
         await s.get("k")
-    # a write that cannot even be resolved is reported as unknown, never as a failure
-    with pytest.raises(OutcomeUnknown):
+    # a write that could not even connect was never sent: a definite "not applied"
+    with pytest.raises(BackendUnavailable) as info:
         await s.cas("k", None, b"v")
+    assert info.value.fields["applied"] is False
     await s.aclose()
 
 

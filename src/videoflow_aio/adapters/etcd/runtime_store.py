@@ -24,9 +24,15 @@ from typing import Any
 
 import anyio
 import grpc  # type: ignore[import-untyped]
+import sniffio
 from aetcd import Client, rpc
 
-from ...contracts.errors import BackendUnavailable, OutcomeUnknown, ValidationError
+from ...contracts.errors import (
+    BackendUnavailable,
+    OutcomeUnknown,
+    Unsupported,
+    ValidationError,
+)
 from ...contracts.runtime_store import (
     RuntimeCapabilities,
     RuntimeStore,
@@ -43,6 +49,7 @@ DEFAULT_MAX_REQUEST_BYTES = 1_572_864  # etcd --max-request-bytes default (1.5 M
 _OVERHEAD = 1024  # txn framing, marker key, compare entries
 _PAGE = 500
 MAX_KEY_BYTES = 4096
+_CONNECT_FAILED = "failed to connect to all addresses"  # grpc: refused before sending
 _AMBIGUOUS_CODES = (grpc.StatusCode.DEADLINE_EXCEEDED, grpc.StatusCode.UNAVAILABLE)
 
 
@@ -125,6 +132,11 @@ class EtcdRuntimeStore(RuntimeStore):
     # -- plumbing ----------------------------------------------------------------------------
     async def _stub(self) -> Any:
         if not self._connected:
+            if sniffio.current_async_library() != "asyncio":
+                raise Unsupported(
+                    "the etcd adapter runs on asyncio only (aetcd is grpc.aio)",
+                    capability="trio",
+                )
             try:
                 with anyio.fail_after(self._timeout):
                     await self._client.connect()
@@ -219,6 +231,10 @@ class EtcdRuntimeStore(RuntimeStore):
         except grpc.aio.AioRpcError as exc:
             if exc.code() not in _AMBIGUOUS_CODES:
                 raise self._map(exc, what) from exc
+            if _CONNECT_FAILED in (exc.details() or ""):  # never sent: no connection
+                raise BackendUnavailable(
+                    f"etcd {what}: not sent ({exc.details()})", backend="etcd", applied=False
+                ) from exc
             cause: BaseException = exc
         except asyncio.CancelledError:
             # settle before re-raising the caller's own cancellation: wait for the RPC (its

@@ -24,12 +24,13 @@ from collections.abc import Sequence
 from typing import Any
 
 import anyio
+import sniffio
 from redis import exceptions as rexc
 from redis.asyncio import BlockingConnectionPool, Redis
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 
-from ...contracts.errors import BackendUnavailable, OutcomeUnknown
+from ...contracts.errors import BackendUnavailable, OutcomeUnknown, Unsupported
 
 FENCED = b"f"
 APPLIED = b"c"
@@ -45,6 +46,7 @@ return false
 
 _AMBIGUOUS = (rexc.ConnectionError, rexc.TimeoutError, TimeoutError, OSError)
 _POOL_EXHAUSTED = "No connection available"
+_CONNECT_FAILED = "connecting to"  # redis-py: "Error 111 connecting to host:port. …"
 
 
 class Resolved(Exception):
@@ -108,6 +110,16 @@ class RedisConnection:
             url, protocol=protocol, max_connections=max_connections, timeout=timeout
         )
         self._resolve = self.client.register_script(RESOLVE)
+        self._asyncio_checked = False
+
+    def check_asyncio(self) -> None:
+        """Refuse a non-asyncio caller clearly (redis-py's client is asyncio-only)."""
+        if sniffio.current_async_library() != "asyncio":
+            raise Unsupported(
+                "the redis adapters run on asyncio only (redis-py's client is asyncio)",
+                capability="trio",
+            )
+        self._asyncio_checked = True
 
     def marker(self, rid: str) -> str:
         return f"{self.ns}:op:{rid}"
@@ -121,6 +133,8 @@ class RedisConnection:
 
     async def read(self, what: str, coro_fn: Any, *args: Any) -> Any:
         """Run a read with the deadline; failures become :class:`BackendUnavailable`."""
+        if not self._asyncio_checked:
+            self.check_asyncio()
         try:
             async with asyncio.timeout(self.timeout):
                 return await coro_fn(*args)
@@ -141,15 +155,19 @@ class RedisConnection:
         :class:`OutcomeUnknown` when the resolution failed too. On cancellation the outcome
         is settled (resolved and fenced, shielded, within the deadline) before re-raising.
         """
+        if not self._asyncio_checked:
+            self.check_asyncio()
         try:
             async with asyncio.timeout(self.timeout):
                 return await script(keys=keys, args=args)
         except rexc.ResponseError as exc:  # the server refused it: definite, nothing applied
             raise unavailable(exc, what) from exc
         except rexc.ConnectionError as exc:
-            if _POOL_EXHAUSTED in str(exc):  # never sent: no connection was free in time
+            text = str(exc)
+            if _POOL_EXHAUSTED in text or _CONNECT_FAILED in text:
+                # never sent: no connection was free in time, or none could be opened
                 raise BackendUnavailable(
-                    f"redis {what}: no pooled connection within {self.timeout}s; not sent",
+                    f"redis {what}: not sent ({type(exc).__name__}: {exc})",
                     backend="redis",
                     applied=False,
                 ) from exc
