@@ -113,6 +113,35 @@ async def test_stale_plan_conflicts_and_leaves_nothing_held() -> None:
     assert not b.mutations(["claim.create"])
 
 
+async def test_retry_after_a_crash_mid_reserve_adopts_its_own_nodes() -> None:
+    b = MemoryAllocationBackend([whole_node("n1", 2), whole_node("n2", 2)])
+    plan = await planned(b, whole("a", 2), whole("b", 2))
+    first = plan.nodes[0].node
+    died: list[BaseException] = []
+
+    async def attempt() -> None:
+        try:
+            await b.reserve(plan, "op", None)
+        except faults.SimulatedCrash as exc:
+            died.append(exc)
+
+    with faults.isolated():
+        gate = faults.arm("owner.update.before")  # the first node's write pauses here
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(attempt)
+            await gate.wait_paused()
+            crash = faults.arm("owner.update.before", crash=True)  # releases the first write
+    assert len(died) == 1 and crash.hits == 1
+    # the process died holding the first node and nothing else; no claim was recorded
+    assert b.node(first).owner == "claim-op"
+    assert not b.mutations(["claim.create"])
+    version = b.node(first).resource_version
+    claim = await b.reserve(plan, "op", None)  # the retry of the same operation
+    assert claim.claim_id == "claim-op" and claim.phase == "allocated"
+    assert b.node(first).resource_version == version  # adopted, not written again
+    assert all(b.node(n).owner == "claim-op" for n in ("n1", "n2"))
+
+
 async def test_reserve_is_idempotent_by_operation_id() -> None:
     b = MemoryAllocationBackend([whole_node("n1", 2)])
     plan = await planned(b, whole("a", 1))

@@ -397,6 +397,8 @@ class MemoryAllocationBackend(AcceleratorAllocationBackend):
         # judge what was read, and the write names the version read (like kubectl get/update)
         read = node.resource_version
         owner_read = node.owner
+        if owner_read == claim_id and node.owner_epoch == operation_id:
+            return  # taken by an earlier attempt of this operation that died: already ours
         self._require_reads("pods")
         moved = self._still_fits(nplan, placements)
         await faults.reach(
@@ -493,7 +495,8 @@ class MemoryAllocationBackend(AcceleratorAllocationBackend):
         self._require_reads("nodes", "pods", *(("config",) if geometry else ()))
         if geometry and not AUTHORITIES[self.authority]:  # pragma: no cover - plan forbids it
             raise ValidationError("this authority cannot change geometry", field="plan")
-        claim_id = f"claim{self._id}-{next(self._seq)}"
+        # derived from the operation: a retry after a crash mid-reserve finds its own nodes
+        claim_id = f"claim-{operation_id}"
         taken: list[str] = []
         try:
             for nplan in plan.nodes:
