@@ -88,9 +88,7 @@ async def drive(cfg: dict[str, Any], ops: list[tuple[Any, ...]]) -> None:
             mine = held[name]
             if mine:
                 d = mine.pop(n % len(mine))
-                outcome = {"ok": Completed(), "retry": Retry(), "term": Terminal("bad")}[
-                    outcome_name
-                ]
+                outcome = OUTCOMES[outcome_name]
                 n_settle += 1
                 ans = await b.settle(d.token, outcome, f"s{n_settle}")
                 assert isinstance(ans, SettleConfirmed) or ans.reason
