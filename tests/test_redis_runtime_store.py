@@ -11,13 +11,13 @@ from collections.abc import AsyncIterator
 
 import anyio
 import pytest
-from redis.asyncio import BlockingConnectionPool
 
 from _servers_fixtures import redis_srv  # noqa: F401 - fixture
 from _store_proxy import HoldingProxy
 from videoflow_aio.adapters._servers import ServerProcess, free_port
 from videoflow_aio.adapters.redis import RedisRuntimeStore
 from videoflow_aio.adapters.redis import runtime_store as rts_mod
+from videoflow_aio.adapters.redis._client import WaitingConnectionPool
 from videoflow_aio.contracts.errors import BackendUnavailable, OutcomeUnknown, ValidationError
 
 pytestmark = [pytest.mark.anyio, pytest.mark.server]
@@ -73,7 +73,7 @@ async def test_protocol_is_pinned_and_pool_blocks(redis_srv: ServerProcess) -> N
     for protocol in (2, 3):
         s = RedisRuntimeStore(redis_srv.url, namespace=f"p{protocol}", protocol=protocol)
         pool = s.client.connection_pool
-        assert isinstance(pool, BlockingConnectionPool)
+        assert isinstance(pool, WaitingConnectionPool)
         assert pool.connection_kwargs["protocol"] == protocol
         assert await s.cas("k", None, b"v")
         assert (await s.get("k"))[0] == b"v"

@@ -1,7 +1,7 @@
 """The redis-py client every Redis adapter shares: pool, error mapping, ambiguous writes.
 
 - ``protocol`` is explicit (redis-py 8 defaults to RESP3, which Redis < 6 rejects).
-- A :class:`~redis.asyncio.BlockingConnectionPool`: a full pool waits instead of raising.
+- A waiting pool (:class:`WaitingConnectionPool`): a full pool waits instead of raising.
 - redis-py's own retries are off (``Retry(NoBackoff(), 0)``): a re-sent write is not the
   adapter's decision to make; writes are resolved instead (:meth:`RedisConnection.write`).
 - Every redis-py exception is mapped onto ``videoflow_aio.contracts.errors`` (cause chained).
@@ -26,7 +26,7 @@ from typing import Any
 import anyio
 import sniffio
 from redis import exceptions as rexc
-from redis.asyncio import BlockingConnectionPool, Redis
+from redis.asyncio import ConnectionPool, Redis
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 
@@ -62,18 +62,52 @@ def new_request_id() -> str:
     return f"{_RID_PREFIX}{next(_RID_COUNTER):x}"
 
 
+class WaitingConnectionPool(ConnectionPool):
+    """A connection pool that waits (up to ``wait_timeout``) for a free connection instead of
+    raising once ``max_connections`` are in use — what ``BlockingConnectionPool`` does, gated
+    by a semaphore whose uncontended path costs no timer (redis-py's blocking pool takes a
+    condition and a timeout on every command: about a fifth of a CAS's client time here).
+    """
+
+    def __init__(self, *, wait_timeout: float, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.wait_timeout = wait_timeout
+        self._slots = asyncio.Semaphore(self.max_connections)
+
+    async def get_connection(self, *args: Any, **kwargs: Any) -> Any:
+        if self._slots.locked():
+            try:
+                async with asyncio.timeout(self.wait_timeout):
+                    await self._slots.acquire()
+            except TimeoutError as err:
+                raise rexc.ConnectionError(f"{_POOL_EXHAUSTED}.") from err
+        else:
+            await self._slots.acquire()
+        try:
+            return await super().get_connection(*args, **kwargs)  # type: ignore[no-untyped-call]
+        except BaseException:
+            self._slots.release()
+            raise
+
+    async def release(self, connection: Any) -> None:
+        try:
+            await super().release(connection)
+        finally:
+            self._slots.release()
+
+
 def make_client(url: str, *, protocol: int, max_connections: int, timeout: float) -> Redis:
-    """A redis.asyncio client on a blocking pool with retries off and ``protocol`` pinned.
+    """A redis.asyncio client on a waiting pool with retries off and ``protocol`` pinned.
 
     ``timeout`` bounds the wait for a pooled connection and the connect; each command's
     deadline is an ``asyncio.timeout`` in :class:`RedisConnection` (redis-py's
     ``socket_timeout`` wraps every send in ``asyncio.wait_for``, a task per call, and an anyio
     cancel scope per call cost about a quarter of CAS throughput here).
     """
-    pool = BlockingConnectionPool.from_url(
+    pool = WaitingConnectionPool.from_url(
         url,
+        wait_timeout=timeout,
         max_connections=max_connections,
-        timeout=timeout,
         protocol=protocol,
         retry=Retry(NoBackoff(), 0),
         health_check_interval=0,
