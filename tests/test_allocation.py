@@ -142,6 +142,30 @@ async def test_retry_after_a_crash_mid_reserve_adopts_its_own_nodes() -> None:
     assert all(b.node(n).owner == "claim-op" for n in ("n1", "n2"))
 
 
+async def test_crash_before_the_geometry_write_reads_preparing_and_reconcile_finishes() -> None:
+    node = whole_node("n1", 1)
+    b = geometry_backend(node, seconds=0.0)
+    plan = await planned(b, mig("w", "1g.10gb"))
+    died: list[BaseException] = []
+
+    async def attempt() -> None:
+        try:
+            await b.reserve(plan, "op", None)
+        except faults.SimulatedCrash as exc:
+            died.append(exc)
+
+    with faults.isolated():
+        faults.arm("config.read.after", crash=True)
+        await attempt()
+    assert died and node.owner == "claim-op" and node.mig_config == "all-disabled"
+    claim = await b.reserve(plan, "op", None)  # the retry finds the recorded claim
+    assert claim.phase == "preparing" and claim.nodes[0].geometry == "pending"
+    obs = await b.reconcile(claim.claim_id, "held", claim.generation)
+    assert obs.nodes[0].mig_config == "vf-claim-op-n1"
+    assert (await observed(b, claim.claim_id)).phase == "allocated"
+    assert b.shared_config()[0] == {"vf-claim-op-n1": {"1g.10gb": 1}}
+
+
 async def test_reserve_is_idempotent_by_operation_id() -> None:
     b = MemoryAllocationBackend([whole_node("n1", 2)])
     plan = await planned(b, whole("a", 1))

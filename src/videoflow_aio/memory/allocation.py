@@ -518,21 +518,26 @@ class MemoryAllocationBackend(AcceleratorAllocationBackend):
         self._claims_by_op[operation_id] = claim_id
         self._c.mutate("claim.create", claim_id, operation_id, claim.gen)
         if geometry:
-            entries = {f"vf-{claim_id}-{n.node}": dict(n.mig_layout) for n in geometry}
-            await self._c.write_config(operation_id, entries)
+            # the claim records its intent first: if this task dies before the pointers are
+            # written, the claim reads "preparing" and reconcile('held') finishes the writes
             for n in geometry:
-                entry = f"vf-{claim_id}-{n.node}"
-                claim.entries[n.node] = entry
+                claim.entries[n.node] = f"vf-{claim_id}-{n.node}"
+            await self._c.write_config(
+                operation_id, {claim.entries[n.node]: dict(n.mig_layout) for n in geometry}
+            )
+            for n in geometry:
                 claim.geometry[n.node] = self._c.point(
-                    n.node, entry, dict(n.mig_layout), operation_id
+                    n.node, claim.entries[n.node], dict(n.mig_layout), operation_id
                 )
         return self._observation(claim)
 
     # -- observation --------------------------------------------------------------------------
     def _geometry_state(self, claim: _Claim, name: str) -> GeometryState:
+        if name not in claim.entries:
+            return "none"
         gen = claim.geometry.get(name)
         if gen is None:
-            return "none"
+            return "pending"  # intended, the pointer not written yet
         node = self._nodes[name]
         job = self._c.jobs.get(name)
         if (
