@@ -439,6 +439,7 @@ async def test_fragmentation_is_reported_not_hidden() -> None:
     b = MemoryAllocationBackend([whole_node("h1", 3), whole_node("h2", 3)])
     got = await b.plan([whole(f"w{i}", 2) for i in range(3)], await snapshot(b))
     assert isinstance(got, Infeasible) and got.reason.startswith("fragmented")
+    assert got.reason.endswith("(confirmed by exhaustive search)")
     b3 = MemoryAllocationBackend([whole_node(f"h{i}", 2) for i in range(3)])
     plan = await planned(b3, *[whole(f"w{i}", 2) for i in range(3)])
     assert sorted(p.node for p in plan.placements) == ["h0", "h1", "h2"]

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Literal
 
 from ..contracts.allocation import (
     FeasiblePlan,
@@ -33,6 +34,8 @@ from ._allocation_pack import pack_whole_devices
 ELIGIBLE_CLASSES = frozenset({cluster.WHOLE_GPU, cluster.MIG_SINGLE, cluster.MIG_MIXED})
 EXHAUSTIVE_HOSTS = 10  # inventories up to this many candidate hosts get the exhaustive oracle
 OCCUPANCY_UNKNOWN = "occupancy unknown"
+EXHAUSTIVE_NOTE = " (confirmed by exhaustive search)"
+HEURISTIC_NOTE = " (greedy search; an assignment may exist)"
 CONFIG_UNKNOWN = "mig config unknown"
 
 
@@ -181,14 +184,15 @@ class _Planner:
     def _whole_refusal(
         self, req: WorkloadRequest, whole: list[WorkloadRequest], nodes: list[_Node]
     ) -> str:
-        candidates = [n for n in nodes if n.free_whole > 0 or n.taken_whole]
-        if not any(_matches(req, n.view) for n in self.nodes() if n.view.gpu_count >= req.devices):
+        fresh = [n for n in self.nodes() if not n.view.mig_layout]
+        candidates = [n for n in fresh if n.free_whole > 0]
+        if not any(_matches(req, n.view) and n.view.gpu_count >= req.devices for n in fresh):
             return (
-                f"no eligible node for {req.workload_id!r}: none unowned, readable and matching "
-                f"its constraints with {req.devices} GPUs"
+                f"no eligible node for {req.workload_id!r}: none unowned, whole-GPU, readable "
+                f"and matching its constraints has {req.devices} GPUs"
             )
         needed = sum(r.devices for r in whole)
-        free = sum(n.free_whole for n in self.nodes() if not n.view.mig_layout)
+        free = sum(n.free_whole for n in candidates)
         if needed > free:
             return (
                 f"insufficient capacity: {needed} whole devices requested, {free} free on "
@@ -196,8 +200,7 @@ class _Planner:
             )
         return (
             f"fragmented: {free} whole devices free in aggregate but no host has "
-            f"{req.devices} free for {req.workload_id!r}"
-            + ("" if len(candidates) <= EXHAUSTIVE_HOSTS else " (best-fit search)")
+            f"{req.devices} free for {req.workload_id!r} after the larger requests"
         )
 
     # -- MIG with a geometry change -------------------------------------------------------------
@@ -301,7 +304,9 @@ def plan_requests(
         second = planner.run(mig_first=True)
         if isinstance(second, str):
             exhaustive = _exhaustive_whole(requests, snapshot, planner)
-            if exhaustive is None:
+            if exhaustive is None or exhaustive is False:
+                if result.startswith("fragmented"):
+                    result += EXHAUSTIVE_NOTE if exhaustive is None else HEURISTIC_NOTE
                 return Infeasible(result)
             second = exhaustive
         result = second
@@ -337,13 +342,14 @@ def plan_requests(
 
 def _exhaustive_whole(
     requests: Sequence[WorkloadRequest], snapshot: InventorySnapshot, planner: _Planner
-) -> tuple[list[Placement], list[_Node]] | None:
-    """For whole-device-only requests on a small inventory: the exact answer."""
+) -> tuple[list[Placement], list[_Node]] | Literal[False] | None:
+    """For whole-device-only requests on a small inventory: the exact answer (None: no
+    assignment exists). False when the search does not apply (MIG requests, many hosts)."""
     if any(r.is_mig for r in requests) or not requests:
-        return None
+        return False
     nodes = [n for n in planner.nodes() if n.free_whole > 0]
     if len(nodes) > EXHAUSTIVE_HOSTS:
-        return None
+        return False
     free = {n.name: n.free_whole for n in nodes}
     eligible = {r.workload_id: {n.name for n in nodes if _matches(r, n.view)} for r in requests}
     got = pack_whole_devices([(r.workload_id, r.devices) for r in requests], free, eligible)
