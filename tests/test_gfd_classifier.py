@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from _alloc_helpers import A100, H100, mixed_labels, whole_labels
 from videoflow_aio.deploy.cluster import (
@@ -122,3 +124,34 @@ def test_fixture_adds_geometry_the_model_applied() -> None:
     assert node.classification() == WHOLE_GPU
     node.mig_state = "failed"
     assert node.classification() == INVALID
+
+
+_KEYS_VALUES = {
+    "nvidia.com/gpu.present": ["true", "false"],
+    "nvidia.com/gpu.product": [
+        H100,
+        f"{H100}-MIG-1g.10gb",
+        f"{A100}-MIG-INVALID",
+        "A100-SXM4-40GB",
+    ],
+    "nvidia.com/gpu.count": ["0", "1", "7", "x"],
+    "nvidia.com/mig.strategy": ["single", "mixed", "none"],
+    "nvidia.com/mig.config": ["all-disabled", "all-balanced", "all-1g.10gb", ""],
+    "nvidia.com/mig.config.state": ["success", "pending", "rebooting", "failed", "odd"],
+    "nvidia.com/gpu.deploy.device-plugin": ["true", "paused-for-mig-change", "false"],
+    "nvidia.com/mig-1g.10gb.count": ["0", "2", "-1"],
+    "nvidia.com/mig-3g.40gb.count": ["1"],
+}
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.dictionaries(
+        st.sampled_from(sorted(_KEYS_VALUES)), st.integers(0, 4), max_size=len(_KEYS_VALUES)
+    )
+)
+def test_fixture_and_classifier_agree_on_any_label_set(picks: dict[str, int]) -> None:
+    labels = {k: _KEYS_VALUES[k][i % len(_KEYS_VALUES[k])] for k, i in picks.items()}
+    node = NodeFixture("n", H100, 1, 80.0, labels=labels)
+    assert node.classification() == classify_gfd_labels(labels)
+    assert classify_gfd_labels(labels) in CLASSIFICATIONS
