@@ -96,6 +96,20 @@ async def test_asyncio_call_later_equal_deadlines_fifo(anyio_backend_name: str) 
     assert order == list(range(100))
 
 
+async def test_cancelled_timers_are_purged_without_losing_or_repeating_any(
+    anyio_backend_name: str,
+) -> None:
+    if anyio_backend_name != "asyncio":
+        pytest.skip("asyncio loop API")
+    loop = asyncio.get_running_loop()
+    fired: list[int] = []
+    handles = [loop.call_later(1 + i * 0.001, fired.append, i) for i in range(300)]
+    for handle in handles[50:]:
+        handle.cancel()  # most of the heap, behind live timers, is cancelled: purged when idle
+    await anyio.sleep(2)
+    assert fired == list(range(50))
+
+
 async def test_sleepers_wake_in_deadline_order_then_fifo(anyio_backend_name: str) -> None:
     woke: list[tuple[float, int]] = []
 

@@ -1,4 +1,4 @@
-# mypy: disable-error-code="attr-defined, has-type, override, misc, unused-ignore"
+# mypy: disable-error-code="attr-defined, has-type, override, misc, assignment, unused-ignore"
 # (this module extends asyncio.SelectorEventLoop through its private attributes)
 """An asyncio event loop on virtual time.
 
@@ -20,14 +20,43 @@ import math
 import selectors
 import time
 import weakref
+from asyncio import events, format_helpers
 from collections.abc import Callable
 from typing import Any
 
 from ._clock import VirtualClock
 
+try:  # AnyIO keeps its worker threads per event loop, in a "run var" dict keyed by the loop
+    from anyio._backends._asyncio import _threadpool_idle_workers, _threadpool_workers
+    from anyio.lowlevel import _run_vars
+except ImportError:  # pragma: no cover - anyio layout changed: only executor jobs count
+    _run_vars = None
+    _threadpool_workers = _threadpool_idle_workers = None
+
 #: real seconds the loop blocks at a time while waiting for a worker thread or real I/O
 #: that cannot be jumped over (it re-evaluates after each slice).
 _WAIT_SLICE = 0.25
+
+
+class _Handle(events.Handle):
+    """A Handle that is cheap to create (no debug lookups unless the loop is in debug)."""
+
+    __slots__ = ()
+
+    def __init__(
+        self,
+        callback: Callable[..., object],
+        args: tuple[Any, ...],
+        loop: VirtualEventLoop,
+        context: contextvars.Context | None,
+    ) -> None:
+        self._context = context if context is not None else contextvars.copy_context()
+        self._loop = loop
+        self._callback = callback
+        self._args = args
+        self._cancelled = False
+        self._repr = None
+        self._source_traceback = None
 
 
 class _Timer(asyncio.TimerHandle):
@@ -59,10 +88,10 @@ class _Timer(asyncio.TimerHandle):
     def cancel(self) -> None:
         if not self._cancelled:
             if self._scheduled:
-                self._loop._vt_cancelled += 1  # type: ignore[attr-defined]
+                self._loop._vt_cancelled += 1
             self._cancelled = True
-            self._callback = None  # type: ignore[assignment]
-            self._args = None  # type: ignore[assignment]
+            self._callback = None
+            self._args = None
 
 
 def _set_result_unless_cancelled(fut: asyncio.Future[None]) -> None:
@@ -70,21 +99,17 @@ def _set_result_unless_cancelled(fut: asyncio.Future[None]) -> None:
         fut.set_result(None)
 
 
-def _anyio_busy_workers(loop: asyncio.AbstractEventLoop) -> int:
-    """AnyIO worker threads of ``loop`` that are running a job (anyio keeps them per loop)."""
-    try:
-        from anyio._backends._asyncio import _threadpool_idle_workers, _threadpool_workers
-        from anyio.lowlevel import _run_vars
-    except ImportError:  # pragma: no cover - anyio layout changed
-        return 0
-    run_vars = _run_vars.get(loop)
-    if not run_vars:
-        return 0
-    workers = run_vars.get(_threadpool_workers)
-    if not workers:
-        return 0
-    idle = run_vars.get(_threadpool_idle_workers)
-    return len(workers) - (len(idle) if idle else 0)
+def _report_callback_error(handle: events.Handle, exc: BaseException) -> None:
+    """What ``Handle._run`` does when a callback raises: hand it to the exception handler."""
+    cb = format_helpers._format_callback_source(handle._callback, handle._args)
+    context: dict[str, Any] = {
+        "message": f"Exception in callback {cb}",
+        "exception": exc,
+        "handle": handle,
+    }
+    if handle._source_traceback:
+        context["source_traceback"] = handle._source_traceback
+    handle._loop.call_exception_handler(context)
 
 
 class VirtualEventLoop(asyncio.SelectorEventLoop):
@@ -104,9 +129,15 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
         self._vt_threads = 0
         self._vt_anchor: tuple[float, float] | None = None
         self._vt_children: weakref.WeakSet[Any] = weakref.WeakSet()
+        self._vt_nchildren = 0
         super().__init__(selectors.DefaultSelector())
         self._clock_resolution = 0.0
-        self._vt_base_fds = len(self._selector.get_map())  # the loop's own wake-up pipe
+        self._vt_fds: dict[Any, Any] = self._selector._fd_to_key  # registered fds
+        self._vt_base_fds = len(self._vt_fds)  # the loop's own wake-up pipe
+        # hand AnyIO its per-loop run-var dict now, so a jump can look at its workers cheaply
+        self._vt_anyio_vars: dict[Any, Any] | None = (
+            _run_vars.setdefault(self, {}) if _run_vars is not None else None
+        )
         self.virtual_clock = clock if clock is not None else VirtualClock()
         self.virtual_clock._bind_loop(self)
 
@@ -121,7 +152,7 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
         args: tuple[Any, ...],
         context: contextvars.Context | None,
     ) -> asyncio.TimerHandle:
-        if math.isnan(when):
+        if when != when:  # NaN
             raise ValueError("timer deadline must not be NaN")
         timer = _Timer(when, callback, args, self, context)
         self._vt_seq += 1
@@ -138,8 +169,8 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
         if self._closed:
             raise RuntimeError("Event loop is closed")
         if self._debug:
-            self._check_thread()  # type: ignore[attr-defined]
-            self._check_callback(callback, "call_at")  # type: ignore[attr-defined]
+            self._check_thread()
+            self._check_callback(callback, "call_at")
         return self._vt_push(when, callback, args, context)
 
     def call_later(
@@ -154,9 +185,29 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
         if self._closed:
             raise RuntimeError("Event loop is closed")
         if self._debug:
-            self._check_thread()  # type: ignore[attr-defined]
-            self._check_callback(callback, "call_later")  # type: ignore[attr-defined]
-        return self._vt_push(self.virtual_clock._now + delay, callback, args, context)
+            self._check_thread()
+            self._check_callback(callback, "call_later")
+        when = self.virtual_clock._now + delay
+        if when != when:  # NaN
+            raise ValueError("timer delay must not be NaN")
+        timer = _Timer(when, callback, args, self, context)
+        self._vt_seq += 1
+        heapq.heappush(self._vt_heap, (when, self._vt_seq, timer))
+        return timer
+
+    def call_soon(
+        self,
+        callback: Callable[..., object],
+        *args: Any,
+        context: contextvars.Context | None = None,
+    ) -> asyncio.Handle:
+        if self._closed:
+            raise RuntimeError("Event loop is closed")
+        if self._debug:
+            return super().call_soon(callback, *args, context=context)
+        handle = _Handle(callback, args, self, context)
+        self._ready.append(handle)
+        return handle
 
     async def _vt_sleep_until(self, when: float) -> None:
         fut: asyncio.Future[None] = self.create_future()
@@ -167,13 +218,13 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
             handle.cancel()
 
     # -- worker threads ------------------------------------------------------------------
-    def run_in_executor(  # type: ignore[override]
+    def run_in_executor(
         self, executor: concurrent.futures.Executor | None, func: Callable[..., Any], *args: Any
     ) -> asyncio.Future[Any]:
-        self._check_closed()  # type: ignore[attr-defined]
+        self._check_closed()
         if executor is None:
-            executor = self._default_executor  # type: ignore[attr-defined]
-            self._check_default_executor()  # type: ignore[attr-defined]
+            executor = self._default_executor
+            self._check_default_executor()
             if executor is None:
                 executor = concurrent.futures.ThreadPoolExecutor(thread_name_prefix="asyncio")
                 self._default_executor = executor
@@ -202,54 +253,94 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
             self._vt_threads -= 1
 
     def _vt_threads_busy(self) -> bool:
-        return self._vt_threads > 0 or _anyio_busy_workers(self) > 0
+        if self._vt_threads > 0:
+            return True
+        run_vars = self._vt_anyio_vars
+        if run_vars:
+            workers = run_vars.get(_threadpool_workers)
+            if workers:
+                idle = run_vars.get(_threadpool_idle_workers)
+                return len(workers) > (len(idle) if idle else 0)
+        return False
 
     # -- child processes -----------------------------------------------------------------
     async def _make_subprocess_transport(self, *args: Any, **kwargs: Any) -> Any:
         transport = await super()._make_subprocess_transport(*args, **kwargs)
         self._vt_children.add(transport)
+        self._vt_nchildren += 1
         return transport
 
     def _vt_real_io(self) -> bool:
         """Real I/O is pending: a registered fd (besides the loop's own wake-up pipe), or
         a child process still running (its exit arrives from a watcher thread)."""
-        if len(self._selector.get_map()) > self._vt_base_fds:
+        if len(self._vt_fds) > self._vt_base_fds:
             return True
-        children = self._vt_children
-        return bool(children) and any(t.get_returncode() is None for t in list(children))
+        if not self._vt_nchildren:
+            return False
+        return any(t.get_returncode() is None for t in list(self._vt_children))
 
     # -- the run loop --------------------------------------------------------------------
     def _run_once(self) -> None:
         """Run rounds until ``stop()``: each round runs the callbacks ready at its start."""
-        ready = self._ready  # type: ignore[attr-defined]
+        ready = self._ready
         heap = self._vt_heap
         clock = self.virtual_clock
         popleft = ready.popleft
         append = ready.append
         heappop = heapq.heappop
-        selector = self._selector
+        fds = self._vt_fds
         base_fds = self._vt_base_fds
+        anyio_vars = self._vt_anyio_vars
+        workers_key = _threadpool_workers
         while True:
             if ready:
-                if len(selector.get_map()) > base_fds:
-                    self._process_events(selector.select(0))  # type: ignore[attr-defined]
+                if len(fds) > base_fds:
+                    self._process_events(self._selector.select(0))
                 now = clock._now
                 while heap and heap[0][0] <= now:
-                    handle = heappop(heap)[2]
-                    if handle._cancelled:
+                    timer = heappop(heap)[2]
+                    if timer._cancelled:
                         self._vt_cancelled -= 1
                     else:
-                        handle._scheduled = False
-                        append(handle)
+                        timer._scheduled = False
+                        append(timer)
+                timer = None
                 for _ in range(len(ready)):
-                    ready_handle = popleft()
-                    if not ready_handle._cancelled:
-                        ready_handle._run()
-                ready_handle = None  # break reference cycles when a callback raised
+                    handle = popleft()
+                    if handle._cancelled:
+                        continue
+                    try:
+                        handle._context.run(handle._callback, *handle._args)
+                    except (SystemExit, KeyboardInterrupt):
+                        raise
+                    except BaseException as exc:
+                        _report_callback_error(handle, exc)
+                handle = None  # break reference cycles when a callback raised
                 if self._stopping:
                     return
             elif self._stopping:
                 return
+            elif (
+                heap
+                and clock.autojump
+                and len(fds) <= base_fds
+                and not self._vt_threads
+                and not self._vt_nchildren
+                and not (anyio_vars and anyio_vars.get(workers_key))
+                and not heap[0][2]._cancelled
+            ):
+                # the common case, inlined: nothing external pending → jump to the deadline
+                when = heap[0][0]
+                if when > clock._now:
+                    clock._now = when
+                while heap and heap[0][0] <= when:
+                    timer = heappop(heap)[2]
+                    if timer._cancelled:
+                        self._vt_cancelled -= 1
+                    else:
+                        timer._scheduled = False
+                        append(timer)
+                timer = None
             else:
                 self._vt_idle()
 
@@ -260,48 +351,54 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
             heapq.heappop(heap)
             self._vt_cancelled -= 1
         if self._vt_cancelled > 64 and 2 * self._vt_cancelled > len(heap):
-            live = [entry for entry in heap if not entry[2]._cancelled]
-            heapq.heapify(live)
-            self._vt_heap = heap = live
+            heap[:] = [entry for entry in heap if not entry[2]._cancelled]  # in place:
+            heapq.heapify(heap)  # _run_once holds a reference to this very list
             self._vt_cancelled = 0
-        clock = self.virtual_clock
-        selector = self._selector
         if self._vt_threads_busy():
             # never jump while a worker thread runs: its completion wakes the self-pipe
-            self._process_events(selector.select(_WAIT_SLICE))  # type: ignore[attr-defined]
+            self._process_events(self._selector.select(_WAIT_SLICE))
             return
+        clock = self.virtual_clock
         when = heap[0][0] if heap else math.inf
-        jumpable = when != math.inf and clock._may_jump_to(when)
-        if self._vt_real_io():
-            # real I/O registered: skip `d` virtual seconds only after `d` real seconds of
-            # I/O silence, counted from when the loop first went idle at this instant
-            if not jumpable:
-                self._process_events(selector.select(_WAIT_SLICE))  # type: ignore[attr-defined]
-                return
-            real_now = time.perf_counter()  # wall-clock: real I/O is measured in real time
-            anchor = self._vt_anchor
-            if anchor is None or anchor[0] != clock._now:
-                anchor = self._vt_anchor = (clock._now, real_now)
-            remaining = (when - clock._now) - (real_now - anchor[1])
-            if remaining > 0:
-                events = selector.select(min(remaining, _WAIT_SLICE))
-                if events:
-                    self._process_events(events)  # type: ignore[attr-defined]
-                    return
-                if remaining > _WAIT_SLICE:
-                    return
+        jumpable = when != math.inf and (clock.autojump or when <= clock._horizon)
+        if self._vt_real_io() and not self._vt_wait_real_io(when, jumpable):
+            return
         if jumpable:
             clock._set_now(when)
-            ready = self._ready  # type: ignore[attr-defined]
+            ready = self._ready
             while heap and heap[0][0] <= when:
-                handle = heapq.heappop(heap)[2]
-                if handle._cancelled:
+                timer = heapq.heappop(heap)[2]
+                if timer._cancelled:
                     self._vt_cancelled -= 1
                 else:
-                    handle._scheduled = False
-                    ready.append(handle)
+                    timer._scheduled = False
+                    ready.append(timer)
             return
         clock._deadlock(clock._describe_wait(when))
+
+    def _vt_wait_real_io(self, when: float, jumpable: bool) -> bool:
+        """Wait for real I/O; True when the jump to ``when`` may go ahead.
+
+        A jump of ``d`` virtual seconds goes ahead only after ``d`` real seconds without
+        I/O, counted from when the loop first went idle at the current instant.
+        """
+        selector = self._selector
+        if not jumpable:
+            self._process_events(selector.select(_WAIT_SLICE))
+            return False
+        now = self.virtual_clock._now
+        real_now = time.perf_counter()  # wall-clock: real I/O is measured in real time
+        anchor = self._vt_anchor
+        if anchor is None or anchor[0] != now:
+            anchor = self._vt_anchor = (now, real_now)
+        remaining = (when - now) - (real_now - anchor[1])
+        if remaining <= 0:
+            return True
+        events_ = selector.select(min(remaining, _WAIT_SLICE))
+        if events_:
+            self._process_events(events_)
+            return False
+        return remaining <= _WAIT_SLICE
 
     def close(self) -> None:
         if self.is_running():
