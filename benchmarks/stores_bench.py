@@ -15,7 +15,9 @@ Starts its own redis-server (no persistence) and etcd on 127.0.0.1 (or give --re
   trips with plain commands (SET+HSET pipeline, ZADD, ZADD, GET+HMGET, Lua ZREM/DEL) and the
   same sha256 work; adapter = RedisPayloadStore (durable tier, budget, markers, generations).
 
-Figures are from one run on a shared machine: read differences under ~1.5x as noise.
+Each figure is the median of 7 alternating rounds; "cpu" is this client process's CPU time per
+op (process_time), steadier than wall time on a shared machine, and the "cpu ratio" is raw /
+adapter CPU per op. Read wall-time differences under ~1.5x as noise on a loaded machine.
 """
 
 from __future__ import annotations
@@ -56,16 +58,22 @@ return 1
 """
 
 
-async def timed(n: int, tasks: int, op: Callable[[int], Awaitable[object]]) -> float:
-    """ops/s of ``n`` calls of ``op(i)`` spread over ``tasks`` concurrent tasks."""
+async def timed(n: int, tasks: int, op: Callable[[int], Awaitable[object]]) -> tuple[float, float]:
+    """``(ops/s, client CPU µs/op)`` of ``n`` calls of ``op(i)`` over ``tasks`` tasks."""
 
     async def worker(w: int) -> None:
         for i in range(w, n, tasks):
             await op(i)
 
+    c0 = time.process_time()
     t0 = time.perf_counter()  # wall-clock: a benchmark measures real throughput
     await asyncio.gather(*(worker(w) for w in range(tasks)))
-    return n / (time.perf_counter() - t0)  # wall-clock: as above
+    wall = time.perf_counter() - t0  # wall-clock: as above
+    return n / wall, (time.process_time() - c0) / n * 1e6
+
+
+def _median(xs: list[float]) -> float:
+    return sorted(xs)[len(xs) // 2]
 
 
 async def paired(
@@ -73,24 +81,32 @@ async def paired(
     tasks: int,
     raw_op: Callable[[int], Awaitable[object]],
     adapter_op: Callable[[int], Awaitable[object]],
-    rounds: int = 5,
-) -> tuple[float, float]:
-    """Median ops/s of raw and adapter over ``rounds`` alternating runs of ``n // rounds`` ops
-    each (alternating keeps a drifting machine load from favouring either side)."""
-    raw: list[float] = []
-    adapter: list[float] = []
+    rounds: int = 7,
+) -> tuple[tuple[float, float], tuple[float, float]]:
+    """Medians of ``(ops/s, client CPU µs/op)`` for raw and adapter over ``rounds``
+    alternating runs of ``n // rounds`` ops each (alternating keeps a drifting machine load
+    from favouring either side)."""
+    raw: list[tuple[float, float]] = []
+    adapter: list[tuple[float, float]] = []
     per = max(1, n // rounds)
     for r in range(rounds):
         base = (r + 1) * 10_000_000
         raw.append(await timed(per, tasks, lambda i, b=base: raw_op(b + i)))
         adapter.append(await timed(per, tasks, lambda i, b=base: adapter_op(b + i)))
-    return sorted(raw)[rounds // 2], sorted(adapter)[rounds // 2]
+    return (
+        (_median([x for x, _ in raw]), _median([c for _, c in raw])),
+        (_median([x for x, _ in adapter]), _median([c for _, c in adapter])),
+    )
 
 
-def row(name: str, raw: float, adapter: float) -> None:
-    ratio = adapter / raw
+def row(name: str, raw: tuple[float, float], adapter: tuple[float, float]) -> None:
+    ratio = adapter[0] / raw[0]
     flag = "ok" if ratio >= 0.8 else "BELOW 0.8"
-    print(f"{name:<28} raw {raw:>9.0f}/s  adapter {adapter:>9.0f}/s  ratio {ratio:5.2f}  {flag}")
+    cpu_ratio = raw[1] / adapter[1]
+    print(
+        f"{name:<22} raw {raw[0]:>7.0f}/s {raw[1]:>6.0f}µs cpu | adapter {adapter[0]:>7.0f}/s "
+        f"{adapter[1]:>6.0f}µs cpu | ratio {ratio:4.2f} {flag} | cpu ratio {cpu_ratio:4.2f}"
+    )
 
 
 async def bench_redis_cas(url: str, n: int) -> None:

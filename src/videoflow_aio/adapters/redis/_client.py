@@ -31,6 +31,7 @@ from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 
 from ...contracts.errors import BackendUnavailable, OutcomeUnknown, Unsupported
+from .._watchdog import Watchdog
 
 FENCED = b"f"
 APPLIED = b"c"
@@ -100,9 +101,10 @@ def make_client(url: str, *, protocol: int, max_connections: int, timeout: float
     """A redis.asyncio client on a waiting pool with retries off and ``protocol`` pinned.
 
     ``timeout`` bounds the wait for a pooled connection and the connect; each command's
-    deadline is an ``asyncio.timeout`` in :class:`RedisConnection` (redis-py's
-    ``socket_timeout`` wraps every send in ``asyncio.wait_for``, a task per call, and an anyio
-    cancel scope per call cost about a quarter of CAS throughput here).
+    deadline is kept by a :class:`~videoflow_aio.adapters._watchdog.Watchdog` in
+    :class:`RedisConnection` (redis-py's ``socket_timeout`` wraps every send in
+    ``asyncio.wait_for``, a task per call; an anyio cancel scope per call cost about a quarter
+    of CAS throughput here, ``asyncio.timeout`` about a tenth).
     """
     pool = WaitingConnectionPool.from_url(
         url,
@@ -145,6 +147,7 @@ class RedisConnection:
         )
         self._resolve = self.client.register_script(RESOLVE)
         self._asyncio_checked = False
+        self._deadline = Watchdog(timeout)
 
     def check_asyncio(self) -> None:
         """Refuse a non-asyncio caller clearly (redis-py's client is asyncio-only)."""
@@ -170,7 +173,7 @@ class RedisConnection:
         if not self._asyncio_checked:
             self.check_asyncio()
         try:
-            async with asyncio.timeout(self.timeout):
+            async with self._deadline.guard():
                 return await coro_fn(*args)
         except (rexc.TimeoutError, TimeoutError) as exc:
             raise BackendUnavailable(
@@ -192,7 +195,7 @@ class RedisConnection:
         if not self._asyncio_checked:
             self.check_asyncio()
         try:
-            async with asyncio.timeout(self.timeout):
+            async with self._deadline.guard():
                 return await script(keys=keys, args=args)
         except rexc.ResponseError as exc:  # the server refused it: definite, nothing applied
             raise unavailable(exc, what) from exc
