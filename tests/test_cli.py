@@ -226,3 +226,14 @@ def test_python_dash_m_smoke() -> None:
     assert all(c["id"].startswith("RTS-") and c["provider"] == "memory" for c in data["cases"])
     assert {c["backend"] for c in data["cases"]} == {"asyncio", "trio"}
     assert ESC not in proc.stderr
+
+
+def test_provider_all_means_every_registered_provider(
+    fakes: dict[str, FakeProvider], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name in list(PROVIDERS):
+        if name not in ("fake", "nats"):
+            monkeypatch.delitem(PROVIDERS, name)
+    monkeypatch.setattr("videoflow_aio.cli.provider_names", lambda: ["fake", "nats"])
+    assert main(["conformance", "-p", "all", "-k", "MSG-991", "-b", "trio"]) == 0
+    assert set(fakes) == {"fake", "nats"}

@@ -1,6 +1,6 @@
 """``videoflow-aio``: run the conformance suite, list cases and providers, run benchmarks.
 
-    videoflow-aio conformance [--provider memory,file,...] [--backend asyncio,trio]
+    videoflow-aio conformance [--provider memory,file,...|all] [--backend asyncio,trio]
                               [--select PATTERN] [--json PATH|-] [--list]
                               [--nats-url URL] [--redis-url URL] [--etcd-url URL]
                               [--option PROVIDER.KEY=VALUE]
@@ -81,8 +81,10 @@ def provider_options(args: argparse.Namespace, chosen: Sequence[str]) -> dict[st
 
 
 def _build_providers(args: argparse.Namespace) -> list[Provider]:
-    chosen = _split(args.provider) or ["memory"]
     known = provider_names()
+    chosen = _split(args.provider) or ["memory"]
+    if "all" in chosen:
+        chosen = list(dict.fromkeys([n for n in chosen if n != "all"] + known))
     unknown = [n for n in chosen if n not in known]
     if unknown:
         raise UsageError(f"unknown provider(s) {', '.join(unknown)}; known: {', '.join(known)}")
@@ -222,7 +224,8 @@ def build_parser() -> argparse.ArgumentParser:
         "-p",
         action="append",
         metavar="NAME[,NAME]",
-        help="provider(s) to run; repeat or comma-separate (default: memory)",
+        help="provider(s) to run; repeat or comma-separate; 'all' for every registered one "
+        "(default: memory)",
     )
     conf.add_argument(
         "--backend",
