@@ -472,6 +472,13 @@ def test_case_ids_are_validated() -> None:
     with pytest.raises(ValueError, match="unknown contract"):
         conformance.case("MSG-999", "bad contract", contract="mail")
 
+    def not_async(h: Harness) -> None:
+        h.check(True)
+
+    with pytest.raises(TypeError, match="must be an async def"):
+        conformance.case("MSG-999", "sync", contract="messaging")(not_async)  # type: ignore[arg-type]
+    assert "MSG-999" not in conformance.REGISTRY
+
 
 def test_cases_stays_a_function_after_the_case_folder_is_imported() -> None:
     import videoflow_aio.conformance.cases  # noqa: F401

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import inspect
 import re
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
@@ -49,6 +50,8 @@ def case(
         raise ValueError(f"unknown contract {contract!r}")
 
     def register(func: CaseFunc) -> CaseFunc:
+        if not inspect.iscoroutinefunction(func):
+            raise TypeError(f"case {id} must be an async def taking the Harness")
         if id in REGISTRY and REGISTRY[id].func.__qualname__ != func.__qualname__:
             raise ValueError(f"duplicate case id {id}")
         REGISTRY[id] = Case(id, title, contract, func, frozenset(needs), frozenset(controls))
