@@ -631,3 +631,45 @@ def test_suite_without_the_plugin_fails_loudly(pytester: pytest.Pytester) -> Non
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(["*needs its pytest plugin*"])
+
+
+def test_plugin_sets_up_and_closes_provider_instances_once(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        test_inst="""
+        from contextlib import asynccontextmanager
+        from pathlib import Path
+
+        from videoflow_aio.conformance import Harness, Provider, case, conformance_suite
+
+        pytest_plugins = ["videoflow_aio.conformance.pytest_plugin"]
+
+        class Logged(Provider):
+            name = "logged"
+
+            def contracts(self):
+                return frozenset({"payload"})
+
+            def setup(self):
+                with open("events.txt", "a") as f:
+                    f.write("setup\\n")
+
+            def close(self):
+                with open("events.txt", "a") as f:
+                    f.write("close\\n")
+
+            @asynccontextmanager
+            async def harness(self, case):
+                async def factory(**options):
+                    return object()
+                yield Harness(provider=self.name, contract=case.contract, factory=factory)
+
+        @case("PAY-981", "passes", contract="payload")
+        async def passes(h: Harness) -> None:
+            h.check(True)
+
+        TestLogged = conformance_suite([Logged()], select="PAY-981")
+        """
+    )
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
+    result.assert_outcomes(passed=2)
+    assert (pytester.path / "events.txt").read_text().split() == ["setup", "close"]

@@ -38,7 +38,10 @@ class CaseFailed(Exception):
         self.trace = trace
 
 
-def _session_provider(config: pytest.Config, name: str, options: dict[str, Any]) -> Provider:
+def _session_provider(
+    config: pytest.Config, name: str, options: dict[str, Any], instance: Provider | None = None
+) -> Provider:
+    """The session's provider ``name`` with ``options`` (or ``instance``), closed at the end."""
     cache = config.stash.get(_PROVIDERS, None)
     if cache is None:
         cache = config.stash[_PROVIDERS] = {}
@@ -48,9 +51,9 @@ def _session_provider(config: pytest.Config, name: str, options: dict[str, Any])
                 close_provider(provider)
 
         config.add_cleanup(close_all)
-    key = (name, repr(sorted(options.items())))
+    key = (name, f"instance {id(instance)}" if instance else repr(sorted(options.items())))
     if key not in cache:
-        cache[key] = get_provider(name, **options)
+        cache[key] = instance if instance is not None else get_provider(name, **options)
     return cache[key]
 
 
@@ -109,7 +112,7 @@ class SuiteCollector(pytest.Collector):
         out: list[Provider] = []
         for p in chosen:
             if isinstance(p, Provider):
-                out.append(p)
+                out.append(_session_provider(self.config, p.name, {}, instance=p))
                 continue
             options = {**env_options(p), **spec.options.get(p, {})}
             out.append(_session_provider(self.config, p, options))
