@@ -24,8 +24,8 @@ async def _passes(h: Harness) -> None:
 
 
 async def _fails(h: Harness) -> None:
-    """a fake case that fails"""
-    h.equal("left", "right", "side")
+    """a fake case that fails [/] (brackets are data, not markup)"""
+    h.equal("left", "right", "side [bold]")
 
 
 async def _needs_archive(h: Harness) -> None:
@@ -76,7 +76,8 @@ def test_a_failure_exits_1(
 ) -> None:
     assert main(["conformance", "-p", "fake", "-k", "MSG-99*", "-b", "trio"]) == 1
     out = capsys.readouterr().out
-    assert "side: expected 'right', got 'left'" in out
+    assert "side [bold]: expected 'right', got 'left'" in out
+    assert "[/] (brackets are data" in out
     assert "1 passed, 1 failed, 1 skipped" in out
 
 

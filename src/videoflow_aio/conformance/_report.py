@@ -15,6 +15,7 @@ from typing import IO, Protocol
 
 import msgspec
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 from rich.text import Text
@@ -67,13 +68,13 @@ def results_table(results: Sequence[CaseResult], show: str = "all") -> Table:
     for r in results:
         if r.outcome not in keep:
             continue
-        table.add_row(
-            r.id,
-            r.title,
-            r.provider,
-            r.backend,
+        table.add_row(  # Text, not str: a reason like "[/x]" is data, never markup
+            Text(r.id),
+            Text(r.title),
+            Text(r.provider),
+            Text(r.backend),
             Text(r.outcome, style=STYLE[r.outcome]),
-            r.reason,
+            Text(r.reason),
             _seconds(r.virtual_seconds),
             _seconds(r.wall_seconds),
         )
@@ -98,7 +99,7 @@ def summary_table(results: Sequence[CaseResult], contract_of: Mapping[str, str])
     for key in sorted(counts):
         c = counts[key]
         table.add_row(
-            *key,
+            *(Text(k) for k in key),
             Text(str(c["pass"]), style=STYLE["pass"] if c["pass"] else ""),
             Text(str(c["fail"]), style=STYLE["fail"] if c["fail"] else ""),
             Text(str(c["skip"]), style=STYLE["skip"] if c["skip"] else ""),
@@ -128,9 +129,14 @@ def cases_table(chosen: Sequence[Case]) -> Table:
     table.add_column("needs", overflow="fold")
     table.add_column("controls", overflow="fold")
     for c in chosen:
-        table.add_row(
-            c.id, c.contract, c.title, ", ".join(sorted(c.needs)), ", ".join(sorted(c.controls))
+        cells = (
+            c.id,
+            c.contract,
+            c.title,
+            ", ".join(sorted(c.needs)),
+            ", ".join(sorted(c.controls)),
         )
+        table.add_row(*(Text(cell) for cell in cells))
     return table
 
 
@@ -144,7 +150,7 @@ def providers_table(providers: Sequence[Provider]) -> Table:
     for p in providers:
         why = p.unavailable()
         table.add_row(
-            p.name,
+            Text(p.name),
             ", ".join(sorted(p.contracts())),
             "real (scaled)" if p.real_time else "virtual",
             Text("yes", style=STYLE["pass"]) if why is None else Text(f"no: {why}", style="yellow"),
@@ -175,7 +181,7 @@ def progress(console: Console, total: int) -> Iterator[ProgressSink]:
 
             def advance(result: CaseResult) -> None:
                 failed[0] += result.outcome == "fail"
-                last = f"{result.id} {result.provider}/{result.backend} {result.outcome}"
+                last = escape(f"{result.id} {result.provider}/{result.backend} {result.outcome}")
                 if failed[0]:
                     last += f"  [red]{failed[0]} failed[/red]"
                 bar.update(task, advance=1, last=last)
