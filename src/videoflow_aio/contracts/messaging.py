@@ -1,5 +1,9 @@
 """The MessagingBackend contract: one stream per pipeline node, leases, redelivery, dedup.
 
+Structs are declared ``gc=False`` (none can be part of a reference cycle: their fields are
+scalars, strings, bytes, str→str dicts and other such Structs), so millions of retained
+envelopes add nothing to the cyclic collector's work.
+
 A channel is one node's stream in one run of one flow. It carries four kinds of envelope:
 ``data``, ``eos`` (end of stream), ``control`` and ``dlq`` (dead letters). A subscription is a
 durable cursor over one kind of one channel (optionally one partition); competing replicas
@@ -58,7 +62,7 @@ def _name_ok(field: str, value: str) -> None:
 # -- identities ----------------------------------------------------------------------------
 
 
-class ChannelId(msgspec.Struct, frozen=True, order=True):
+class ChannelId(msgspec.Struct, frozen=True, gc=False, order=True):
     """One node's stream in one run of one flow."""
 
     flow_id: str
@@ -79,7 +83,7 @@ class ChannelId(msgspec.Struct, frozen=True, order=True):
         return self.name
 
 
-class SubscriptionId(msgspec.Struct, frozen=True, order=True):
+class SubscriptionId(msgspec.Struct, frozen=True, gc=False, order=True):
     """A durable logical subscription (``consumer``) on a channel; replicas share it."""
 
     channel: ChannelId
@@ -99,7 +103,7 @@ class SubscriptionId(msgspec.Struct, frozen=True, order=True):
 # -- configuration -------------------------------------------------------------------------
 
 
-class ChannelSpec(msgspec.Struct, frozen=True):
+class ChannelSpec(msgspec.Struct, frozen=True, gc=False):
     """A channel's configuration. Invalid values raise :class:`ValidationError` at construction.
 
     Immutable once created: ``retention``, ``replicas``, ``persistence``, ``profile``.
@@ -169,7 +173,7 @@ class ChannelSpec(msgspec.Struct, frozen=True):
         return self.owner_labels.get("generation")
 
 
-class SubscriptionSpec(msgspec.Struct, frozen=True):
+class SubscriptionSpec(msgspec.Struct, frozen=True, gc=False):
     """A subscription's configuration. Invalid values raise :class:`ValidationError`.
 
     Immutable once created: ``kind``, ``partition``, ``competing``. The rest is reconciled.
@@ -224,7 +228,7 @@ class SubscriptionSpec(msgspec.Struct, frozen=True):
 # -- messages ------------------------------------------------------------------------------
 
 
-class Envelope(msgspec.Struct, frozen=True):
+class Envelope(msgspec.Struct, frozen=True, gc=False):
     """One message. ``publication_id`` is the dedup key; ``event_id`` names the event (the
     archive's key). A dead letter has ``kind='dlq'`` and the origin channel."""
 
@@ -254,7 +258,7 @@ class Envelope(msgspec.Struct, frozen=True):
             _name_ok("partition_key", self.partition_key)
 
 
-class DeliveryToken(msgspec.Struct, frozen=True):
+class DeliveryToken(msgspec.Struct, frozen=True, gc=False):
     """What ``settle``/``renew`` need to name one delivery (one lease) of one message.
 
     ``opaque`` is provider data (a reply subject on NATS); the model leaves it empty.
@@ -267,7 +271,7 @@ class DeliveryToken(msgspec.Struct, frozen=True):
     opaque: str = ""
 
 
-class Delivery(msgspec.Struct, frozen=True):
+class Delivery(msgspec.Struct, frozen=True, gc=False):
     """A leased message: settle it with ``token`` before ``lease_deadline``."""
 
     envelope: Envelope
@@ -280,7 +284,7 @@ class Delivery(msgspec.Struct, frozen=True):
 # -- publish outcomes ----------------------------------------------------------------------
 
 
-class Accepted(msgspec.Struct, frozen=True, tag=True):
+class Accepted(msgspec.Struct, frozen=True, gc=False, tag=True):
     """Stored at ``sequence``; ``duplicate`` when the publication id was already stored."""
 
     publication_id: str
@@ -288,21 +292,21 @@ class Accepted(msgspec.Struct, frozen=True, tag=True):
     duplicate: bool = False
 
 
-class Rejected(msgspec.Struct, frozen=True, tag=True):
+class Rejected(msgspec.Struct, frozen=True, gc=False, tag=True):
     """Definitely not stored."""
 
     publication_id: str
     reason: str
 
 
-class PublicationUnknown(msgspec.Struct, frozen=True, tag=True):
+class PublicationUnknown(msgspec.Struct, frozen=True, gc=False, tag=True):
     """The deadline passed before an answer: it may or may not be (or become) stored."""
 
     publication_id: str
     reason: str
 
 
-class PublicationUnresolvable(msgspec.Struct, frozen=True, tag=True):
+class PublicationUnresolvable(msgspec.Struct, frozen=True, gc=False, tag=True):
     """The provider keeps no ledger that could say what became of the publication."""
 
     publication_id: str
@@ -314,11 +318,11 @@ PublishOutcome = Accepted | Rejected | PublicationUnknown | PublicationUnresolva
 # -- settle outcomes and answers -----------------------------------------------------------
 
 
-class Completed(msgspec.Struct, frozen=True, tag=True):
+class Completed(msgspec.Struct, frozen=True, gc=False, tag=True):
     """Done with the message: never redelivered to this subscription."""
 
 
-class Retry(msgspec.Struct, frozen=True, tag=True):
+class Retry(msgspec.Struct, frozen=True, gc=False, tag=True):
     """Redeliver after ``delay_seconds`` (counts toward ``max_deliver``)."""
 
     delay_seconds: float = 0.0
@@ -330,7 +334,7 @@ class Retry(msgspec.Struct, frozen=True, tag=True):
             )
 
 
-class Terminal(msgspec.Struct, frozen=True, tag=True):
+class Terminal(msgspec.Struct, frozen=True, gc=False, tag=True):
     """Give up: never redelivered; a dead letter (``kind='dlq'``) is stored on the origin
     channel, outside its slot."""
 
@@ -340,20 +344,20 @@ class Terminal(msgspec.Struct, frozen=True, tag=True):
 SettleOutcome = Completed | Retry | Terminal
 
 
-class SettleConfirmed(msgspec.Struct, frozen=True, tag=True):
+class SettleConfirmed(msgspec.Struct, frozen=True, gc=False, tag=True):
     """Confirmed; ``duplicate`` when this ``settlement_id`` had already been applied."""
 
     sequence: int
     duplicate: bool = False
 
 
-class SettleUnknown(msgspec.Struct, frozen=True, tag=True):
+class SettleUnknown(msgspec.Struct, frozen=True, gc=False, tag=True):
     """No confirmation: the settle may or may not have been applied."""
 
     reason: str
 
 
-class SettleStale(msgspec.Struct, frozen=True, tag=True):
+class SettleStale(msgspec.Struct, frozen=True, gc=False, tag=True):
     """The token's lease is not the current one (expired, redelivered, or already settled)."""
 
     reason: str
@@ -364,7 +368,7 @@ SettleAnswer = SettleConfirmed | SettleUnknown | SettleStale
 # -- observations --------------------------------------------------------------------------
 
 
-class LeaseObservation(msgspec.Struct, frozen=True):
+class LeaseObservation(msgspec.Struct, frozen=True, gc=False):
     """What ``renew`` found: ``held`` with the new ``lease_deadline``, or why not."""
 
     held: bool
@@ -373,7 +377,7 @@ class LeaseObservation(msgspec.Struct, frozen=True):
     reason: str = ""
 
 
-class ChannelObservation(msgspec.Struct, frozen=True):
+class ChannelObservation(msgspec.Struct, frozen=True, gc=False):
     """The channel's retained range. Empty: ``first_sequence == last_sequence + 1``.
 
     ``messages``/``bytes`` count the slot (data, eos, control); ``dead_letters`` the dlq
@@ -388,7 +392,7 @@ class ChannelObservation(msgspec.Struct, frozen=True):
     dead_letters: int = 0
 
 
-class SubscriptionObservation(msgspec.Struct, frozen=True):
+class SubscriptionObservation(msgspec.Struct, frozen=True, gc=False):
     """One subscription's state. ``unresolved`` messages (past ``max_deliver``) are retained
     and undeliverable: they are counted here, never folded into ``pending == 0``.
 
@@ -408,7 +412,7 @@ class SubscriptionObservation(msgspec.Struct, frozen=True):
     dead_lettered: int = 0
 
 
-class CleanupObservation(msgspec.Struct, frozen=True):
+class CleanupObservation(msgspec.Struct, frozen=True, gc=False):
     """What ``close`` did: ``removed`` confirmed gone, ``absent`` did not exist, ``refused``
     belong to another generation (left alone), ``unconfirmed`` may still exist."""
 
@@ -418,7 +422,7 @@ class CleanupObservation(msgspec.Struct, frozen=True):
     unconfirmed: tuple[ChannelId, ...] = ()
 
 
-class VerifiedChannel(msgspec.Struct, frozen=True):
+class VerifiedChannel(msgspec.Struct, frozen=True, gc=False):
     """The channel's effective configuration as read back after ``ensure_channel``."""
 
     effective: ChannelSpec
@@ -426,7 +430,7 @@ class VerifiedChannel(msgspec.Struct, frozen=True):
     updated: bool = False
 
 
-class VerifiedSubscription(msgspec.Struct, frozen=True):
+class VerifiedSubscription(msgspec.Struct, frozen=True, gc=False):
     """The subscription's effective configuration as read back after ``ensure_subscription``."""
 
     effective: SubscriptionSpec
@@ -434,7 +438,7 @@ class VerifiedSubscription(msgspec.Struct, frozen=True):
     updated: bool = False
 
 
-class MessagingCapabilities(msgspec.Struct, frozen=True):
+class MessagingCapabilities(msgspec.Struct, frozen=True, gc=False):
     """What a provider offers. Profiles: ``durable_control`` (MSG-018), ``archive`` (MSG-024),
     ``latest_per_key``, ``core_only`` (no retention or leases). Guarantees:
     ``publication_ledger`` (``observe_publication`` can answer), ``stale_settle_detection``

@@ -12,6 +12,7 @@ import heapq
 from collections import deque
 
 import anyio
+import msgspec
 
 from ..contracts.messaging import (
     LATEST_PER_KEY_PROFILE,
@@ -30,19 +31,24 @@ LEDGER_MEMORY = 65536
 """Rejected / cancelled publication ids remembered per channel."""
 
 
-class Msg:
-    """One stored envelope. ``slot`` is False for dead letters (outside the channel's limits)."""
+class Msg(msgspec.Struct, gc=False):
+    """One stored envelope. ``slot`` is False for dead letters (outside the channel's limits).
 
-    __slots__ = ("at", "env", "kind", "pkey", "seq", "size", "slot")
+    Untracked by the cyclic GC (it references only an Envelope and scalars), so a large
+    backlog costs no collector time.
+    """
 
-    def __init__(self, seq: int, env: Envelope, at: float, slot: bool) -> None:
-        self.seq = seq
-        self.env = env
-        self.size = len(env.body)
-        self.at = at
-        self.kind = env.kind
-        self.pkey = env.partition_key
-        self.slot = slot
+    seq: int
+    env: Envelope
+    at: float
+    slot: bool
+    size: int
+    kind: str
+    pkey: str | None
+
+
+def new_msg(seq: int, env: Envelope, at: float, slot: bool) -> Msg:
+    return Msg(seq, env, at, slot, len(env.body), env.kind, env.partition_key)
 
 
 class Held:

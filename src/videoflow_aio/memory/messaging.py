@@ -22,7 +22,6 @@ from collections import deque
 from collections.abc import Callable, Sequence
 
 import anyio
-import sniffio
 import trio
 
 from ..contracts import Known, Unknown
@@ -67,18 +66,14 @@ from ..contracts.messaging import (
 )
 from ..observe import ObservationLog
 from ..vtime import VirtualClock
-from ._messaging_state import LEASE, RETRY, Channel, Held, Msg, Sub
+from ._messaging_state import LEASE, RETRY, Channel, Held, Msg, Sub, new_msg
 
 _IMMUTABLE_CHANNEL = ("retention", "replicas", "persistence", "profile")
 _IMMUTABLE_SUB = ("kind", "partition", "competing")
 
 
-def _asyncio_time() -> float:
-    return asyncio.get_running_loop().time()
-
-
-def _detect_time() -> Callable[[], float]:
-    return trio.current_time if sniffio.current_async_library() == "trio" else _asyncio_time
+_get_running_loop = asyncio._get_running_loop  # the C helper: None outside asyncio, no raise
+_OUTCOME_TYPES = frozenset({Completed, Retry, Terminal})
 
 
 class MemoryMessagingBackend(MessagingBackend):
@@ -130,7 +125,9 @@ class MemoryMessagingBackend(MessagingBackend):
         if dedup_window_seconds < 0:
             raise ValidationError("dedup_window_seconds must be >= 0", field="dedup_window_seconds")
         self._clock = clock
-        self._time: Callable[[], float] = _asyncio_time
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._loop_time: Callable[[], float] = trio.current_time
+        self._subs: dict[SubscriptionId, Sub] = {}
         self.core_only = core_only
         self.latest_per_key = latest_per_key
         self.durable_control = durable_control
@@ -154,11 +151,13 @@ class MemoryMessagingBackend(MessagingBackend):
     def _now(self) -> float:
         if self._clock is not None:
             return self._clock.monotonic()
-        try:
-            return self._time()
-        except RuntimeError:
-            self._time = _detect_time()
-            return self._time()
+        loop = _get_running_loop()
+        if loop is None:  # trio (anyio supports no third loop)
+            return trio.current_time()
+        if loop is not self._loop:
+            self._loop = loop
+            self._loop_time = loop.time
+        return self._loop_time()
 
     # -- lookups ---------------------------------------------------------------------------
     def _channel(self, channel_id: ChannelId) -> Channel:
@@ -170,9 +169,9 @@ class MemoryMessagingBackend(MessagingBackend):
         return ch
 
     def _sub(self, subscription: SubscriptionId) -> Sub:
-        ch = self._channel(subscription.channel)
-        sub = ch.subs.get(subscription)
+        sub = self._subs.get(subscription)
         if sub is None:
+            self._channel(subscription.channel)  # NotFound names the channel when it is absent
             raise NotFound(
                 f"no subscription {subscription}", kind="subscription", name=subscription.name
             )
@@ -265,15 +264,21 @@ class MemoryMessagingBackend(MessagingBackend):
         seq = m.seq
         del ch.msgs[seq]
         if m.slot:
+            order = ch.order
+            if order and order[0] == seq:
+                order.popleft()
             ch.count -= 1
             ch.bytes -= m.size
             ch.kind_count[m.kind] -= 1
         else:
             ch.dead_letters -= 1
         lost: list[str] = []
+        kind, pkey = m.kind, m.pkey
         for sub in ch.subs.values():
-            if not sub.sees(m) or sub.is_settled(seq):
+            if sub.kind != kind or (sub.pstr is not None and sub.pstr != pkey):
                 continue
+            if seq <= sub.floor or seq in sub.settled_above:
+                continue  # settled by this subscription: nothing lost
             if seq >= sub.cursor:
                 sub.undelivered -= 1
             sub.forget(seq)
@@ -339,7 +344,9 @@ class MemoryMessagingBackend(MessagingBackend):
         if self.core_only:
             return self._core_publish(ch, env, now)
         if ch.dedup_window > 0:
-            ch.expire_dedup(now)
+            po = ch.pub_order
+            if po and po[0][0] + ch.dedup_window <= now:
+                ch.expire_dedup(now)
             prior = ch.pubs.get(pid)
             if prior is not None:
                 self._rec("publish", ch.id, pid, seq=prior[0], duplicate=True)
@@ -371,23 +378,21 @@ class MemoryMessagingBackend(MessagingBackend):
         if superseded is not None:
             self._discard(ch, superseded, "superseded")
         if over_msgs or over_bytes:
-            order_kind = kind if per_kind else None
             while True:
                 cnt = ch.kind_count.get(kind, 0) if per_kind else ch.count
-                if not (
-                    cnt >= spec.max_msgs
-                    or (spec.max_bytes is not None and ch.bytes + size > spec.max_bytes)
+                full = cnt >= spec.max_msgs
+                if not full and not (
+                    spec.max_bytes is not None and ch.bytes + size > spec.max_bytes
                 ):
                     break
-                victim = ch.oldest(order_kind)
+                # the count cap evicts within the kind's slot; the byte cap stream-wide
+                victim = ch.oldest(kind if per_kind and full else None)
                 if victim is None:
-                    victim = ch.oldest(None)
-                    if victim is None:
-                        break
-                self._discard(ch, victim, "max_msgs" if over_msgs else "max_bytes")
+                    break
+                self._discard(ch, victim, "max_msgs" if full else "max_bytes")
         seq = ch.last_seq + 1
         ch.last_seq = seq
-        m = Msg(seq, env, now, True)
+        m = new_msg(seq, env, now, True)
         ch.msgs[seq] = m
         ch.order.append(seq)
         if per_kind:
@@ -422,7 +427,7 @@ class MemoryMessagingBackend(MessagingBackend):
     def _core_publish(self, ch: Channel, env: Envelope, now: float) -> PublishOutcome:
         ch.core_seq += 1
         seq = ch.core_seq
-        m = Msg(seq, env, now, True)
+        m = new_msg(seq, env, now, True)
         limit = self.client_queue_limit
         delivered: list[str] = []
         for sub in ch.subs.values():
@@ -686,9 +691,9 @@ class MemoryMessagingBackend(MessagingBackend):
     ) -> SettleAnswer:
         if not settlement_id:
             raise ValidationError("settlement_id must be non-empty", field="settlement_id")
-        if not isinstance(outcome, (Completed, Retry, Terminal)):
+        if type(outcome) not in _OUTCOME_TYPES:
             raise ValidationError(f"unknown settle outcome {outcome!r}", field="outcome")
-        sub = self._sub(token.subscription)
+        sub = self._subs.get(token.subscription) or self._sub(token.subscription)
         seq = token.sequence
         if self.core_only:
             return SettleConfirmed(seq)  # core NATS has nothing to settle
@@ -703,8 +708,8 @@ class MemoryMessagingBackend(MessagingBackend):
             return SettleConfirmed(seq, True)
         now = self._now()
         self._due(sub, now)
-        lease = self._current(sub, token)
-        if lease is None:
+        lease = sub.leased.get(seq)
+        if lease is None or lease[0] != token.attempt or lease[2] != token.lease_id:
             reason = self._stale_reason(sub, token)
             self._rec(
                 "settle_stale",
@@ -756,17 +761,23 @@ class MemoryMessagingBackend(MessagingBackend):
             sub.dead_lettered += 1
             self._mark_settled(ch, sub, m)
             self._dead_letter(ch, sub, m, outcome.reason, now)
-        sub.wake()
+        if sub.event is not None:
+            sub.wake()
         return SettleConfirmed(seq)
 
     def _mark_settled(self, ch: Channel, sub: Sub, m: Msg) -> None:
         seq = m.seq
-        sub.attempts.pop(seq, None)
+        if sub.attempts:
+            sub.attempts.pop(seq, None)
         if seq == sub.floor + 1:
             sub.floor = seq
-            sub.advance_floor()
+            if sub.settled_above:
+                sub.advance_floor()
+            # else: gaps after the floor are skipped lazily (advance_floor on observe or on
+            # the next out-of-order settle); is_settled stays exact either way
         else:
             sub.settled_above.add(seq)
+            sub.advance_floor()
         if ch.spec.retention == "interest" and m.slot and self._interest_done(ch, m):
             self._discard(ch, m, "interest")
 
@@ -794,7 +805,7 @@ class MemoryMessagingBackend(MessagingBackend):
         )
         seq = ch.last_seq + 1
         ch.last_seq = seq
-        dl = Msg(seq, env, now, False)
+        dl = new_msg(seq, env, now, False)
         ch.msgs[seq] = dl
         ch.dead_letters += 1
         self._rec(
@@ -964,6 +975,7 @@ class MemoryMessagingBackend(MessagingBackend):
                 sub.floor = first - 1
                 sub.undelivered = sum(1 for m in ch.msgs.values() if sub.sees(m))
             ch.subs[spec.id] = sub
+            self._subs[spec.id] = sub
             self._rec("subscription_created", ch.id, spec.id.name)
             return VerifiedSubscription(spec, created=True)
         current = sub.spec
@@ -1004,7 +1016,8 @@ class MemoryMessagingBackend(MessagingBackend):
                 if held.outcome is None:
                     held.outcome = Rejected(held.env.publication_id, "channel closed")
                     held.done.set()
-            for sub in ch.subs.values():
+            for sid, sub in ch.subs.items():
+                self._subs.pop(sid, None)
                 sub.wake()
             self._rec(
                 "channel_closed",
