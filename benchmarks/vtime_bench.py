@@ -118,6 +118,7 @@ def _run_trio_engine(engine: str, workload: str, data: Any) -> tuple[float, floa
 def child(engine: str, workload: str) -> dict[str, Any]:
     data = wl.w1_delays() if workload == "W1" else None
     final: float | None
+    cpu0 = time.process_time()
     if engine in ("vtime-trio", "trio-mockclock"):
         wall, final = _run_trio_engine(engine, workload, data)
     elif engine == "simpy":
@@ -126,7 +127,8 @@ def child(engine: str, workload: str) -> dict[str, Any]:
         wall = time.perf_counter() - t0  # wall-clock: as above
     else:
         wall, final = _run_asyncio_engine(engine, workload, data)
-    return {"engine": engine, "workload": workload, "wall": wall, "final": final}
+    cpu = time.process_time() - cpu0
+    return {"engine": engine, "workload": workload, "wall": wall, "cpu": cpu, "final": final}
 
 
 def measure(engine: str, workload: str, runs: int) -> dict[str, Any]:

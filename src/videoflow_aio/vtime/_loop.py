@@ -21,6 +21,7 @@ import selectors
 import time
 import weakref
 from asyncio import events, format_helpers
+from asyncio.futures import _set_result_unless_cancelled as _futures_set_result_unless_cancelled
 from collections.abc import Callable
 from typing import Any
 
@@ -292,6 +293,7 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
         base_fds = self._vt_base_fds
         anyio_vars = self._vt_anyio_vars
         workers_key = _threadpool_workers
+        sleep_done = _futures_set_result_unless_cancelled
         while True:
             if ready:
                 if len(fds) > base_fds:
@@ -330,6 +332,8 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
                 and not heap[0][2]._cancelled
             ):
                 # the common case, inlined: nothing external pending → jump to the deadline
+                # and run the timers due there (ready is empty, so running them now is
+                # the same order as queueing them for the next round)
                 when = heap[0][0]
                 if when > clock._now:
                     clock._now = when
@@ -337,10 +341,24 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
                     timer = heappop(heap)[2]
                     if timer._cancelled:
                         self._vt_cancelled -= 1
-                    else:
-                        timer._scheduled = False
-                        append(timer)
-                timer = None
+                        continue
+                    timer._scheduled = False
+                    callback = timer._callback
+                    args = timer._args
+                    if callback is sleep_done:  # asyncio.sleep's wake-up: no context needed
+                        fut = args[0]
+                        if not fut.cancelled():
+                            fut.set_result(args[1])
+                        continue
+                    try:
+                        timer._context.run(callback, *args)
+                    except (SystemExit, KeyboardInterrupt):
+                        raise
+                    except BaseException as exc:
+                        _report_callback_error(timer, exc)
+                timer = callback = args = fut = None
+                if self._stopping:
+                    return
             else:
                 self._vt_idle()
 
