@@ -126,10 +126,10 @@ async def test_fence_stops_a_late_request(store: EtcdRuntimeStore) -> None:
 
 async def test_lost_reply_is_resolved_as_applied(etcd_srv: ServerProcess) -> None:  # noqa: F811
     async with HoldingProxy(etcd_srv.port) as proxy:
-        s = EtcdRuntimeStore(f"http://127.0.0.1:{proxy.port}", namespace="lost", timeout=0.4)
+        s = EtcdRuntimeStore(f"http://127.0.0.1:{proxy.port}", namespace="lost", timeout=0.8)
         assert await s.cas("warm", None, b"up")
         proxy.hold("down")
-        proxy.release_later(0.6)  # after the CAS deadline, before the read-back's
+        proxy.release_later(1.2)  # after the CAS deadline, before the read-back's
         assert await s.cas("k", None, b"v") is True
         assert (await s.get("k"))[0] == b"v"
         await s.drop_namespace()

@@ -132,9 +132,9 @@ async def _proxied(srv: ServerProcess, proxy: HoldingProxy, deadline: float) -> 
 
 async def test_lost_reply_is_resolved_as_applied(redis_srv: ServerProcess) -> None:  # noqa: F811
     async with HoldingProxy(redis_srv.port) as proxy:
-        s = await _proxied(redis_srv, proxy, deadline=0.3)
+        s = await _proxied(redis_srv, proxy, deadline=0.6)
         proxy.hold("down")  # the CAS reaches the server; its reply does not come back
-        proxy.release_later(0.45)  # after the deadline, before the read-back's deadline
+        proxy.release_later(0.9)  # after the deadline, before the read-back's deadline
         assert await s.cas("k", None, b"v") is True
         assert (await s.get("k"))[0] == b"v"
         await s.aclose()
@@ -144,7 +144,7 @@ async def test_lost_request_is_fenced_and_never_applies_late(
     redis_srv: ServerProcess,  # noqa: F811
 ) -> None:
     async with HoldingProxy(redis_srv.port) as proxy:
-        s = await _proxied(redis_srv, proxy, deadline=0.3)
+        s = await _proxied(redis_srv, proxy, deadline=0.6)
         proxy.hold("up")  # the CAS request is held on the existing connection
         with pytest.raises(BackendUnavailable) as info:
             await s.cas("k", None, b"late")

@@ -44,7 +44,7 @@ class RedisProvider(Provider):
     real_time = True
 
     def __init__(
-        self, url: str | None = None, evictable_url: str | None = None, scale: float = 0.05
+        self, url: str | None = None, evictable_url: str | None = None, scale: float = 0.1
     ) -> None:
         self.url = url
         self.evictable_url = evictable_url
