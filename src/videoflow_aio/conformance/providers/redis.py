@@ -113,18 +113,21 @@ class RedisProvider(Provider):
                 opened.append((store, self.url or ""))
                 return store
             tier = options.get("tier", "durable")
-            url = self.evictable_url if tier == "evictable" else self.url
-            if url is None:
-                raise Skip("no server for the evictable tier (give evictable_url=)")
+            # one given server hosts the tier its policy allows; the other tier skips
+            url = (self.evictable_url or self.url or "") if tier == "evictable" else self.url or ""
             try:
                 store = RedisPayloadStore(url, namespace=ns, store_id="redis", **options)
             except TypeError as exc:
                 raise Skip(f"RedisPayloadStore cannot be configured with {options}: {exc}") from exc
-            opened.append((store, url))
             try:
                 await store._ensure_policy()
             except IncompatibleProfile as exc:
-                raise Skip(f"server at {url} cannot host tier {tier!r}: {exc}") from exc
+                await store.aclose()
+                raise Skip(
+                    f"server at {url} cannot host tier {tier!r} ({exc}); "
+                    "give evictable_url= for a volatile-lru server"
+                ) from exc
+            opened.append((store, url))
             return store
 
         try:
