@@ -493,3 +493,25 @@ def test_envelope_round_trips_through_msgspec() -> None:
 
     env = make_envelope(ChannelId("f", "r", "n"), "p", body=b"\x00\x01", headers={"a": "b"})
     assert msgspec.json.decode(msgspec.json.encode(env), type=Envelope) == env
+
+
+def test_outcomes_are_tagged_unions_that_round_trip() -> None:
+    import msgspec
+
+    from videoflow_aio.contracts.messaging import PublishOutcome, SettleAnswer, SettleOutcome
+
+    for out in (Accepted("p", 3, True), Rejected("p", "full"), PublicationUnknown("p", "t")):
+        raw = msgspec.json.encode(out)
+        assert msgspec.json.decode(raw, type=PublishOutcome) == out
+    for settle in (Completed(), Retry(2.5), Terminal("bad")):
+        assert msgspec.json.decode(msgspec.json.encode(settle), type=SettleOutcome) == settle
+    stale = SettleStale("expired")
+    assert msgspec.json.decode(msgspec.json.encode(stale), type=SettleAnswer) == stale
+
+
+async def test_channel_bytes_count_the_bodies_in_the_model() -> None:
+    b, ch, _ = await setup(max_msgs=2)
+    for i in range(3):
+        await b.publish(make_envelope(ch.channel, f"p{i}", body=b"abcd"), deadline())
+    obs = await b.observe_channel(ch.channel)
+    assert isinstance(obs, Known) and (obs.value.messages, obs.value.bytes) == (2, 8)

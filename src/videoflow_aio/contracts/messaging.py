@@ -380,8 +380,9 @@ class LeaseObservation(msgspec.Struct, frozen=True, gc=False):
 class ChannelObservation(msgspec.Struct, frozen=True, gc=False):
     """The channel's retained range. Empty: ``first_sequence == last_sequence + 1``.
 
-    ``messages``/``bytes`` count the slot (data, eos, control); ``dead_letters`` the dlq
-    envelopes kept beside it.
+    ``messages``/``bytes`` count the slot (data, eos, control; ``bytes`` at least the bodies,
+    an engine may add its per-message overhead); ``dead_letters`` the dlq envelopes kept
+    beside it.
     """
 
     channel: ChannelId
