@@ -83,3 +83,15 @@ async def test_async_context_manager() -> None:
     async with redis_server() as srv:
         assert srv.alive() and _answers(srv.port)
     assert not srv.alive()
+
+
+def test_missing_server_skips_locally_and_fails_under_ci(monkeypatch: pytest.MonkeyPatch) -> None:
+    import _servers_fixtures
+
+    monkeypatch.setattr(_servers_fixtures, "binary_unavailable", lambda name: f"{name} missing")
+    monkeypatch.delenv("VIDEOFLOW_REQUIRE_SERVERS", raising=False)
+    with pytest.raises(pytest.skip.Exception, match="redis-server missing"):
+        need_binary("redis-server")
+    monkeypatch.setenv("VIDEOFLOW_REQUIRE_SERVERS", "1")
+    with pytest.raises(pytest.fail.Exception, match="VIDEOFLOW_REQUIRE_SERVERS=1"):
+        need_binary("redis-server")
