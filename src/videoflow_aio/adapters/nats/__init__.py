@@ -1,0 +1,14 @@
+"""NATS adapters for the messaging contract (nats-py; asyncio only).
+
+* :class:`JetStreamMessagingBackend` — channels as JetStream streams, subscriptions as durable
+  pull consumers, with client-side ledgers where the server is silent (see ``docs/nats.md``).
+* :class:`CoreNatsMessagingBackend` — the ``core_only`` profile on Core NATS: no retention,
+  no leases, bounded client queues with slow-consumer drops reported.
+"""
+
+from __future__ import annotations
+
+from .core import CoreNatsMessagingBackend
+from .jetstream import ASYNCIO_ONLY, JetStreamMessagingBackend
+
+__all__ = ["ASYNCIO_ONLY", "CoreNatsMessagingBackend", "JetStreamMessagingBackend"]

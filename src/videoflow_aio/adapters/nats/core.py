@@ -1,0 +1,379 @@
+"""``CoreNatsMessagingBackend``: the ``core_only`` profile on Core NATS (no JetStream).
+
+No retention and no leases: a message reaches only the subscriptions attached when it is
+published, through a bounded client queue (``client_queue_limit`` messages); past it the client
+drops the message and counts it as a slow-consumer drop. ``publish`` is confirmed by a flush
+(the server has the message and routed it), so ``Accepted`` means "handed to the server", not
+"stored". Channels are local to this client (Core NATS has no server-side object for them);
+competing replicas share a subscription through a queue group named after it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import anyio
+import nats
+import nats.errors
+
+from ...contracts import Known, Unknown
+from ...contracts.errors import (
+    BackendUnavailable,
+    IncompatibleProfile,
+    NotFound,
+    Unsupported,
+    ValidationError,
+)
+from ...contracts.messaging import (
+    Accepted,
+    ChannelId,
+    ChannelObservation,
+    ChannelSpec,
+    CleanupObservation,
+    Completed,
+    Delivery,
+    DeliveryToken,
+    Envelope,
+    LeaseObservation,
+    MessagingBackend,
+    MessagingCapabilities,
+    PublicationUnknown,
+    PublicationUnresolvable,
+    PublishOutcome,
+    Rejected,
+    Retry,
+    SettleAnswer,
+    SettleConfirmed,
+    SettleOutcome,
+    SubscriptionId,
+    SubscriptionObservation,
+    SubscriptionSpec,
+    Terminal,
+    VerifiedChannel,
+    VerifiedSubscription,
+)
+from ._names import Names
+from .jetstream import _asyncio_only
+
+_IMMUTABLE_SUB = ("kind", "partition", "competing")
+
+
+@dataclass
+class _CoreSub:
+    spec: SubscriptionSpec
+    nsub: Any
+    dropped: int = 0
+
+
+@dataclass
+class _CoreChan:
+    spec: ChannelSpec
+    seq: int = 0
+
+
+class CoreNatsMessagingBackend(MessagingBackend):
+    """The messaging contract's ``core_only`` profile on plain NATS at ``url``."""
+
+    def __init__(
+        self,
+        url: str | Sequence[str] = "nats://127.0.0.1:4222",
+        *,
+        subject_prefix: str = "vf",
+        client_queue_limit: int = 64,
+        max_payload_bytes: int = 8388608,
+        request_timeout: float = 5.0,
+    ) -> None:
+        if client_queue_limit < 1:
+            raise ValidationError("client_queue_limit must be >= 1", field="client_queue_limit")
+        if max_payload_bytes < 1:
+            raise ValidationError("max_payload_bytes must be >= 1", field="max_payload_bytes")
+        self.servers = [url] if isinstance(url, str) else list(url)
+        self.names = Names("VF", subject_prefix)
+        self.client_queue_limit = client_queue_limit
+        self.max_payload_bytes = max_payload_bytes
+        self.request_timeout = float(request_timeout)
+        self._nc: Any = None
+        self._chans: dict[ChannelId, _CoreChan] = {}
+        self._subs: dict[SubscriptionId, _CoreSub] = {}
+        self._by_sid: dict[int, _CoreSub] = {}
+        self._seq = itertools.count(1)
+
+    async def _conn(self) -> Any:
+        _asyncio_only()
+        if self._nc is not None and not self._nc.is_closed:
+            return self._nc
+        try:
+            self._nc = await nats.connect(
+                servers=self.servers,
+                pending_size=0,
+                connect_timeout=self.request_timeout,
+                max_reconnect_attempts=-1,
+                reconnect_time_wait=0.2,
+                error_cb=self._on_error,
+            )
+        except Exception as exc:
+            raise BackendUnavailable(
+                f"cannot connect to NATS at {self.servers}: {exc}", backend="nats"
+            ) from exc
+        return self._nc
+
+    async def _on_error(self, exc: Exception) -> None:
+        if isinstance(exc, nats.errors.SlowConsumerError):
+            sub = self._by_sid.get(exc.sid)
+            if sub is not None:
+                sub.dropped += 1
+
+    @property
+    def max_payload(self) -> int:
+        server = int(getattr(self._nc, "max_payload", 0) or 0) if self._nc is not None else 0
+        return min(self.max_payload_bytes, server) if server else self.max_payload_bytes
+
+    async def aclose(self) -> None:
+        nc, self._nc = self._nc, None
+        if nc is not None:
+            with anyio.CancelScope(shield=True), contextlib.suppress(Exception):
+                await nc.close()
+
+    def _chan(self, ch: ChannelId) -> _CoreChan:
+        c = self._chans.get(ch)
+        if c is None:
+            raise NotFound(f"no channel {ch}", kind="channel", name=ch.name)
+        return c
+
+    def _sub(self, sid: SubscriptionId) -> _CoreSub:
+        self._chan(sid.channel)
+        s = self._subs.get(sid)
+        if s is None:
+            raise NotFound(f"no subscription {sid}", kind="subscription", name=sid.name)
+        return s
+
+    # -- configuration -------------------------------------------------------------------------
+    async def ensure_channel(self, spec: ChannelSpec, operation_id: str) -> VerifiedChannel:
+        if not isinstance(spec, ChannelSpec):
+            raise ValidationError("spec must be a ChannelSpec", field="spec")
+        if spec.persistence:
+            raise Unsupported("core NATS keeps nothing", capability="persistence")
+        await self._conn()
+        cur = self._chans.get(spec.channel)
+        if cur is None:
+            self._chans[spec.channel] = _CoreChan(spec)
+            return VerifiedChannel(spec, created=True)
+        for name in ("retention", "replicas", "persistence", "profile"):
+            have, want = getattr(cur.spec, name), getattr(spec, name)
+            if have != want:
+                raise IncompatibleProfile(
+                    f"channel {spec.channel} has {name}={have!r}, asked for {want!r}",
+                    resource=spec.channel.name,
+                    field=name,
+                    expected=want,
+                    actual=have,
+                )
+        if cur.spec == spec:
+            return VerifiedChannel(spec, created=False)
+        cur.spec = spec
+        return VerifiedChannel(spec, created=False, updated=True)
+
+    async def ensure_subscription(
+        self, spec: SubscriptionSpec, operation_id: str
+    ) -> VerifiedSubscription:
+        if not isinstance(spec, SubscriptionSpec):
+            raise ValidationError("spec must be a SubscriptionSpec", field="spec")
+        self._chan(spec.channel)
+        cur = self._subs.get(spec.id)
+        if cur is not None:
+            for name in _IMMUTABLE_SUB:
+                have, want = getattr(cur.spec, name), getattr(spec, name)
+                if have != want:
+                    raise IncompatibleProfile(
+                        f"subscription {spec.id} has {name}={have!r}, asked for {want!r}",
+                        resource=spec.id.name,
+                        field=name,
+                        expected=want,
+                        actual=have,
+                    )
+            if cur.spec == spec:
+                return VerifiedSubscription(spec, created=False)
+            cur.spec = spec
+            return VerifiedSubscription(spec, created=False, updated=True)
+        nc = await self._conn()
+        subject = self.names.filter(spec.channel, spec.kind, spec.partition)
+        queue = self.names.consumer(spec.id) if spec.competing else ""
+        try:
+            nsub = await nc.subscribe(
+                subject,
+                queue=queue,
+                pending_msgs_limit=self.client_queue_limit,
+                pending_bytes_limit=0,
+            )
+        except nats.errors.Error as exc:
+            raise BackendUnavailable(f"cannot subscribe {spec.id}: {exc}", backend="nats") from exc
+        sub = _CoreSub(spec, nsub)
+        self._subs[spec.id] = sub
+        self._by_sid[nsub._id] = sub
+        return VerifiedSubscription(spec, created=True)
+
+    # -- publish / receive -----------------------------------------------------------------------
+    async def publish(self, envelope: Envelope, deadline: float) -> PublishOutcome:
+        pid = envelope.publication_id
+        if envelope.kind == "dlq":
+            raise ValidationError("dead letters are not published", field="kind", value="dlq")
+        ch = self._chan(envelope.channel)
+        nc = await self._conn()
+        size = len(envelope.body)
+        if size > self.max_payload:
+            return Rejected(
+                pid, f"payload {size} bytes exceeds max_payload_bytes {self.max_payload}"
+            )
+        now = anyio.current_time()
+        if deadline <= now:
+            return Rejected(pid, "deadline passed before the publication was sent")
+        subject = self.names.subject(envelope.channel, envelope.kind, envelope.partition_key)
+        hdrs = {"Vf-Pid": pid}
+        if envelope.event_id != pid:
+            hdrs["Vf-Event"] = envelope.event_id
+        try:
+            await nc.publish(subject, envelope.body, headers=hdrs)
+            await nc.flush(timeout=max(deadline - now, 0.001))
+        except (nats.errors.ConnectionClosedError, nats.errors.OutboundBufferLimitError) as exc:
+            return Rejected(pid, f"not sent ({type(exc).__name__})")
+        except (nats.errors.Error, TimeoutError) as exc:
+            return PublicationUnknown(pid, f"no flush confirmation before the deadline: {exc!r}")
+        ch.seq += 1
+        return Accepted(pid, ch.seq)
+
+    async def receive(
+        self, subscription: SubscriptionId, item_credit: int, byte_credit: int, deadline: float
+    ) -> list[Delivery]:
+        if item_credit < 1:
+            raise ValidationError("item_credit must be >= 1", field="item_credit")
+        if byte_credit < 1:
+            raise ValidationError("byte_credit must be >= 1", field="byte_credit")
+        sub = self._sub(subscription)
+        nsub = sub.nsub
+        budget = min(byte_credit, sub.spec.byte_credit)
+        out: list[Delivery] = []
+        q = nsub._pending_queue
+        if q.empty():
+            remaining = deadline - anyio.current_time()
+            if remaining <= 0:
+                return out
+            with anyio.move_on_after(remaining):
+                first = await q.get()
+                q._queue.appendleft(first)  # look, don't take: the byte credit decides below
+                q._unfinished_tasks += 1
+        while not q.empty() and len(out) < item_credit:
+            msg = q._queue[0]
+            if len(msg.data) > budget:
+                break
+            q.get_nowait()
+            nsub._pending_size -= len(msg.data)
+            budget -= len(msg.data)
+            out.append(self._delivery(sub, msg))
+        return out
+
+    def _delivery(self, sub: _CoreSub, msg: Any) -> Delivery:
+        seq = next(self._seq)
+        ch = sub.spec.channel
+        kind, pk = self.names.kind_of(ch, msg.subject)
+        hdrs = msg.headers or {}
+        pid = hdrs.get("Vf-Pid", f"#{seq}")
+        env = Envelope(ch, pid, bytes(msg.data), hdrs.get("Vf-Event", pid), kind, pk)
+        now = anyio.current_time()
+        return Delivery(env, seq, 1, DeliveryToken(sub.spec.id, seq, 1, "core"), now)
+
+    async def renew(self, token: DeliveryToken) -> LeaseObservation:
+        self._sub(token.subscription)
+        return LeaseObservation(False, None, token.attempt, "core-only: no leases")
+
+    async def settle(
+        self, token: DeliveryToken, outcome: SettleOutcome, settlement_id: str
+    ) -> SettleAnswer:
+        if not settlement_id:
+            raise ValidationError("settlement_id must be non-empty", field="settlement_id")
+        if not isinstance(outcome, (Completed, Retry, Terminal)):
+            raise ValidationError(f"unknown settle outcome {outcome!r}", field="outcome")
+        self._sub(token.subscription)
+        return SettleConfirmed(token.sequence)  # core NATS has nothing to settle
+
+    # -- observation -------------------------------------------------------------------------------
+    async def observe_publication(self, envelope: Envelope) -> PublishOutcome:
+        self._chan(envelope.channel)
+        return PublicationUnresolvable(envelope.publication_id, "core-only: no publication ledger")
+
+    async def observe_subscription(
+        self, subscription: SubscriptionId
+    ) -> Known[SubscriptionObservation] | Unknown:
+        sub = self._sub(subscription)
+        queued = sub.nsub._pending_queue.qsize()
+        return Known(SubscriptionObservation(subscription, queued, 0, 0, sub.dropped, 0))
+
+    async def observe_channel(self, channel_id: ChannelId) -> Known[ChannelObservation] | Unknown:
+        ch = self._chan(channel_id)
+        return Known(ChannelObservation(channel_id, 0, 0, ch.seq + 1, ch.seq, 0))
+
+    async def observe_ack_floor(self, subscription: SubscriptionId) -> Known[int] | Unknown:
+        self._sub(subscription)
+        return Unknown("core-only: no acknowledgements")
+
+    # -- lifecycle ---------------------------------------------------------------------------------
+    async def close(
+        self, owned: Sequence[ChannelId], expected_generation: str
+    ) -> CleanupObservation:
+        removed: list[ChannelId] = []
+        absent: list[ChannelId] = []
+        refused: list[ChannelId] = []
+        for cid in dict.fromkeys(owned):
+            ch = self._chans.get(cid)
+            if ch is None:
+                absent.append(cid)
+                continue
+            gen = ch.spec.generation
+            if gen is not None and gen != expected_generation:
+                refused.append(cid)
+                continue
+            for sid in [s for s in self._subs if s.channel == cid]:
+                sub = self._subs.pop(sid)
+                self._by_sid.pop(sub.nsub._id, None)
+                with contextlib.suppress(Exception):
+                    await sub.nsub.unsubscribe()
+            del self._chans[cid]
+            removed.append(cid)
+        return CleanupObservation(tuple(removed), tuple(absent), tuple(refused), ())
+
+    async def channel_ids(self) -> list[ChannelId]:
+        return sorted(self._chans)
+
+    async def subscription_ids(self, channel_id: ChannelId) -> list[SubscriptionId]:
+        self._chan(channel_id)
+        return sorted(s for s in self._subs if s.channel == channel_id)
+
+    async def commit_control(
+        self, channel_id: ChannelId, key: str, expected_version: str | None, value: bytes
+    ) -> bool:
+        raise Unsupported("durable control is not offered", capability="durable_control")
+
+    async def control_state(
+        self, channel_id: ChannelId, key: str
+    ) -> tuple[bytes | None, str | None]:
+        raise Unsupported("durable control is not offered", capability="durable_control")
+
+    async def replay(self, channel_id: ChannelId, event_id: str) -> Envelope | None:
+        raise Unsupported("archive is not offered", capability="archive")
+
+    async def capabilities(self) -> MessagingCapabilities:
+        return MessagingCapabilities(
+            backend="nats-core",
+            core_only=True,
+            max_payload_bytes=self.max_payload,
+            client_queue_limit=self.client_queue_limit,
+            publication_ledger=False,
+            stale_settle_detection=False,
+            unresolved_ledger=False,
+        )
+
+
+__all__ = ["CoreNatsMessagingBackend"]
