@@ -515,3 +515,23 @@ async def test_channel_bytes_count_the_bodies_in_the_model() -> None:
         await b.publish(make_envelope(ch.channel, f"p{i}", body=b"abcd"), deadline())
     obs = await b.observe_channel(ch.channel)
     assert isinstance(obs, Known) and (obs.value.messages, obs.value.bytes) == (2, 8)
+
+
+async def test_a_receive_outliving_its_subscription_does_not_touch_the_new_one() -> None:
+    b, ch, sub = await setup()
+    errors: list[BaseException] = []
+
+    async def receiver() -> None:
+        try:
+            await b.receive(sub.id, 1, 100, deadline(60))
+        except NotFound as exc:
+            errors.append(exc)
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(receiver)
+        await anyio.sleep(1)
+        await b.close([ch.channel], "g")
+        await b.ensure_channel(ch, "again")
+        await b.ensure_subscription(sub, "again")
+    assert len(errors) == 1
+    assert b._subs[sub.id].receivers == 0

@@ -520,7 +520,12 @@ class MemoryMessagingBackend(MessagingBackend):
                 with anyio.CancelScope(deadline=wake) as scope:
                     await ev.wait()
                 woke_at = wake if scope.cancelled_caught else None
-                sub = self._sub(subscription)  # NotFound once the channel was closed
+                if self._sub(subscription) is not sub:  # NotFound once the channel was closed
+                    raise NotFound(
+                        f"{subscription} was closed and re-created while this receive waited",
+                        kind="subscription",
+                        name=subscription.name,
+                    )
         finally:
             sub.receivers -= 1
 
