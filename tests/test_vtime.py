@@ -146,6 +146,16 @@ async def test_manual_mode_moves_only_on_advance(vclock: VirtualClock) -> None:
     assert woke == [1001.0, 1003.0, 1005.0]
 
 
+async def test_switching_to_manual_later_still_fires_due_timers(vclock: VirtualClock) -> None:
+    await anyio.sleep(10)
+    vclock.autojump = False
+    event = anyio.Event()
+    vclock.at(0, event.set)  # due now, though advance() never reached 1010
+    with anyio.fail_after(1):
+        await event.wait()
+    assert vclock.monotonic() == 1010.0
+
+
 async def test_advance_in_autojump_mode_moves_exactly(vclock: VirtualClock) -> None:
     await vclock.advance(12.5)
     assert vclock.monotonic() == 1012.5

@@ -209,7 +209,9 @@ class VirtualClock:
         )
 
     def _may_jump_to(self, when: float) -> bool:
-        return self.autojump or when <= self._horizon
+        """Autojump, or manual mode and ``when`` is within what advance() reached (a timer
+        already due — at or before the current instant — is always taken)."""
+        return self.autojump or when <= self._horizon or when <= self._now
 
 
 if TYPE_CHECKING:

@@ -378,7 +378,7 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
             return
         clock = self.virtual_clock
         when = heap[0][0] if heap else math.inf
-        jumpable = when != math.inf and (clock.autojump or when <= clock._horizon)
+        jumpable = when != math.inf and clock._may_jump_to(when)
         if self._vt_real_io() and not self._vt_wait_real_io(when, jumpable):
             return
         if jumpable:
