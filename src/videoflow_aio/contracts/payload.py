@@ -361,7 +361,13 @@ def _nonempty_str(value: Any, field: str) -> str:
     return value
 
 
+_INF = math.inf
+
+
 def _finite_nonneg(value: Any, field: str, *, positive: bool = False) -> float:
+    kind = type(value)
+    if (kind is float or kind is int) and (value > 0 if positive else value >= 0) and value < _INF:
+        return float(value)  # fast path; NaN and everything else take the checks below
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise ValidationError(f"{field} must be a number", field=field, value=value)
     v = float(value)
@@ -371,8 +377,30 @@ def _finite_nonneg(value: Any, field: str, *, positive: bool = False) -> float:
     return v
 
 
+_VALID_CONTRACTS: dict[RetentionContract, None] = {}
+
+
 def validate_contract(contract: Any) -> RetentionContract:
     """``contract`` as a well-formed :class:`RetentionContract`, or ValidationError."""
+    if (
+        type(contract) is RetentionContract
+        and type(contract.ttl_seconds) is float
+        and type(contract.obligation_seconds) is float
+    ):
+        try:
+            if contract in _VALID_CONTRACTS:  # frozen and equal by value: checked before
+                return contract  # type: ignore[no-any-return]
+        except TypeError:  # unhashable fields (a list of obligations): checked below
+            pass
+    _check_contract(contract)
+    checked: RetentionContract = contract
+    if len(_VALID_CONTRACTS) >= 256:
+        _VALID_CONTRACTS.clear()
+    _VALID_CONTRACTS[checked] = None
+    return checked
+
+
+def _check_contract(contract: Any) -> None:
     if not isinstance(contract, RetentionContract):
         raise ValidationError(
             "contract must be a RetentionContract", field="contract", value=type(contract).__name__
@@ -399,7 +427,6 @@ def validate_contract(contract: Any) -> RetentionContract:
             field="contract.required_tier",
             value=contract.required_tier,
         )
-    return contract
 
 
 def validate_put(data: Any, content_id: Any, contract: Any) -> RetentionContract:
@@ -412,6 +439,15 @@ def validate_put(data: Any, content_id: Any, contract: Any) -> RetentionContract
 
 def validate_ref(ref: Any, store: str) -> ImmutablePayloadRef:
     """``ref`` as a ref of ``store``, or ValidationError (wrong type, empty key, foreign)."""
+    if (
+        type(ref) is ImmutablePayloadRef
+        and ref.store == store
+        and type(ref.key) is str
+        and ref.key
+        and type(ref.size) is int
+        and ref.size >= 0
+    ):
+        return ref  # fast path: the checks below name what is wrong
     if not isinstance(ref, ImmutablePayloadRef):
         raise ValidationError(
             "ref must be an ImmutablePayloadRef", field="ref", value=type(ref).__name__

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import heapq
+from collections import OrderedDict
 from dataclasses import dataclass, field
 
 # Timer kinds, in the order timers due at the same instant are processed: an obligation due
@@ -45,39 +46,39 @@ class Timers:
     live entries when stale ones dominate, so memory stays linear in the live state.
     """
 
-    __slots__ = ("_compact_at", "_heap", "_seq")
+    __slots__ = ("_seq", "compact_at", "heap")
 
     def __init__(self) -> None:
-        self._heap: list[tuple[float, int, int, str, str, str]] = []
+        self.heap: list[tuple[float, int, int, str, str, str]] = []
         self._seq = 0
-        self._compact_at = 4096
+        self.compact_at = 4096
 
     def push(
         self, due: float, kind: int, key: str, generation: str, obligation_id: str = ""
     ) -> None:
         self._seq += 1
-        heapq.heappush(self._heap, (due, kind, self._seq, key, generation, obligation_id))
+        heapq.heappush(self.heap, (due, kind, self._seq, key, generation, obligation_id))
 
     def next_due(self) -> float | None:
-        return self._heap[0][0] if self._heap else None
+        return self.heap[0][0] if self.heap else None
 
     def pop(self) -> tuple[float, int, int, str, str, str]:
-        return heapq.heappop(self._heap)
+        return heapq.heappop(self.heap)
 
     def needs_compaction(self) -> bool:
-        return len(self._heap) > self._compact_at
+        return len(self.heap) > self.compact_at
 
     def rebuild(self, live: list[tuple[float, int, str, str, str]]) -> None:
         """Replace the heap with ``live`` ``(due, kind, key, generation, obligation_id)``."""
-        self._heap = []
+        self.heap = []
         for due, kind, key, gen, oid in live:
             self._seq += 1
-            self._heap.append((due, kind, self._seq, key, gen, oid))
-        heapq.heapify(self._heap)
-        self._compact_at = 2 * len(self._heap) + 4096
+            self.heap.append((due, kind, self._seq, key, gen, oid))
+        heapq.heapify(self.heap)
+        self.compact_at = 2 * len(self.heap) + 4096
 
     def __len__(self) -> int:
-        return len(self._heap)
+        return len(self.heap)
 
 
 class RecentReasons:
@@ -86,14 +87,17 @@ class RecentReasons:
     __slots__ = ("_limit", "_reasons")
 
     def __init__(self, limit: int = 10_000) -> None:
-        self._reasons: dict[str, str] = {}
+        # an OrderedDict: dropping the oldest is O(1) (a dict's next(iter()) is not, after
+        # many deletions at its front)
+        self._reasons: OrderedDict[str, str] = OrderedDict()
         self._limit = limit
 
     def note(self, key: str, reason: str) -> None:
-        self._reasons.pop(key, None)
-        self._reasons[key] = reason
-        if len(self._reasons) > self._limit:
-            del self._reasons[next(iter(self._reasons))]
+        reasons = self._reasons
+        reasons[key] = reason
+        reasons.move_to_end(key)
+        if len(reasons) > self._limit:
+            reasons.popitem(last=False)
 
     def forget(self, key: str) -> None:
         self._reasons.pop(key, None)

@@ -31,6 +31,7 @@ on time. Each call is atomic: it yields only at the two barriers in ``put``.
 
 from __future__ import annotations
 
+from asyncio import _get_running_loop as _running_loop
 from collections.abc import Mapping
 from typing import Any
 
@@ -160,13 +161,26 @@ class MemoryPayloadStore(PayloadStore):
 
     # -- time and timers -------------------------------------------------------------------
     def _now(self) -> float:
-        return self._clock.monotonic() if self._clock is not None else anyio.current_time()
+        if self._clock is not None:
+            return self._clock.monotonic()
+        loop = _running_loop()
+        if loop is not None:
+            return loop.time()  # what anyio.current_time() returns on asyncio, cheaper
+        return anyio.current_time()
 
     def _advance(self) -> float:
         """Apply every timer due by now, in due order; return now."""
-        now = self._now()
+        if self._clock is None and (loop := _running_loop()) is not None:
+            now = loop.time()  # _now() inlined: this runs at the start of every call
+        else:
+            now = self._now()
         timers = self._timers
-        due = timers.next_due()
+        heap = timers.heap
+        if not heap or heap[0][0] > now:
+            if len(heap) > timers.compact_at:
+                self._compact_timers()
+            return now
+        due: float | None = heap[0][0]
         while due is not None and due <= now:
             at, kind, _seq, key, gen, oid = timers.pop()
             if kind == OBLIGATION:
@@ -508,7 +522,8 @@ class MemoryPayloadStore(PayloadStore):
     def _check_obligation_args(self, ref: Any, obligation_id: Any, deadline: Any) -> float:
         now = self._advance()
         validate_ref(ref, self._store)
-        validate_id(obligation_id, "obligation_id")
+        if type(obligation_id) is not str or not obligation_id:
+            validate_id(obligation_id, "obligation_id")
         validate_deadline(deadline, now)
         if not ref.generation:
             raise ValidationError(
@@ -567,8 +582,10 @@ class MemoryPayloadStore(PayloadStore):
     ) -> ReleaseReceipt:
         self._advance()
         validate_ref(ref, self._store)
-        validate_id(obligation_id, "obligation_id")
-        validate_id(completion_receipt, "completion_receipt")
+        if type(obligation_id) is not str or not obligation_id:
+            validate_id(obligation_id, "obligation_id")
+        if type(completion_receipt) is not str or not completion_receipt:
+            validate_id(completion_receipt, "completion_receipt")
         key = ref.key
         outcome: ReleaseOutcome
         remaining = 0
