@@ -6,55 +6,78 @@ reused); ``ns:rs:idx`` sorted set of key names (score 0, lexicographic order for
 ``ns:rs:log:<log>`` list of records (``RPUSH`` length = dense log number);
 ``ns:op:<rid>`` request marker (see ``_client``).
 
-Every write returns -1 when its request id was already fenced by a resolver.
+The namespace and the marker window are rendered into each store's copy of the scripts
+(:func:`render`), so a call sends only what varies: fewer arguments to encode per command.
+Every write returns -1 when its request id was already fenced by a resolver, -2 (or the
+recorded log number) when the same request id already applied.
 """
 
-# KEYS: hash, rev, idx, marker. ARGV: has_expected ('1'/'0'), expected, value, key, window ms
+from __future__ import annotations
+
+import re
+
+_SAFE_NS = re.compile(r"^[A-Za-z0-9_.:/-]{1,200}$")
+
+
+def render(source: str, *, ns: str, window_ms: int) -> str:
+    """``source`` with ``__NS__`` and ``__WINDOW__`` filled in (``ns`` must be a safe name)."""
+    if not _SAFE_NS.match(ns):
+        raise ValueError(f"namespace {ns!r} must match {_SAFE_NS.pattern}")
+    return source.replace("__NS__", ns).replace("__WINDOW__", str(int(window_ms)))
+
+
+# ARGV: key, expected version number ('' = must not exist), value, request id
 CAS = """
-local m = redis.call('GET', KEYS[4])
+local mk = '__NS__:op:' .. ARGV[4]
+local m = redis.call('GET', mk)
 if m then if m == 'f' then return -1 end return -2 end
-local cur = redis.call('HGET', KEYS[1], 'ver')
-if ARGV[1] == '1' then
+local h = '__NS__:rs:k:' .. ARGV[1]
+local cur = redis.call('HGET', h, 'ver')
+if ARGV[2] ~= '' then
   if cur ~= ARGV[2] then return 0 end
 elseif cur then
   return 0
 end
-local ver = redis.call('INCR', KEYS[2])
-redis.call('HSET', KEYS[1], 'v', ARGV[3], 'ver', ver)
-redis.call('ZADD', KEYS[3], 0, ARGV[4])
-redis.call('SET', KEYS[4], 'c', 'PX', ARGV[5])
+local ver = redis.call('INCR', '__NS__:rs:rev')
+redis.call('HSET', h, 'v', ARGV[3], 'ver', ver)
+redis.call('ZADD', '__NS__:rs:idx', 0, ARGV[1])
+redis.call('SET', mk, 'c', 'PX', __WINDOW__)
 return ver
 """
 
-# KEYS: hash, idx, marker. ARGV: has_expected, expected, key, window ms
+# ARGV: key, expected version number ('' = unconditionally), request id
 DELETE = """
-local m = redis.call('GET', KEYS[3])
+local mk = '__NS__:op:' .. ARGV[3]
+local m = redis.call('GET', mk)
 if m then if m == 'f' then return -1 end return -2 end
-local cur = redis.call('HGET', KEYS[1], 'ver')
+local h = '__NS__:rs:k:' .. ARGV[1]
+local cur = redis.call('HGET', h, 'ver')
 if not cur then return 0 end
-if ARGV[1] == '1' and cur ~= ARGV[2] then return 0 end
-redis.call('DEL', KEYS[1])
-redis.call('ZREM', KEYS[2], ARGV[3])
-redis.call('SET', KEYS[3], 'c', 'PX', ARGV[4])
+if ARGV[2] ~= '' and cur ~= ARGV[2] then return 0 end
+redis.call('DEL', h)
+redis.call('ZREM', '__NS__:rs:idx', ARGV[1])
+redis.call('SET', mk, 'c', 'PX', __WINDOW__)
 return 1
 """
 
-# KEYS: list, marker. ARGV: record, window ms. Returns the dense log number.
+# ARGV: log, record, request id. Returns the dense log number.
 APPEND = """
-local m = redis.call('GET', KEYS[2])
+local mk = '__NS__:op:' .. ARGV[3]
+local m = redis.call('GET', mk)
 if m then if m == 'f' then return -1 end return tonumber(m) end
-local n = redis.call('RPUSH', KEYS[1], ARGV[1])
-redis.call('SET', KEYS[2], n, 'PX', ARGV[2])
+local n = redis.call('RPUSH', '__NS__:rs:log:' .. ARGV[1], ARGV[2])
+redis.call('SET', mk, n, 'PX', __WINDOW__)
 return n
 """
 
-# KEYS: idx. ARGV: min, max, count, hash prefix. One page of (key, value, version)
-# triples, then the number of names read and the last name (the next page starts after it).
+# ARGV: min, max, count. One page of (key, value, version) triples, then the number of names
+# read and the last name (the next page starts after it).
 SCAN = """
-local names = redis.call('ZRANGEBYLEX', KEYS[1], ARGV[1], ARGV[2], 'LIMIT', 0, tonumber(ARGV[3]))
+local names = redis.call('ZRANGEBYLEX', '__NS__:rs:idx', ARGV[1], ARGV[2], 'LIMIT', 0,
+  tonumber(ARGV[3]))
 local out = {}
 for _, k in ipairs(names) do
-  local h = redis.call('HMGET', ARGV[4] .. k, 'v', 'ver')
+  local h = redis.call('HMGET', '__NS__:rs:k:' .. k, 'v', 'ver')
   if h[1] then
     out[#out + 1] = k
     out[#out + 1] = h[1]

@@ -10,7 +10,7 @@ from __future__ import annotations
 from types import TracebackType
 from typing import Any
 
-from ...contracts.errors import BackendUnavailable
+from ...contracts.errors import BackendUnavailable, ValidationError
 from ...contracts.runtime_store import (
     RuntimeCapabilities,
     RuntimeStore,
@@ -66,13 +66,15 @@ class RedisRuntimeStore(RuntimeStore):
         )
         ns = namespace
         self._hash = f"{ns}:rs:k:"
-        self._rev = f"{ns}:rs:rev"
-        self._idx = f"{ns}:rs:idx"
         self._log = f"{ns}:rs:log:"
-        self._cas = self._conn.script(_rts_lua.CAS)
-        self._delete = self._conn.script(_rts_lua.DELETE)
-        self._append = self._conn.script(_rts_lua.APPEND)
-        self._scan = self._conn.script(_rts_lua.SCAN)
+        try:
+            scripts = [
+                _rts_lua.render(src, ns=ns, window_ms=self._conn.window_ms)
+                for src in (_rts_lua.CAS, _rts_lua.DELETE, _rts_lua.APPEND, _rts_lua.SCAN)
+            ]
+        except ValueError as exc:
+            raise ValidationError(str(exc), field="namespace", value=ns) from None
+        self._cas, self._delete, self._append, self._scan = map(self._conn.script, scripts)
 
     @property
     def client(self) -> Any:
@@ -105,17 +107,7 @@ class RedisRuntimeStore(RuntimeStore):
         expected = None if expected_version is None else version_number(key, expected_version)
         rid = new_request_id()
         reply = await self._conn.write(
-            "cas",
-            self._cas,
-            [self._hash + key, self._rev, self._idx, self._conn.marker(rid)],
-            [
-                "0" if expected is None else "1",
-                "" if expected is None else str(expected),
-                data,
-                key,
-                self._conn.window_ms,
-            ],
-            rid,
+            "cas", self._cas, (), (key, "" if expected is None else expected, data, rid), rid
         )
         if isinstance(reply, bytes):  # resolved after a lost reply: it applied
             return True
@@ -128,16 +120,7 @@ class RedisRuntimeStore(RuntimeStore):
         expected = None if expected_version is None else version_number(key, expected_version)
         rid = new_request_id()
         reply = await self._conn.write(
-            "delete",
-            self._delete,
-            [self._hash + key, self._idx, self._conn.marker(rid)],
-            [
-                "0" if expected is None else "1",
-                "" if expected is None else str(expected),
-                key,
-                self._conn.window_ms,
-            ],
-            rid,
+            "delete", self._delete, (), (key, "" if expected is None else expected, rid), rid
         )
         if isinstance(reply, bytes):
             return True
@@ -151,9 +134,7 @@ class RedisRuntimeStore(RuntimeStore):
         high: bytes = b"(" + p + b"\xff" if p else b"+"
         out: list[tuple[str, bytes, str]] = []
         while True:
-            page = await self._conn.read(
-                "scan", self._scan, [self._idx], [low, high, _PAGE, self._hash]
-            )
+            page = await self._conn.read("scan", self._scan, (), (low, high, _PAGE))
             *flat, count, last = page
             for i in range(0, len(flat), 3):
                 k = bytes(flat[i]).decode()
@@ -166,13 +147,7 @@ class RedisRuntimeStore(RuntimeStore):
         check_log(log, MAX_KEY_BYTES)
         data = check_value(record, MAX_VALUE_BYTES, "record")
         rid = new_request_id()
-        reply = await self._conn.write(
-            "append",
-            self._append,
-            [self._log + log, self._conn.marker(rid)],
-            [data, self._conn.window_ms],
-            rid,
-        )
+        reply = await self._conn.write("append", self._append, (), (log, data, rid), rid)
         n = int(reply)
         if n == -1:
             raise _fenced("append")
