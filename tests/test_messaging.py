@@ -535,3 +535,20 @@ async def test_a_receive_outliving_its_subscription_does_not_touch_the_new_one()
         await b.ensure_subscription(sub, "again")
     assert len(errors) == 1
     assert b._subs[sub.id].receivers == 0
+
+
+async def test_a_tight_publish_loop_lets_other_tasks_run() -> None:
+    b, ch, sub = await setup(max_msgs=1_000_000)
+    seen: list[int] = []
+
+    async def consumer() -> None:
+        got = await b.receive(sub.id, 10, 1 << 20, deadline(60))
+        seen.append(len(got))
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(consumer)
+        for i in range(1000):  # never sleeps
+            await b.publish(make_envelope(ch.channel, f"p{i}"), deadline())
+        published_before_consumer_ran = not seen
+    assert seen and seen[0] >= 1
+    assert not published_before_consumer_ran
