@@ -388,6 +388,19 @@ def test_setup_failure_fails_every_case_of_that_provider() -> None:
     assert provider.closes == 1
 
 
+def test_a_provider_that_raises_while_asked_fails_its_cases() -> None:
+    class Broken(FakeProvider):
+        def capabilities(self, contract: str) -> frozenset[str] | None:
+            raise RuntimeError("capabilities unknown")
+
+    async def ok(h: Harness) -> None:
+        h.check(True)
+
+    r = run_case(fake_case(ok), Broken(), "asyncio")
+    assert r.outcome == "fail"
+    assert r.reason.startswith("provider fake: RuntimeError: capabilities unknown (at tests/")
+
+
 def test_close_errors_become_warnings() -> None:
     class Leaky(FakeProvider):
         def close(self) -> None:
