@@ -988,3 +988,65 @@ async def redelivery_first(h: Harness) -> None:
     got = await _recv(h, b, sub.id, n=1, wait=10)
     h.equal(_pids(got), ["p1"], "the expired lease comes back first")
     h.equal(got[0].attempt, 2, "as attempt 2")
+
+
+@case("MSG-045", "a Retry counts toward max_deliver", contract=M)
+async def retry_counts(h: Harness) -> None:
+    b = await h.open()
+    ch = await _channel(h, b)
+    sub = await _sub(h, b, ch.channel, ack_wait_seconds=h.seconds(30), max_deliver=2)
+    await _publish(h, b, ch.channel, "p1")
+    for i in range(2):
+        got = await _recv(h, b, sub.id)
+        h.equal([d.attempt for d in got], [i + 1], f"attempt {i + 1}")
+        await b.settle(got[0].token, Retry(), f"r{i}")
+    h.equal(await _recv(h, b, sub.id, wait=5), [], "no third attempt")
+    h.equal((await _sub_obs(h, b, sub.id)).unresolved, 1, "unresolved after two retries")
+
+
+@case("MSG-046", "dedup: a duplicate does not extend the window", contract=M)
+async def dedup_not_extended(h: Harness) -> None:
+    b = await h.open()
+    win = _window(h, 20)
+    ch = await _channel(h, b, dedup_window_seconds=win)
+    step = 0.75 * win / h.scale  # harness seconds: 0.75 of the window
+    first = await _publish(h, b, ch.channel, "p1")
+    await h.sleep(step)
+    dup = await _publish(h, b, ch.channel, "p1")
+    h.check(isinstance(dup, Accepted) and dup.duplicate, f"inside the window: {dup!r}")
+    await h.sleep(step)  # 1.5 windows after the first accept, 0.75 after the duplicate
+    late = await _publish(h, b, ch.channel, "p1")
+    h.check(
+        isinstance(late, Accepted) and not late.duplicate, f"window ran from the first: {late!r}"
+    )
+    h.check(late.sequence > first.sequence, "a new message")
+
+
+@case("MSG-047", "ack floor: an evicted message counts as settled", contract=M)
+async def floor_after_eviction(h: Harness) -> None:
+    b = await h.open()
+    ch = await _channel(h, b, max_msgs=2)
+    sub = await _sub(h, b, ch.channel)
+    outs = [await _publish(h, b, ch.channel, f"p{i}") for i in range(2)]
+    got = await _recv(h, b, sub.id)
+    await b.settle(got[1].token, Completed(), "second")  # the first stays unsettled
+    h.equal(await b.observe_ack_floor(sub.id), Known(outs[0].sequence - 1), "held by p0")
+    await _publish(h, b, ch.channel, "p2")  # evicts p0
+    h.equal(await b.observe_ack_floor(sub.id), Known(outs[1].sequence), "past the evicted p0")
+
+
+@case("MSG-048", "limits by bytes: max_bytes evicts the oldest, or rejects", contract=M)
+async def max_bytes(h: Harness) -> None:
+    b = await h.open()
+    ev = await _channel(h, b, "a", max_bytes=2500)
+    sub = await _sub(h, b, ev.channel)
+    for i in range(3):
+        await _publish(h, b, ev.channel, f"p{i}", body=b"z" * 1000)
+    obs = await _chan_obs(h, b, ev.channel)
+    h.equal(obs.messages, 2, "two 1000-byte bodies fit 2500")
+    h.equal((await _sub_obs(h, b, sub.id)).dropped, 1, "the oldest was dropped")
+    rj = await _channel(h, b, "b", max_bytes=2500, overflow="reject")
+    for i in range(2):
+        await _publish(h, b, rj.channel, f"q{i}", body=b"z" * 1000)
+    out = await _publish(h, b, rj.channel, "q2", body=b"z" * 1000)
+    h.check(isinstance(out, Rejected), f"over max_bytes with reject: {out!r}")
