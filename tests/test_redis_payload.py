@@ -137,11 +137,9 @@ async def test_lost_put_reply_is_resolved(redis_durable_srv: ServerProcess) -> N
 @pytest.mark.anyio
 async def test_release_replay_returns_the_recorded_outcome(durable: RedisPayloadStore) -> None:
     ref = await durable.put(b"x", "k", RetentionContract(obligations=("a", "b")))
-    conn = durable._conn
-    keys = [conn.marker("rid-1"), durable._used, durable._sz, durable._lru]
-    args = [conn.window_ms, ref.key, ref.generation, "a", durable.ns]
-    first = await durable._release(keys=keys, args=args)
-    again = await durable._release(keys=keys, args=args)  # the same request, delivered twice
+    args = ["rid-1", ref.key, ref.generation, "a"]
+    first = await durable._release(keys=(), args=args)
+    again = await durable._release(keys=(), args=args)  # the same request, delivered twice
     assert first == again and b"released" in first
     r = await durable.release_obligation(ref, "a", "done")
     assert r.outcome == "already-released"

@@ -19,7 +19,45 @@ passed (``prune``), and Redis deletes a ZSET whose last member goes, so an empti
 longer exists. Scripts that must run under memory pressure (release, reconcile, cleanup) carry
 ``flags=allow-oom``; the put script carries a shebang without it, so under OOM Redis refuses
 it before it starts (no partial effects).
+
+The store's constants (namespace, marker window, tier, budget, forwarding, grace, intent
+prefix) are rendered into each store's copy of the scripts (:func:`render`), so a call sends
+only what varies.
 """
+
+from __future__ import annotations
+
+import re
+
+_SAFE_NS = re.compile(r"^[A-Za-z0-9_.:/-]{1,200}$")
+
+
+def render(
+    source: str,
+    *,
+    ns: str,
+    window_ms: int,
+    tier: str,
+    budget: int,
+    forward: bool,
+    grace_ms: float,
+    intent: str,
+) -> str:
+    """``source`` with the store's constants filled in (``ns`` must be a safe name)."""
+    if not _SAFE_NS.match(ns):
+        raise ValueError(f"namespace {ns!r} must match {_SAFE_NS.pattern}")
+    if not _SAFE_NS.match(intent.rstrip("/")) or "'" in intent:
+        raise ValueError(f"intent prefix {intent!r} is not a safe literal")
+    return (
+        source.replace("__NS__", ns)
+        .replace("__WINDOW__", str(int(window_ms)))
+        .replace("__TIER__", "durable" if tier == "durable" else "evictable")
+        .replace("__BUDGET__", str(int(budget)))
+        .replace("__FORWARD__", "1" if forward else "0")
+        .replace("__GRACE__", repr(float(grace_ms)))
+        .replace("__INTENT__", intent)
+    )
+
 
 _PRELUDE = """
 local function now_ms()
@@ -52,23 +90,23 @@ end
 """
 
 _MARKER = """
-local mk = KEYS[1]
-local window = ARGV[1]
+local ns = '__NS__'
+local mk = ns .. ':op:' .. ARGV[1]
+local window = __WINDOW__
 local prior = redis.call('GET', mk)
 if prior then return prior end
 """
 
-# KEYS: marker, used, sz, lru, gen, tick. ARGV: window, key, data, size, digest, ttl_ms, tier,
-# budget (-1: none), forward ('1'/'0'), ns
+# ARGV: request id, key, data, size, digest, ttl_ms
 PUT = (
     "#!lua\n"
     + _PRELUDE
     + _MARKER
     + """
-local used_k, sz_k, lru_k, gen_k, tick_k = KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
+local used_k, sz_k, lru_k, gen_k, tick_k = ns .. ':used', ns .. ':sz', ns .. ':lru',
+  ns .. ':gen', ns .. ':tick'
 local key, data, size, digest = ARGV[2], ARGV[3], tonumber(ARGV[4]), ARGV[5]
-local ttl, tier, budget = tonumber(ARGV[6]), ARGV[7], tonumber(ARGV[8])
-local forward, ns = ARGV[9], ARGV[10]
+local ttl, tier, budget, forward = tonumber(ARGV[6]), '__TIER__', __BUDGET__, '__FORWARD__'
 local o, m, s = ns .. ':o:' .. key, ns .. ':m:' .. key, ns .. ':s:' .. key
 local now = now_ms()
 local cur_gen = redis.call('HGET', m, 'gen')
@@ -134,14 +172,14 @@ return finish(mk, window, {s = 'new', gen = gen, created = now, evicted = evicte
 """
 )
 
-# KEYS: marker. ARGV: window, key, gen, rel_ms, tier, mode ('attach'|'acquire'|'renew'), ns,
-# ids... Attaches/extends obligations (ZADD GT: deadlines never move backwards).
+# ARGV: request id, key, gen, rel_ms, mode ('attach'|'acquire'|'renew'), ids...
+# Attaches/extends obligations (ZADD GT: deadlines never move backwards).
 OBLIGE = (
     "#!lua\n"
     + _PRELUDE
     + _MARKER
     + """
-local key, gen, rel, tier, mode, ns = ARGV[2], ARGV[3], tonumber(ARGV[4]), ARGV[5], ARGV[6], ARGV[7]
+local key, gen, rel, mode, tier = ARGV[2], ARGV[3], tonumber(ARGV[4]), ARGV[5], '__TIER__'
 local o, m, s = ns .. ':o:' .. key, ns .. ':m:' .. key, ns .. ':s:' .. key
 local now = now_ms()
 if redis.call('EXISTS', o) == 0 then return finish(mk, window, {s = 'notfound'}) end
@@ -149,27 +187,27 @@ local g = redis.call('HGET', m, 'gen')
 if g ~= gen then return finish(mk, window, {s = 'conflict', gen = g or ''}) end
 local n = prune(s, now)
 local dl = now + rel
-if mode == 'renew' and (n <= 0 or not redis.call('ZSCORE', s, ARGV[8])) then
+if mode == 'renew' and (n <= 0 or not redis.call('ZSCORE', s, ARGV[6])) then
   return finish(mk, window, {s = 'nosuch'})
 end
-for i = 8, #ARGV do redis.call('ZADD', s, 'GT', dl, ARGV[i]) end
+for i = 6, #ARGV do redis.call('ZADD', s, 'GT', dl, ARGV[i]) end
 local last = set_ttl(s)
 if tier == 'durable' and last then extend(o, m, math.ceil(last)) end
 local score = dl
-if ARGV[8] then score = tonumber(redis.call('ZSCORE', s, ARGV[8])) end
+if ARGV[6] then score = tonumber(redis.call('ZSCORE', s, ARGV[6])) end
 return finish(mk, window, {s = 'ok', now = now, dl = dl, score = score,
   exp = redis.call('PEXPIRETIME', o)})
 """
 )
 
-# KEYS: marker, used, sz, lru. ARGV: window, key, gen, obligation id, ns
+# ARGV: request id, key, gen, obligation id
 RELEASE = (
     "#!lua flags=allow-oom\n"
     + _PRELUDE
     + _MARKER
     + """
-local used_k, sz_k, lru_k = KEYS[2], KEYS[3], KEYS[4]
-local key, gen, oid, ns = ARGV[2], ARGV[3], ARGV[4], ARGV[5]
+local used_k, sz_k, lru_k = ns .. ':used', ns .. ':sz', ns .. ':lru'
+local key, gen, oid = ARGV[2], ARGV[3], ARGV[4]
 local o, m, s = ns .. ':o:' .. key, ns .. ':m:' .. key, ns .. ':s:' .. key
 local now = now_ms()
 if redis.call('EXISTS', o) == 0 then return finish(mk, window, {s = 'object-absent', n = 0}) end
@@ -192,14 +230,15 @@ return finish(mk, window, {s = 'reclaimed', n = 0})
 """
 )
 
-# KEYS: used, sz, lru. ARGV: key, listed ('1'/'0'), grace_ms, intent prefix, ns, required...
+# ARGV: key, listed ('1'/'0'), required obligation ids...
 # One key's reconcile step; returns JSON (no marker: it is repeatable by construction).
 RECONCILE_KEY = (
     "#!lua flags=allow-oom\n"
     + _PRELUDE
     + """
-local used_k, sz_k, lru_k = KEYS[1], KEYS[2], KEYS[3]
-local key, listed, grace, intent, ns = ARGV[1], ARGV[2] == '1', tonumber(ARGV[3]), ARGV[4], ARGV[5]
+local ns = '__NS__'
+local used_k, sz_k, lru_k = ns .. ':used', ns .. ':sz', ns .. ':lru'
+local key, listed, grace, intent = ARGV[1], ARGV[2] == '1', __GRACE__, '__INTENT__'
 local o, m, s = ns .. ':o:' .. key, ns .. ':m:' .. key, ns .. ':s:' .. key
 if redis.call('EXISTS', o) == 0 then return cjson.encode({examined = 0}) end
 local now = now_ms()
@@ -212,7 +251,7 @@ end
 local age = now - created
 local required = {}
 local nreq = 0
-for i = 6, #ARGV do required[ARGV[i]] = true; nreq = nreq + 1 end
+for i = 3, #ARGV do required[ARGV[i]] = true; nreq = nreq + 1 end
 local function reclaim()
   local old = tonumber(redis.call('HGET', sz_k, key) or '0')
   redis.call('DEL', o, m, s, ns .. ':seen:' .. key)
@@ -245,31 +284,32 @@ return cjson.encode({examined = 1, cancelled = cancelled, outcome = outcome})
 """
 )
 
-# KEYS: none. ARGV: key, ns. Deletes an obligation set whose object is gone.
+# ARGV: key. Deletes an obligation set whose object is gone.
 DANGLING = """#!lua flags=allow-oom
-local o, s = ARGV[2] .. ':o:' .. ARGV[1], ARGV[2] .. ':s:' .. ARGV[1]
+local o, s = '__NS__:o:' .. ARGV[1], '__NS__:s:' .. ARGV[1]
 if redis.call('EXISTS', o) == 1 or redis.call('EXISTS', s) == 0 then return 0 end
 redis.call('DEL', s)
 return 1
 """
 
-# KEYS: used, sz. ARGV: ns. The exact byte count of the objects present (fixes the ledger).
+# The exact byte count of the objects present (fixes the ledger).
 STORED_BYTES = """#!lua flags=allow-oom
-local all = redis.call('HGETALL', KEYS[2])
+local all = redis.call('HGETALL', '__NS__:sz')
 for i = 1, #all, 2 do
-  if redis.call('EXISTS', ARGV[1] .. ':o:' .. all[i]) == 0 then
-    redis.call('HDEL', KEYS[2], all[i])
-    redis.call('DECRBY', KEYS[1], tonumber(all[i + 1]))
+  if redis.call('EXISTS', '__NS__:o:' .. all[i]) == 0 then
+    redis.call('HDEL', '__NS__:sz', all[i])
+    redis.call('DECRBY', '__NS__:used', tonumber(all[i + 1]))
   end
 end
-return tonumber(redis.call('GET', KEYS[1]) or '0')
+return tonumber(redis.call('GET', '__NS__:used') or '0')
 """
 
-# KEYS: o, m, lru, tick. ARGV: key. A read that counts as an access for the adapter's LRU.
+# ARGV: key. A read that counts as an access for the adapter's LRU.
 READ_TOUCH = """
-if redis.call('EXISTS', KEYS[1]) == 1 then
-  redis.call('ZADD', KEYS[3], 'XX', redis.call('INCR', KEYS[4]), ARGV[1])
+local o = '__NS__:o:' .. ARGV[1]
+if redis.call('EXISTS', o) == 1 then
+  redis.call('ZADD', '__NS__:lru', 'XX', redis.call('INCR', '__NS__:tick'), ARGV[1])
 end
-local meta = redis.call('HMGET', KEYS[2], 'size', 'digest', 'gen')
-return {redis.call('GET', KEYS[1]), meta[1], meta[2], meta[3]}
+local meta = redis.call('HMGET', '__NS__:m:' .. ARGV[1], 'size', 'digest', 'gen')
+return {redis.call('GET', o), meta[1], meta[2], meta[3]}
 """

@@ -138,15 +138,39 @@ class RedisPayloadStore(PayloadStore):
             outcome_window_seconds=outcome_window_seconds,
         )
         ns = self.ns = namespace
-        self._used, self._sz, self._lru = f"{ns}:used", f"{ns}:sz", f"{ns}:lru"
-        self._gen, self._tick = f"{ns}:gen", f"{ns}:tick"
-        self._put = self._conn.script(lua.PUT)
-        self._oblige = self._conn.script(lua.OBLIGE)
-        self._release = self._conn.script(lua.RELEASE)
-        self._reconcile_key = self._conn.script(lua.RECONCILE_KEY)
-        self._dangling = self._conn.script(lua.DANGLING)
-        self._stored_bytes = self._conn.script(lua.STORED_BYTES)
-        self._read_touch = self._conn.script(lua.READ_TOUCH)
+        try:
+            scripts = [
+                lua.render(
+                    src,
+                    ns=ns,
+                    window_ms=self._conn.window_ms,
+                    tier=self.tier,
+                    budget=-1 if max_bytes is None else max_bytes,
+                    forward=forward_unchanged,
+                    grace_ms=self.orphan_grace_seconds * 1000.0,
+                    intent=INTENT_PREFIX,
+                )
+                for src in (
+                    lua.PUT,
+                    lua.OBLIGE,
+                    lua.RELEASE,
+                    lua.RECONCILE_KEY,
+                    lua.DANGLING,
+                    lua.STORED_BYTES,
+                    lua.READ_TOUCH,
+                )
+            ]
+        except ValueError as exc:
+            raise ValidationError(str(exc), field="namespace", value=ns) from None
+        (
+            self._put,
+            self._oblige,
+            self._release,
+            self._reconcile_key,
+            self._dangling,
+            self._stored_bytes,
+            self._read_touch,
+        ) = map(self._conn.script, scripts)
         self._check_policy = check_policy
         self._policy_checked = False
 
@@ -223,19 +247,8 @@ class RedisPayloadStore(PayloadStore):
             reply = await self._conn.write(
                 "put",
                 self._put,
-                [self._conn.marker(rid), self._used, self._sz, self._lru, self._gen, self._tick],
-                [
-                    self._conn.window_ms,
-                    content_id,
-                    data,
-                    len(data),
-                    digest,
-                    _ms(contract.ttl_seconds),
-                    self.tier,
-                    -1 if self.max_bytes is None else self.max_bytes,
-                    "1" if self.forward_unchanged else "0",
-                    self.ns,
-                ],
+                (),
+                (rid, content_id, data, len(data), digest, _ms(contract.ttl_seconds)),
                 rid,
             )
         except BackendUnavailable as exc:
@@ -293,17 +306,8 @@ class RedisPayloadStore(PayloadStore):
         reply = await self._conn.write(
             mode,
             self._oblige,
-            [self._conn.marker(rid)],
-            [
-                self._conn.window_ms,
-                ref.key,
-                ref.generation,
-                seconds * 1000.0,
-                self.tier,
-                mode,
-                self.ns,
-                *ids,
-            ],
+            (),
+            (rid, ref.key, ref.generation, seconds * 1000.0, mode, *ids),
             rid,
         )
         return _decode(reply)
@@ -377,8 +381,8 @@ class RedisPayloadStore(PayloadStore):
         reply = await self._conn.write(
             "release",
             self._release,
-            [self._conn.marker(rid), self._used, self._sz, self._lru],
-            [self._conn.window_ms, ref.key, ref.generation, obligation_id, self.ns],
+            (),
+            (rid, ref.key, ref.generation, obligation_id),
             rid,
         )
         out = _decode(reply)
@@ -430,9 +434,7 @@ class RedisPayloadStore(PayloadStore):
     async def _fetch(self, key: str) -> tuple[bytes | None, int | None, str | None, str | None]:
         o, m = self.obj_key(key), self.meta_key(key)
         if self.tier == "evictable":
-            reply = await self._conn.read(
-                "read", self._read_touch, [o, m, self._lru, self._tick], [key]
-            )
+            reply = await self._conn.read("read", self._read_touch, (), (key,))
         else:
 
             async def both() -> list[Any]:
@@ -502,21 +504,13 @@ class RedisPayloadStore(PayloadStore):
         cancelled: list[tuple[str, str]] = []
         reclaimed: list[str] = []
         orphans: dict[str, list[str]] = {"orphan-reclaimed": [], "in-grace": [], "required": []}
-        grace_ms = self.orphan_grace_seconds * 1000.0
         for key in keys:
             listed = key in required
             reply = await self._conn.read(
                 "reconcile",
                 self._reconcile_key,
-                [self._used, self._sz, self._lru],
-                [
-                    key,
-                    "1" if listed else "0",
-                    grace_ms,
-                    INTENT_PREFIX,
-                    self.ns,
-                    *required.get(key, ()),
-                ],
+                (),
+                (key, "1" if listed else "0", *required.get(key, ())),
             )
             out = msgspec.json.decode(reply)
             if not out.get("examined"):
@@ -540,7 +534,7 @@ class RedisPayloadStore(PayloadStore):
 
         await self._conn.read("scan", scan_sets)
         for key in sorted(set(set_keys)):
-            if await self._conn.read("reconcile", self._dangling, [], [key, self.ns]):
+            if await self._conn.read("reconcile", self._dangling, (), (key,)):
                 dangling.append(key)
         obs = ReclamationObservation(
             operation_id=operation_id,
@@ -570,9 +564,7 @@ class RedisPayloadStore(PayloadStore):
     # -- helpers -----------------------------------------------------------------------------
     async def stored_bytes(self) -> int:
         """The exact bytes of the objects present (repairs the budget ledger as it goes)."""
-        n = await self._conn.read(
-            "stored_bytes", self._stored_bytes, [self._used, self._sz], [self.ns]
-        )
+        n = await self._conn.read("stored_bytes", self._stored_bytes, (), ())
         return int(n)
 
     def _record(self, kind: str, subject: str, **attrs: Any) -> None:
