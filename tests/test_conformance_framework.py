@@ -388,6 +388,17 @@ def test_setup_failure_fails_every_case_of_that_provider() -> None:
     assert provider.closes == 1
 
 
+def test_capabilities_are_asked_after_setup() -> None:
+    class Probing(FakeProvider):
+        def capabilities(self, contract: str) -> frozenset[str] | None:
+            return frozenset({"archive"}) if self.setups else frozenset()
+
+    async def ok(h: Harness) -> None:
+        h.check(True)
+
+    assert run_case(fake_case(ok, needs=("archive",)), Probing(), "trio").outcome == "pass"
+
+
 def test_a_provider_that_raises_while_asked_fails_its_cases() -> None:
     class Broken(FakeProvider):
         def capabilities(self, contract: str) -> frozenset[str] | None:

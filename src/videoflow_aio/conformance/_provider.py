@@ -8,6 +8,8 @@ Life cycle of a provider (the runner and the pytest plugin drive it):
 3. ``setup()`` (sync, called once before its first case) starts what it shares across cases,
    such as a server process on 127.0.0.1. Each case runs in a fresh event loop, so anything
    shared across cases must outlive a loop: a subprocess, a temporary directory — not a client.
+   ``capabilities()`` and ``controls()`` are asked after ``setup()``, so they may depend on
+   the live server.
 4. ``harness(case)`` (an async context manager, once per case, inside that case's loop) opens a
    fresh :class:`Harness`; clients and per-case state live and die here.
 5. ``close()`` (sync, called once at the end) releases what ``setup()`` started. A provider

@@ -242,22 +242,23 @@ def execute(
 
     if backend not in BACKENDS:
         raise ValueError(f"unknown backend {backend!r}; expected one of {', '.join(BACKENDS)}")
+    # order: available here? → set up (capabilities may depend on the live server) → profile
     try:
         missing = provider.unavailable()
-        skip = None if missing else static_skip(case, provider)
+        if missing:
+            if require_available if require_available is not None else servers_required():
+                why = f"provider required ({REQUIRE_SERVERS_ENV}=1) but unavailable: {missing}"
+                return Execution(result("fail", why))
+            return Execution(result("skip", missing))
+        setup_error = ensure_setup(provider)
+        if setup_error is not None:
+            return Execution(result("fail", setup_error))
+        skip = static_skip(case, provider)
     except Exception as exc:  # a broken provider is a failure of its cases, not of the run
         trace = "".join(traceback.format_exception(exc))
         return Execution(result("fail", f"provider {provider.name}: {describe(exc)}"), trace)
-    if missing:
-        if require_available if require_available is not None else servers_required():
-            why = f"provider required ({REQUIRE_SERVERS_ENV}=1) but unavailable: {missing}"
-            return Execution(result("fail", why))
-        return Execution(result("skip", missing))
     if skip is not None:
         return Execution(result("skip", skip))
-    setup_error = ensure_setup(provider)
-    if setup_error is not None:
-        return Execution(result("fail", setup_error))
 
     span = [0.0, 0.0]
     holder: list[Harness] = []
