@@ -515,6 +515,18 @@ def test_cases_stays_a_function_after_the_case_folder_is_imported() -> None:
     assert some == []
 
 
+def test_select_globs_ids_and_whole_titles(monkeypatch: pytest.MonkeyPatch) -> None:
+    async def ok(h: Harness) -> None:
+        h.check(True)
+
+    for cid in ("MSG-971", "MSG-972", "MSG-981"):
+        monkeypatch.setitem(conformance.REGISTRY, cid, fake_case(ok, cid))
+    ids = [c.id for c in conformance.cases(select="msg-97?, MSG-98*")]
+    assert ids == ["MSG-971", "MSG-972", "MSG-981"]
+    assert [c.id for c in conformance.cases(select="MSG-97?", contract="payload")] == []
+    assert "MSG-971" in [c.id for c in conformance.cases(select="OK")]  # the title "ok"
+
+
 # -- report ---------------------------------------------------------------------------------------
 def test_json_report_has_exactly_the_documented_shape() -> None:
     async def ok(h: Harness) -> None:

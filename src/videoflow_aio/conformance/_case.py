@@ -66,16 +66,18 @@ def load_all() -> None:
     importlib.import_module(f"{__package__}.cases")
 
 
+def _glob(pattern: str) -> re.Pattern[str]:
+    body = re.escape(pattern).replace(r"\*", ".*").replace(r"\?", ".")
+    return re.compile(f"^{body}$", re.IGNORECASE)
+
+
 def cases(contract: str | None = None, select: str | None = None) -> list[Case]:
     """Registered cases in ID order, filtered by contract and by a glob-like ``select``
-    (comma-separated patterns; ``*`` matches anything, e.g. ``MSG-0*,RTS-001``)."""
+    (comma-separated patterns matched against the ID or the whole title, case-insensitive;
+    ``*`` matches anything, ``?`` one character, e.g. ``MSG-0*,RTS-00?``)."""
     load_all()
     chosen = [c for c in REGISTRY.values() if contract is None or c.contract == contract]
     if select:
-        pats = [
-            re.compile("^" + re.escape(p.strip()).replace(r"\*", ".*") + "$", re.IGNORECASE)
-            for p in select.split(",")
-            if p.strip()
-        ]
+        pats = [_glob(p.strip()) for p in select.split(",") if p.strip()]
         chosen = [c for c in chosen if any(p.match(c.id) or p.search(c.title) for p in pats)]
     return sorted(chosen, key=lambda c: c.id)
