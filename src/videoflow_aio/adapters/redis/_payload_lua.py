@@ -64,23 +64,20 @@ local function now_ms()
   local t = redis.call('TIME')
   return tonumber(t[1]) * 1000 + tonumber(t[2]) / 1000
 end
--- drop expired obligations; -1 when the set does not exist, else the live count
+-- drop expired obligations; the live count (0: the set is absent, or was just emptied and
+-- so no longer exists)
 local function prune(s, now)
-  if redis.call('EXISTS', s) == 0 then return -1 end
   redis.call('ZREMRANGEBYSCORE', s, '-inf', now)
   return redis.call('ZCARD', s)
 end
-local function set_ttl(s)
-  local last = redis.call('ZRANGE', s, -1, -1, 'WITHSCORES')
-  if last[2] then redis.call('PEXPIREAT', s, math.ceil(tonumber(last[2]))) end
-  return last[2] and tonumber(last[2]) or nil
-end
-local function extend(o, m, at)  -- never shorten; no TTL stays no TTL
+local function extend(o, m, at)  -- never shorten; no TTL stays no TTL. Returns the expiry.
   local cur = redis.call('PEXPIRETIME', o)
   if cur >= 0 and cur < at then
     redis.call('PEXPIREAT', o, at)
     redis.call('PEXPIREAT', m, at)
+    return at
   end
+  return cur
 end
 local function finish(mk, window, result)
   local r = cjson.encode(result)
@@ -122,9 +119,11 @@ if exists and cur_gen then
   end
 end
 local function forget(k)  -- drop a key from the ledger; returns the bytes it accounted
-  local old = tonumber(redis.call('HGET', sz_k, k) or '0')
+  local old = redis.call('HGET', sz_k, k)
+  if not old then return 0 end
+  old = tonumber(old)
   redis.call('HDEL', sz_k, k)
-  redis.call('ZREM', lru_k, k)
+  if tier == 'evictable' then redis.call('ZREM', lru_k, k) end
   if old > 0 then redis.call('DECRBY', used_k, old) end
   return old
 end
@@ -166,7 +165,7 @@ redis.call('SET', o, data, 'PX', ttl)
 redis.call('HSET', m, 'size', size, 'digest', digest, 'gen', gen, 'created', now)
 redis.call('PEXPIRE', m, ttl)
 redis.call('HSET', sz_k, key, size)
-redis.call('ZADD', lru_k, redis.call('INCR', tick_k), key)
+if tier == 'evictable' then redis.call('ZADD', lru_k, redis.call('INCR', tick_k), key) end
 redis.call('INCRBY', used_k, size)
 return finish(mk, window, {s = 'new', gen = gen, created = now, evicted = evicted})
 """
@@ -190,13 +189,25 @@ local dl = now + rel
 if mode == 'renew' and (n <= 0 or not redis.call('ZSCORE', s, ARGV[6])) then
   return finish(mk, window, {s = 'nosuch'})
 end
-for i = 6, #ARGV do redis.call('ZADD', s, 'GT', dl, ARGV[i]) end
-local last = set_ttl(s)
-if tier == 'durable' and last then extend(o, m, math.ceil(last)) end
 local score = dl
-if ARGV[6] then score = tonumber(redis.call('ZSCORE', s, ARGV[6])) end
-return finish(mk, window, {s = 'ok', now = now, dl = dl, score = score,
-  exp = redis.call('PEXPIRETIME', o)})
+for i = 6, #ARGV do
+  -- GT: a deadline never moves backwards; CH: 0 means an existing later deadline stays
+  if redis.call('ZADD', s, 'GT', 'CH', dl, ARGV[i]) == 0 and i == 6 then
+    score = tonumber(redis.call('ZSCORE', s, ARGV[i]))
+  end
+end
+local exp
+if #ARGV >= 6 then
+  -- the set lives until its last deadline (an existing set already has a TTL: only extend)
+  if n > 0 then
+    redis.call('PEXPIREAT', s, math.ceil(dl), 'GT')
+  else
+    redis.call('PEXPIREAT', s, math.ceil(dl))
+  end
+  if tier == 'durable' then exp = extend(o, m, math.ceil(math.max(dl, score))) end
+end
+if not exp then exp = redis.call('PEXPIRETIME', o) end
+return finish(mk, window, {s = 'ok', now = now, dl = dl, score = score, exp = exp})
 """
 )
 
@@ -224,7 +235,7 @@ if n > 0 then return finish(mk, window, {s = 'released', n = n}) end
 local old = tonumber(redis.call('HGET', sz_k, key) or '0')
 redis.call('DEL', o, m, s)
 redis.call('HDEL', sz_k, key)
-redis.call('ZREM', lru_k, key)
+if '__TIER__' == 'evictable' then redis.call('ZREM', lru_k, key) end
 if old > 0 then redis.call('DECRBY', used_k, old) end
 return finish(mk, window, {s = 'reclaimed', n = 0})
 """
