@@ -394,8 +394,9 @@ class MemoryPayloadStore(PayloadStore):
                     actual=existing.generation,
                 )
         size = len(data)
-        for victim in self._make_room(size, existing):
-            self._evict(victim)
+        if self._max_bytes is not None:
+            for victim in self._make_room(size, existing):
+                self._evict(victim)
         if existing is not None:
             self._remove(key, "replaced")
         self._generation += 1
