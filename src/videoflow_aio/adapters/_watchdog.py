@@ -18,6 +18,15 @@ from types import TracebackType
 import anyio
 
 
+def on_asyncio() -> bool:
+    """True when called from code running on an asyncio event loop (False under trio)."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return True
+
+
 class Watchdog:
     """Cancels operations that outlive ``timeout`` seconds (checked every ``period``)."""
 

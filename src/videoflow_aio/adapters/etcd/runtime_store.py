@@ -24,7 +24,6 @@ from typing import Any
 
 import anyio
 import grpc  # type: ignore[import-untyped]
-import sniffio
 from aetcd import Client, rpc
 
 from ...contracts.errors import (
@@ -44,6 +43,7 @@ from ...contracts.runtime_store import (
     make_version,
     version_number,
 )
+from .._watchdog import on_asyncio
 
 DEFAULT_MAX_REQUEST_BYTES = 1_572_864  # etcd --max-request-bytes default (1.5 MiB)
 _OVERHEAD = 1024  # txn framing, marker key, compare entries
@@ -132,7 +132,7 @@ class EtcdRuntimeStore(RuntimeStore):
     # -- plumbing ----------------------------------------------------------------------------
     async def _stub(self) -> Any:
         if not self._connected:
-            if sniffio.current_async_library() != "asyncio":
+            if not on_asyncio():
                 raise Unsupported(
                     "the etcd adapter runs on asyncio only (aetcd is grpc.aio)",
                     capability="trio",

@@ -24,14 +24,13 @@ from collections.abc import Sequence
 from typing import Any
 
 import anyio
-import sniffio
 from redis import exceptions as rexc
 from redis.asyncio import ConnectionPool, Redis
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 
 from ...contracts.errors import BackendUnavailable, OutcomeUnknown, Unsupported
-from .._watchdog import Watchdog
+from .._watchdog import Watchdog, on_asyncio
 
 FENCED = b"f"
 APPLIED = b"c"
@@ -151,7 +150,7 @@ class RedisConnection:
 
     def check_asyncio(self) -> None:
         """Refuse a non-asyncio caller clearly (redis-py's client is asyncio-only)."""
-        if sniffio.current_async_library() != "asyncio":
+        if not on_asyncio():
             raise Unsupported(
                 "the redis adapters run on asyncio only (redis-py's client is asyncio)",
                 capability="trio",

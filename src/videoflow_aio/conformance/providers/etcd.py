@@ -17,9 +17,8 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
-import sniffio
-
 from ...adapters._servers import ServerProcess, binary_unavailable, start_etcd
+from ...adapters._watchdog import on_asyncio
 from .._case import Case
 from .._harness import Harness, Skip
 from .._provider import Provider, register_provider
@@ -68,7 +67,7 @@ class EtcdProvider(Provider):
 
     @asynccontextmanager
     async def harness(self, case: Case) -> AsyncIterator[Harness]:
-        if sniffio.current_async_library() != "asyncio":
+        if not on_asyncio():
             raise Skip(ASYNCIO_ONLY)
         from ...adapters.etcd import EtcdRuntimeStore
 

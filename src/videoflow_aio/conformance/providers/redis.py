@@ -21,9 +21,8 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
-import sniffio
-
 from ...adapters._servers import ServerProcess, binary_unavailable, start_redis
+from ...adapters._watchdog import on_asyncio
 from ...contracts.errors import IncompatibleProfile
 from .._case import Case
 from .._harness import Harness, Skip
@@ -33,7 +32,7 @@ ASYNCIO_ONLY = "redis-py's client is asyncio-only; the redis adapters do not run
 
 
 def _asyncio_or_skip() -> None:
-    if sniffio.current_async_library() != "asyncio":
+    if not on_asyncio():
         raise Skip(ASYNCIO_ONLY)
 
 
