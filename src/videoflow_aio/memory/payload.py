@@ -36,6 +36,7 @@ from collections.abc import Mapping
 from typing import Any
 
 import anyio
+from trio import current_time as _trio_time
 
 from .. import faults
 from ..contracts._base import Known, Unknown
@@ -166,7 +167,10 @@ class MemoryPayloadStore(PayloadStore):
         loop = _running_loop()
         if loop is not None:
             return loop.time()  # what anyio.current_time() returns on asyncio, cheaper
-        return anyio.current_time()
+        try:
+            return _trio_time()  # what it returns on trio
+        except RuntimeError:  # not in trio either: let anyio say what is running
+            return anyio.current_time()
 
     def _advance(self) -> float:
         """Apply every timer due by now, in due order; return now."""
