@@ -8,14 +8,15 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import AsyncIterator
+from pathlib import Path
 
 import anyio
 import pytest
 from aetcd import rpc
 
-from _servers_fixtures import etcd_srv  # noqa: F401 - fixture
+from _servers_fixtures import etcd_srv, need_binary  # noqa: F401 - fixture
 from _store_proxy import HoldingProxy
-from videoflow_aio.adapters._servers import ServerProcess, free_port
+from videoflow_aio.adapters._servers import ServerProcess, etcd_server, free_port
 from videoflow_aio.adapters.etcd import EtcdRuntimeStore
 from videoflow_aio.adapters.etcd import runtime_store as etcd_mod
 from videoflow_aio.contracts.errors import BackendUnavailable, OutcomeUnknown, ValidationError
@@ -164,4 +165,23 @@ async def test_cancelled_cas_is_settled(etcd_srv: ServerProcess) -> None:  # noq
         assert (await s.get("k"))[0] == b"v"
         assert await s.cas("k", None, b"again") is False
         await s.drop_namespace()
+        await s.aclose()
+
+
+async def test_records_versions_and_logs_survive_a_server_restart(tmp_path: Path) -> None:
+    need_binary("etcd")
+    async with etcd_server(data_dir=tmp_path / "etcd") as srv:
+        s = EtcdRuntimeStore(srv.url, namespace="dur")
+        assert await s.cas("k", None, b"v1")
+        _, v1 = await s.get("k")
+        first = await s.append("log", b"r1")
+        await s.aclose()
+    async with etcd_server(data_dir=tmp_path / "etcd") as srv2:
+        s = EtcdRuntimeStore(srv2.url, namespace="dur")
+        assert await s.get("k") == (b"v1", v1)
+        assert await s.cas("k", v1, b"v2")
+        _, v2 = await s.get("k")
+        assert _n(v2) > _n(v1)
+        assert await s.append("log", b"r2") > first
+        assert await s.log_entries("log") == [b"r1", b"r2"]
         await s.aclose()

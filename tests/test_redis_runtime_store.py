@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import AsyncIterator
+from pathlib import Path
 
 import anyio
 import pytest
 
-from _servers_fixtures import redis_srv  # noqa: F401 - fixture
+from _servers_fixtures import need_binary, redis_srv  # noqa: F401 - fixture
 from _store_proxy import HoldingProxy
-from videoflow_aio.adapters._servers import ServerProcess, free_port
+from videoflow_aio.adapters._servers import ServerProcess, free_port, redis_server
 from videoflow_aio.adapters.redis import RedisRuntimeStore
 from videoflow_aio.adapters.redis import runtime_store as rts_mod
 from videoflow_aio.adapters.redis._client import WaitingConnectionPool
@@ -200,3 +201,26 @@ async def test_a_full_pool_waits_instead_of_raising(redis_srv: ServerProcess) ->
             tg.start_soon(one, i)
     assert results == [True] * 40
     await s.aclose()
+
+
+async def test_aof_always_server_keeps_records_and_versions_across_a_restart(
+    tmp_path: Path,
+) -> None:
+    need_binary("redis-server")
+    opts = {"appendonly": True, "appendfsync": "always", "data_dir": tmp_path / "aof"}
+    async with redis_server(**opts) as srv:
+        s = RedisRuntimeStore(srv.url, namespace="dur")
+        assert (await s.capabilities()).durable
+        assert await s.cas("k", None, b"v1")
+        _, v1 = await s.get("k")
+        assert await s.append("log", b"r1") == 1
+        await s.aclose()
+    async with redis_server(**opts) as srv2:  # a new process on the same AOF
+        s = RedisRuntimeStore(srv2.url, namespace="dur")
+        assert await s.get("k") == (b"v1", v1)
+        assert await s.cas("k", v1, b"v2")
+        _, v2 = await s.get("k")
+        assert _n(v2) > _n(v1)  # the store-wide counter survived: no version reused
+        assert await s.append("log", b"r2") == 2
+        assert await s.log_entries("log") == [b"r1", b"r2"]
+        await s.aclose()

@@ -254,19 +254,33 @@ def _nats_health(srv: ServerProcess) -> bool:
 
 
 # -- launchers --------------------------------------------------------------------------------
+def _data_dir(given: str | Path | None, default: Path) -> Path:
+    if given is None:
+        return default
+    path = Path(given)
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
 def start_redis(
     *,
     maxmemory: int | str | None = None,
     policy: str | None = None,
     appendonly: bool = False,
     appendfsync: str | None = None,
+    data_dir: str | Path | None = None,
     args: Sequence[str] = (),
     startup_timeout: float = 10.0,
 ) -> ServerProcess:
-    """``redis-server`` on 127.0.0.1, no RDB snapshots, AOF only if asked."""
+    """``redis-server`` on 127.0.0.1, no RDB snapshots, AOF only if asked.
+
+    ``data_dir``: keep the data (AOF) there instead of the temp dir, so it outlives ``stop()``
+    and a later server on the same ``data_dir`` restarts from it.
+    """
 
     def build(d: Path, port: int) -> list[str]:
-        argv = ["--port", str(port), "--bind", HOST, "--dir", str(d), "--save", ""]
+        dd = _data_dir(data_dir, d)
+        argv = ["--port", str(port), "--bind", HOST, "--dir", str(dd), "--save", ""]
         argv += ["--appendonly", "yes" if appendonly else "no", "--daemonize", "no"]
         if appendfsync:
             argv += ["--appendfsync", appendfsync]
@@ -291,10 +305,15 @@ def start_redis(
 def start_etcd(
     *,
     max_request_bytes: int | None = None,
+    data_dir: str | Path | None = None,
     args: Sequence[str] = (),
     startup_timeout: float = 20.0,
 ) -> ServerProcess:
-    """A single-member ``etcd`` on 127.0.0.1 (client port P, a second free port for peers)."""
+    """A single-member ``etcd`` on 127.0.0.1 (client port P, a second free port for peers).
+
+    ``data_dir``: keep the data there (it outlives ``stop()``; a later server on it restarts
+    from it) instead of the temp dir.
+    """
 
     def build(d: Path, port: int) -> list[str]:
         peer = free_port()
@@ -302,7 +321,7 @@ def start_etcd(
         curl = f"http://{HOST}:{port}"
         argv = [
             "--name", "default",
-            "--data-dir", str(d / "data"),
+            "--data-dir", str(_data_dir(data_dir, d / "data")),
             "--listen-client-urls", curl,
             "--advertise-client-urls", curl,
             "--listen-peer-urls", purl,
@@ -319,7 +338,11 @@ def start_etcd(
 
 
 def start_nats(
-    *, jetstream: bool = True, args: Sequence[str] = (), startup_timeout: float = 10.0
+    *,
+    jetstream: bool = True,
+    data_dir: str | Path | None = None,
+    args: Sequence[str] = (),
+    startup_timeout: float = 10.0,
 ) -> ServerProcess:
     """``nats-server`` with random client and monitoring ports, JetStream stored in its temp dir.
 
@@ -330,7 +353,7 @@ def start_nats(
     def build(d: Path, _port: int) -> list[str]:
         argv = ["-a", HOST, "-p", "-1", "-m", "-1", "--ports_file_dir", str(d)]
         if jetstream:
-            argv += ["-js", "-sd", str(d / "js")]
+            argv += ["-js", "-sd", str(_data_dir(data_dir, d / "js"))]
         return argv + list(args)
 
     return _launch(
