@@ -185,3 +185,13 @@ async def test_records_versions_and_logs_survive_a_server_restart(tmp_path: Path
         assert await s.append("log", b"r2") > first
         assert await s.log_entries("log") == [b"r1", b"r2"]
         await s.aclose()
+
+
+async def test_pages_larger_than_the_grpc_receive_limit_are_split(store: EtcdRuntimeStore) -> None:
+    big = (await store.capabilities()).max_value_bytes  # ~1.5 MiB each, 4 MiB gRPC limit
+    for i in range(4):
+        assert await store.cas(f"big/{i}", None, bytes([i]) * big)
+        await store.append("biglog", bytes([i]) * big)
+    got = await store.scan("big/")
+    assert [(k, len(v)) for k, v, _ in got] == [(f"big/{i}", big) for i in range(4)]
+    assert [r[:1] for r in await store.log_entries("biglog")] == [bytes([i]) for i in range(4)]

@@ -326,15 +326,35 @@ class EtcdRuntimeStore(RuntimeStore):
         resp = await self._write("delete", rid, cmp, [delete])
         return True if isinstance(resp, int) else bool(resp.succeeded)
 
+    async def _range(self, what: str, limit: int, **fields: Any) -> tuple[Any, int]:
+        """One ``Range`` page of at most ``limit`` entries; a page too large for gRPC's receive
+        limit (4 MiB by default; values can be up to 1.5 MiB each) is retried with half the
+        limit. Returns the response and the limit that worked (use it for the next page)."""
+        stub = await self._stub()
+        while True:
+            request = rpc.RangeRequest(limit=limit, **fields)
+            try:
+                resp = await _rpc(
+                    stub.Range(request, timeout=self._timeout, metadata=self._client.metadata)
+                )
+            except grpc.aio.AioRpcError as exc:
+                if exc.code() == grpc.StatusCode.RESOURCE_EXHAUSTED and limit > 1:
+                    limit = max(1, limit // 2)
+                    continue
+                raise self._map(exc, what) from exc
+            return resp, limit
+
     async def scan(self, prefix: str) -> list[tuple[str, bytes, str]]:
         start = self._k + check_prefix(prefix).encode()
         end = _prefix_end(start)
         out: list[tuple[str, bytes, str]] = []
         revision = 0
+        limit = _PAGE
         cut = len(self._k)
         while True:
-            req = rpc.RangeRequest(key=start, range_end=end, limit=_PAGE, revision=revision)
-            resp = await self._call("scan", "Range", req)
+            resp, limit = await self._range(
+                "scan", limit, key=start, range_end=end, revision=revision
+            )
             revision = revision or int(resp.header.revision)
             for kv in resp.kvs:
                 k = bytes(kv.key[cut:]).decode()
@@ -358,17 +378,18 @@ class EtcdRuntimeStore(RuntimeStore):
         out: list[bytes] = []
         revision = 0
         min_create = 0
+        limit = _PAGE
         while True:
-            req = rpc.RangeRequest(
+            resp, limit = await self._range(
+                "log_entries",
+                limit,
                 key=start,
                 range_end=end,
-                limit=_PAGE,
                 revision=revision,
                 sort_order=rpc.RangeRequest.ASCEND,
                 sort_target=rpc.RangeRequest.CREATE,
                 min_create_revision=min_create,
             )
-            resp = await self._call("log_entries", "Range", req)
             revision = revision or int(resp.header.revision)
             out.extend(bytes(kv.value) for kv in resp.kvs)
             if not resp.more or not resp.kvs:
