@@ -224,3 +224,13 @@ async def test_aof_always_server_keeps_records_and_versions_across_a_restart(
         assert await s.append("log", b"r2") == 2
         assert await s.log_entries("log") == [b"r1", b"r2"]
         await s.aclose()
+
+
+async def test_scan_pages_are_bounded_in_bytes(
+    store: RedisRuntimeStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(rts_mod, "_PAGE_BYTES", 10)
+    for i in range(5):
+        assert await store.cas(f"b/{i}", None, b"x" * 8)  # two values per 10-byte page
+    got = await store.scan("b/")
+    assert [k for k, _, _ in got] == [f"b/{i}" for i in range(5)]

@@ -70,21 +70,30 @@ redis.call('SET', mk, n, 'PX', __WINDOW__)
 return n
 """
 
-# ARGV: min, max, count. One page of (key, value, version) triples, then the number of names
-# read and the last name (the next page starts after it).
+# ARGV: min, max, count, max bytes. One page of (key, value, version) triples — at most
+# ``count`` keys, and it stops after the entry that reaches ``max bytes`` of values — then
+# 1/0 (more may follow) and the last name read (the next page starts after it).
 SCAN = """
 local names = redis.call('ZRANGEBYLEX', '__NS__:rs:idx', ARGV[1], ARGV[2], 'LIMIT', 0,
   tonumber(ARGV[3]))
 local out = {}
-for _, k in ipairs(names) do
+local total, limit, last, more = 0, tonumber(ARGV[4]), '', 0
+if #names == tonumber(ARGV[3]) then more = 1 end
+for i, k in ipairs(names) do
   local h = redis.call('HMGET', '__NS__:rs:k:' .. k, 'v', 'ver')
+  last = k
   if h[1] then
     out[#out + 1] = k
     out[#out + 1] = h[1]
     out[#out + 1] = h[2]
+    total = total + #h[1]
+    if total >= limit and i < #names then
+      more = 1
+      break
+    end
   end
 end
-out[#out + 1] = #names
-out[#out + 1] = names[#names] or ''
+out[#out + 1] = more
+out[#out + 1] = last
 return out
 """

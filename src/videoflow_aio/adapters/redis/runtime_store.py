@@ -26,6 +26,7 @@ from . import _rts_lua
 from ._client import RedisConnection, new_request_id
 
 _PAGE = 500
+_PAGE_BYTES = 4 << 20  # a scan page stops after the value that reaches this many bytes
 MAX_KEY_BYTES = 4096
 MAX_VALUE_BYTES = 16 * 1024 * 1024  # Redis takes 512 MiB; a runtime record should not
 
@@ -134,12 +135,12 @@ class RedisRuntimeStore(RuntimeStore):
         high: bytes = b"(" + p + b"\xff" if p else b"+"
         out: list[tuple[str, bytes, str]] = []
         while True:
-            page = await self._conn.read("scan", self._scan, (), (low, high, _PAGE))
-            *flat, count, last = page
+            page = await self._conn.read("scan", self._scan, (), (low, high, _PAGE, _PAGE_BYTES))
+            *flat, more, last = page
             for i in range(0, len(flat), 3):
                 k = bytes(flat[i]).decode()
                 out.append((k, bytes(flat[i + 1]), make_version(key_tag(k), int(flat[i + 2]))))
-            if int(count) < _PAGE:
+            if not int(more):
                 return out
             low = b"(" + bytes(last)
 
