@@ -224,9 +224,6 @@ class RedisPayloadStore(PayloadStore):
             )
         self._policy_checked = True
 
-    async def _clock(self) -> float:
-        return anyio.current_time()
-
     def _check_ref(self, ref: Any) -> ImmutablePayloadRef:
         return validate_ref(ref, self.store_id)
 
