@@ -41,6 +41,9 @@ class Provider(abc.ABC):
 
     name: str = ""
     real_time: bool = False
+    backends: tuple[str, ...] = ("asyncio", "trio")
+    """The async backends this provider's adapters run under (an asyncio-only client library
+    makes a provider asyncio-only; its cases are then not applicable under trio)."""
 
     @abc.abstractmethod
     def contracts(self) -> frozenset[str]:

@@ -147,11 +147,14 @@ def plan(
     ]
 
 
-def static_skip(case: Case, provider: Provider) -> str | None:
-    """Why ``provider`` cannot run ``case`` at all, before opening anything."""
-    reason = provider.unavailable()
-    if reason:
-        return reason
+def inapplicable(case: Case, provider: Provider, backend: str) -> str | None:
+    """Why ``case`` does not apply to ``provider`` under ``backend`` (a backend its client
+    library cannot run on, a profile it lacks, a model control it cannot perform), or None.
+
+    Asked after the provider's setup: capabilities and controls may depend on its server.
+    """
+    if backend not in provider.backends:
+        return f"provider {provider.name} runs only under {', '.join(provider.backends)}"
     caps = provider.capabilities(case.contract)
     if caps is not None and not case.needs <= caps:
         return f"provider {provider.name} lacks capability {', '.join(sorted(case.needs - caps))}"
@@ -242,7 +245,10 @@ def execute(
 
     if backend not in BACKENDS:
         raise ValueError(f"unknown backend {backend!r}; expected one of {', '.join(BACKENDS)}")
-    # order: available here? → set up (capabilities may depend on the live server) → profile
+    # order: backend → available here? → set up (capabilities may depend on the live server)
+    # → profile and controls
+    if backend not in provider.backends:
+        return Execution(result("skip", inapplicable(case, provider, backend) or ""))
     try:
         missing = provider.unavailable()
         if missing:
@@ -253,7 +259,7 @@ def execute(
         setup_error = ensure_setup(provider)
         if setup_error is not None:
             return Execution(result("fail", setup_error))
-        skip = static_skip(case, provider)
+        skip = inapplicable(case, provider, backend)
     except Exception as exc:  # a broken provider is a failure of its cases, not of the run
         trace = "".join(traceback.format_exception(exc))
         return Execution(result("fail", f"provider {provider.name}: {describe(exc)}"), trace)

@@ -23,10 +23,11 @@ import pytest
 
 from ._case import Case, cases
 from ._provider import Provider, env_options, get_provider, provider_names
-from ._runner import close_provider, execute, plan
+from ._runner import close_provider, ensure_setup, execute, inapplicable, plan
 from ._suite import SuiteSpec
 
 _PROVIDERS = pytest.StashKey[dict[tuple[str, str], Provider]]()
+_NOT_APPLICABLE = pytest.StashKey[dict[tuple[str, str], int]]()
 
 
 class CaseFailed(Exception):
@@ -119,12 +120,41 @@ class SuiteCollector(pytest.Collector):
         return out
 
     def collect(self) -> Iterator[pytest.Item]:
+        """One item per applicable run. A run that cannot apply (a backend the provider's client
+        cannot run on, a profile or control it lacks) is not a test of that provider: it is
+        counted in the terminal summary instead of being collected as a skip, so that every
+        skip left in a report means something was missing here. An unavailable provider's runs
+        are still collected (they skip, or fail when servers are required)."""
         spec = self.spec
         chosen = cases(contract=spec.contract, select=spec.select)
+        counts = self.config.stash.setdefault(_NOT_APPLICABLE, {})
         for c, p, b in plan(chosen, self._providers(), spec.backends):
+            if _not_applicable(c, p, b):
+                key = (p.name, b)
+                counts[key] = counts.get(key, 0) + 1
+                continue
             yield ConformanceItem.from_parent(
                 self, name=f"{c.id}[{p.name}-{b}]", case=c, provider=p, backend=b
             )
+
+
+def _not_applicable(c: Case, p: Provider, b: str) -> bool:
+    if b not in p.backends:
+        return True
+    if p.unavailable() or ensure_setup(p) is not None:
+        return False  # collected: the run reports why (skip, or fail when servers are required)
+    return inapplicable(c, p, b) is not None
+
+
+def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
+    counts = config.stash.get(_NOT_APPLICABLE, {})
+    if not counts:
+        return
+    terminalreporter.write_sep("-", "conformance runs not applicable (not collected)")
+    for (name, backend), n in sorted(counts.items()):
+        terminalreporter.write_line(
+            f"{name}/{backend}: {n} (see: videoflow-aio conformance -p {name} -b {backend})"
+        )
 
 
 @pytest.hookimpl(tryfirst=True)

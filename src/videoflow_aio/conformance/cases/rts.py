@@ -393,6 +393,7 @@ async def _race_at_barrier(
     "RTS-013",
     "a CAS paused between its read and its write loses to a CAS that won meanwhile",
     contract=RTS,
+    needs=("client_side_cas",),
 )
 async def cas_race_at_barrier(h: Harness) -> None:
     store, results = await _race_at_barrier(h, CAS_READ_AFTER, "cas")
@@ -404,6 +405,7 @@ async def cas_race_at_barrier(h: Harness) -> None:
     "RTS-014",
     "a delete paused between its read and its write loses to a CAS that won meanwhile",
     contract=RTS,
+    needs=("client_side_cas",),
 )
 async def delete_race_at_barrier(h: Harness) -> None:
     store, results = await _race_at_barrier(h, DELETE_READ_AFTER, "delete")
