@@ -305,16 +305,48 @@ async def test_barriers_see_bytes_first_then_obligations() -> None:
     assert seen == {"payload.write.after": {}, "obligation.acquire.after": {"r/a": 1300.0}}
 
 
-async def test_object_lost_between_barriers_gets_no_set() -> None:
+async def test_object_lost_between_barriers_fails_the_put_and_gets_no_set() -> None:
     s, log = store(tier="evictable", max_bytes=1024)
+    errors: list[BaseException] = []
+
+    async def put_a() -> None:
+        try:
+            await s.put(frame(1), "a", contract("r/a"))
+        except ConflictError as exc:
+            errors.append(exc)
+
     with faults.isolated():
         b = faults.arm("payload.write.after")
         async with anyio.create_task_group() as tg:
-            tg.start_soon(s.put, frame(1), "a", contract("r/a"))
+            tg.start_soon(put_a)
             await b.wait_paused()
             await s.put(frame(2), "b", contract())  # evicts "a" while its put is paused
             b.release()
     assert s.obligations("a") == {} and log.events("put.unattached")
+    assert len(errors) == 1 and errors[0].actual == ""  # type: ignore[attr-defined]
+
+
+async def test_forward_racing_the_last_release_fails_the_put() -> None:
+    s, _ = store()
+    ref = await s.put(frame(1), "k", contract("r/a"))
+    errors: list[BaseException] = []
+
+    async def forward() -> None:
+        try:
+            await s.put(frame(1), "k", contract("r/b"))
+        except ConflictError as exc:
+            errors.append(exc)
+
+    with faults.isolated():
+        b = faults.arm("payload.write.after")
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(forward)
+            await b.wait_paused()
+            assert (await s.release_obligation(ref, "r/a", "x")).outcome == "reclaimed"
+            b.release()
+    assert len(errors) == 1 and s.object_count() == 0  # never a ref to unprotected bytes
+    again = await s.put(frame(1), "k", contract("r/b"))  # the retry writes anew
+    assert again.generation != ref.generation and set(s.obligations("k")) == {"r/b"}
 
 
 async def test_renew_and_acquire_never_move_deadlines_back() -> None:

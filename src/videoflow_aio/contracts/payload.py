@@ -287,10 +287,13 @@ class PayloadStore(abc.ABC):
     ) -> ImmutablePayloadRef:
         """Store ``data`` at key ``content_id`` and attach ``contract.obligations``.
 
-        Raises :class:`ValidationError` (bad input), :class:`Unsupported` (the contract's
-        ``required_tier`` is not this store's), :class:`PayloadBackpressure` (over budget in a
-        store that does not evict), :class:`ConflictError` (the key holds another object that
-        still has obligations). In every case nothing is stored.
+        Raises, with nothing stored: :class:`ValidationError` (bad input),
+        :class:`Unsupported` (the contract's ``required_tier`` is not this store's),
+        :class:`PayloadBackpressure` (over budget in a store that does not evict),
+        :class:`ConflictError` (the key holds another object that still has obligations).
+        Also raises :class:`ConflictError` when the object vanished or was replaced between
+        the write and the attaching of its obligations (evicted, reclaimed by a concurrent
+        last release of a forwarded object, deleted): the put did not take; retry it.
         """
 
     @abc.abstractmethod

@@ -456,10 +456,17 @@ class MemoryPayloadStore(PayloadStore):
         now = self._advance()
         obj = self._objects.get(key)
         if obj is None or obj.generation != gen:
-            # gone while the put was between its barriers (evicted, deleted, replaced)
+            # gone while the put was between its barriers (evicted, reclaimed, deleted,
+            # replaced): the ref would name bytes nobody protects, so the put fails
             if self._log is not None:
                 self._log.record("put.unattached", subject=key, ident=gen, generation=gen)
-            return
+            raise ConflictError(
+                f"key {key!r} changed before the put's obligations were attached "
+                f"(generation {gen!r} is gone; retry the put)",
+                resource=key,
+                expected=gen,
+                actual=obj.generation if obj is not None else "",
+            )
         deadline = now + contract.obligation_seconds
         for oid in contract.obligations:
             effective = self._attach(obj, oid, deadline)
