@@ -62,13 +62,13 @@ def test_structs_round_trip(value: Any, kind: type) -> None:
 )
 def test_read_results_decode_by_tag(result: Any) -> None:
     encoded = msgspec.json.encode(result)
-    assert msgspec.json.decode(encoded, type=PayloadReadResult) == result  # type: ignore[arg-type]
+    assert msgspec.json.decode(encoded, type=PayloadReadResult) == result
 
 
 def test_inventory_observation_decodes() -> None:
     for obs in (Known((REF,)), Unknown("down")):
         encoded = msgspec.json.encode(obs)
-        assert msgspec.json.decode(encoded, type=InventoryObservation) == obs  # type: ignore[arg-type]
+        assert msgspec.json.decode(encoded, type=InventoryObservation) == obs
 
 
 def test_properties() -> None:
@@ -109,13 +109,13 @@ def test_validate_put_and_ref_and_ids() -> None:
     with pytest.raises(ValidationError):
         validate_ref(REF, "other")
 
-    class Sub(ImmutablePayloadRef):  # not the exact type: the slow path still accepts it
+    class Sub(ImmutablePayloadRef, frozen=True):  # not the exact type: the slow path accepts it
         pass
 
     sub = Sub("k", 1, "", "", "memory")
     assert validate_ref(sub, "memory") is sub
     with pytest.raises(ValidationError):
-        validate_ref(ImmutablePayloadRef("k", True, "", "", "memory"), "memory")  # type: ignore[arg-type]
+        validate_ref(ImmutablePayloadRef("k", True, "", "", "memory"), "memory")
     assert validate_id("a", "f") == "a"
     with pytest.raises(ValidationError):
         validate_id(b"a", "f")

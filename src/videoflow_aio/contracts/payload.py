@@ -263,6 +263,11 @@ class PayloadBackpressure(VideoflowError):
     Fields: ``store``, ``used``, ``size`` (of the refused put), ``budget``.
     """
 
+    store: str
+    used: int
+    size: int
+    budget: int
+
     def __init__(self, message: str, *, store: str, used: int, size: int, budget: int) -> None:
         super().__init__(message, store=store, used=used, size=size, budget=budget)
 
