@@ -481,7 +481,7 @@ async def ref_unverifiable(h: Harness) -> None:
 async def renew(h: Harness) -> None:
     store = await h.open(tier="durable")
     data = _frame(17)
-    ref = await store.put(data, "cam1/r1", _contract(h, ttl=1))
+    ref = await store.put(data, "cam1/r1", _contract(h, ttl=3))  # < every deadline below
     first = await store.acquire_obligation(ref, "reader/a", h.deadline(5))
     later = h.deadline(20)
     renewed = await store.renew_obligation(ref, "reader/a", later)
