@@ -23,6 +23,9 @@ class VideoflowError(Exception):
 class ValidationError(VideoflowError, ValueError):
     """Bad input: the call was refused before touching any state."""
 
+    field: str
+    value: Any
+
     def __init__(self, message: str, *, field: str, value: Any = None, **fields: Any) -> None:
         super().__init__(message, field=field, value=value, **fields)
 
@@ -30,12 +33,19 @@ class ValidationError(VideoflowError, ValueError):
 class NotFound(VideoflowError, LookupError):
     """The named resource (channel, subscription, claim, key, …) does not exist."""
 
+    kind: str
+    name: str
+
     def __init__(self, message: str, *, kind: str, name: str, **fields: Any) -> None:
         super().__init__(message, kind=kind, name=name, **fields)
 
 
 class ConflictError(VideoflowError):
     """A compare-and-swap lost: the resource moved on from the version the caller named."""
+
+    resource: str
+    expected: Any
+    actual: Any
 
     def __init__(
         self, message: str, *, resource: str, expected: Any = None, actual: Any = None, **fields: Any
@@ -45,6 +55,11 @@ class ConflictError(VideoflowError):
 
 class IncompatibleProfile(VideoflowError):
     """An existing resource's immutable configuration differs from the one asked for."""
+
+    resource: str
+    field: str
+    expected: Any
+    actual: Any
 
     def __init__(
         self, message: str, *, resource: str, field: str, expected: Any, actual: Any, **fields: Any
@@ -57,6 +72,8 @@ class IncompatibleProfile(VideoflowError):
 class Unsupported(VideoflowError):
     """The backend does not offer this capability or profile."""
 
+    capability: str
+
     def __init__(self, message: str, *, capability: str, **fields: Any) -> None:
         super().__init__(message, capability=capability, **fields)
 
@@ -64,12 +81,16 @@ class Unsupported(VideoflowError):
 class OutcomeUnknown(VideoflowError):
     """The request may or may not have taken effect (reply lost, deadline passed, cancelled)."""
 
+    operation: str
+
     def __init__(self, message: str, *, operation: str, **fields: Any) -> None:
         super().__init__(message, operation=operation, **fields)
 
 
 class BackendUnavailable(VideoflowError):
     """The backend could not be reached or answered with a failure; nothing is known."""
+
+    backend: str
 
     def __init__(self, message: str, *, backend: str, **fields: Any) -> None:
         super().__init__(message, backend=backend, **fields)
