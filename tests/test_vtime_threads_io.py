@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import subprocess
 import time
 
 import anyio
@@ -110,3 +111,17 @@ async def test_in_loop_server_round_trips_and_jumps_resume_after_close(
     await anyio.sleep(3600)
     assert time.perf_counter() - wall0 < 0.5  # wall-clock: as above
     assert vclock.monotonic() == 4600.0
+
+
+async def test_a_running_child_process_holds_the_clock(vclock: VirtualClock) -> None:
+    # no pipes: on asyncio only the loop's child tracking (the exit arrives from a watcher
+    # thread) keeps the clock from jumping; on trio, the wait on the process's pidfd
+    with anyio.fail_after(1):
+        process = await anyio.open_process(
+            ["sleep", "0.2"],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        assert await process.wait() == 0
+    assert vclock.monotonic() - 1000.0 < 1.0
