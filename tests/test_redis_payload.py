@@ -209,3 +209,21 @@ def test_adapters_refuse_trio_clearly() -> None:
 
     reasons = anyio.run(under_trio, backend="trio")
     assert all("asyncio only" in r for r in reasons)
+
+
+@pytest.mark.anyio
+async def test_receipts_report_the_deadline_in_force(
+    durable: RedisPayloadStore,
+    redis_durable_srv: ServerProcess,  # noqa: F811
+) -> None:
+    ref = await durable.put(b"x", "k", RetentionContract(ttl_seconds=60))
+    now = anyio.current_time()
+    later = now + 20.0
+    assert (await durable.acquire_obligation(ref, "a", later)).deadline == later
+    back = await durable.renew_obligation(ref, "a", now + 2.0)
+    assert back.deadline == later  # exact: this process set it (no clock conversion)
+    assert back.expires_at is not None and back.expires_at >= later
+    other = RedisPayloadStore(redis_durable_srv.url, namespace=durable.ns)  # another process
+    seen = await other.renew_obligation(ref, "a", now + 2.0)
+    assert abs(seen.deadline - later) < 0.05  # converted through the server's clock
+    await other.aclose()

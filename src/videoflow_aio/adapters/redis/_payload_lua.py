@@ -207,7 +207,11 @@ if #ARGV >= 6 then
   if tier == 'durable' then exp = extend(o, m, math.ceil(math.max(dl, score))) end
 end
 if not exp then exp = redis.call('PEXPIRETIME', o) end
-return finish(mk, window, {s = 'ok', now = now, dl = dl, score = score, exp = exp})
+-- relative times keep full precision through cjson (which prints 14 significant digits)
+local exp_rel = -1
+if exp >= 0 then exp_rel = exp - now end
+return finish(mk, window, {s = 'ok', mine = (score <= dl) and 1 or 0, score = score,
+  score_rel = score - now, exp_rel = exp_rel})
 """
 )
 

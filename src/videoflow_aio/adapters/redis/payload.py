@@ -66,6 +66,7 @@ from ._client import FENCED, RedisConnection, new_request_id
 
 _POLICY = {"durable": "noeviction", "evictable": "volatile-lru"}
 _SCAN_COUNT = 1000
+_DEADLINE_MEMO = 100_000  # (key, generation, obligation) -> (server score, loop deadline)
 
 
 def _ms(seconds: float) -> int:
@@ -171,6 +172,7 @@ class RedisPayloadStore(PayloadStore):
             self._stored_bytes,
             self._read_touch,
         ) = map(self._conn.script, scripts)
+        self._deadlines: dict[tuple[str, str, str], tuple[float, float]] = {}
         self._check_policy = check_policy
         self._policy_checked = False
 
@@ -350,12 +352,26 @@ class RedisPayloadStore(PayloadStore):
                 expected=ref.generation,
                 actual=str(out["gen"]),
             )
-        server_now = float(out["now"])
+        # The deadline in force, on the loop clock: the requested one when it won; an earlier
+        # deadline this process set, exactly, when the server still holds it; otherwise the
+        # server's score converted through this call's clock pair.
+        memo_key = (ref.key, ref.generation, obligation_id)
         score = float(out["score"])
-        # the requested deadline when it is the one in force; else the later one, in loop time
-        effective = deadline if score <= float(out["dl"]) else now + (score - server_now) / 1000
-        exp = int(out["exp"])
-        expires_at = None if exp < 0 else now + (exp - server_now) / 1000
+        if out["mine"]:
+            effective = deadline
+            self._deadlines[memo_key] = (score, deadline)
+            if len(self._deadlines) > _DEADLINE_MEMO:
+                del self._deadlines[next(iter(self._deadlines))]
+        else:
+            known = self._deadlines.get(memo_key)
+            if known is not None and known[0] == score:
+                effective = known[1]
+            else:
+                effective = now + float(out["score_rel"]) / 1000
+        exp_rel = float(out["exp_rel"])
+        expires_at = None if exp_rel < 0 else now + exp_rel / 1000
+        if expires_at is not None and self.tier == "durable":
+            expires_at = max(expires_at, effective)  # the server extended it to the deadline
         self._record(f"payload.{mode}", ref.key, obligation_id=obligation_id, deadline=effective)
         return DurableReceipt(
             key=ref.key,
