@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import AsyncIterator
+from pathlib import Path
 
 import anyio
 import pytest
@@ -227,3 +228,31 @@ async def test_receipts_report_the_deadline_in_force(
     seen = await other.renew_obligation(ref, "a", now + 2.0)
     assert abs(seen.deadline - later) < 0.05  # converted through the server's clock
     await other.aclose()
+
+
+@pytest.mark.anyio
+async def test_durable_tier_on_aof_always_survives_a_server_restart(tmp_path: Path) -> None:
+    need_binary("redis-server")
+    opts = {
+        "maxmemory": "64mb",
+        "policy": "noeviction",
+        "appendonly": True,
+        "appendfsync": "always",
+        "data_dir": tmp_path / "aof",
+    }
+    contract = RetentionContract(ttl_seconds=600, obligations=("a", "b"))
+    async with redis_server(**opts) as srv:
+        s = RedisPayloadStore(srv.url, namespace="dur", max_bytes=10_000)
+        ref = await s.put(b"x" * 1000, "k", contract)
+        assert (await s.release_obligation(ref, "a", "done")).outcome == "released"
+        await s.aclose()
+    async with redis_server(**opts) as srv2:  # a new server process on the same AOF
+        s = RedisPayloadStore(srv2.url, namespace="dur", max_bytes=10_000)
+        result = await s.read(ref)
+        assert isinstance(result, PayloadBytes) and result.verified
+        assert (await s.release_obligation(ref, "a", "again")).outcome == "already-released"
+        assert await s.stored_bytes() == 1000  # the budget ledger survived too
+        newer = await s.put(b"y" * 10, "k2", RetentionContract())
+        assert int(newer.generation) > int(ref.generation)  # the counter survived
+        assert (await s.release_obligation(ref, "b", "done")).outcome == "reclaimed"
+        await s.aclose()
