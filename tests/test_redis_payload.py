@@ -256,3 +256,24 @@ async def test_durable_tier_on_aof_always_survives_a_server_restart(tmp_path: Pa
         assert int(newer.generation) > int(ref.generation)  # the counter survived
         assert (await s.release_obligation(ref, "b", "done")).outcome == "reclaimed"
         await s.aclose()
+
+
+@pytest.mark.anyio
+async def test_forwarding_extends_the_ttl_and_evictable_refusal_evicts_nothing(
+    redis_evictable_srv: ServerProcess,  # noqa: F811
+) -> None:
+    s = RedisPayloadStore(
+        redis_evictable_srv.url, tier="evictable", namespace=_ns(), max_bytes=3000
+    )
+    ref = await s.put(b"a" * 1000, "a", RetentionContract(ttl_seconds=1))
+    again = await s.put(b"a" * 1000, "a", RetentionContract(ttl_seconds=60))
+    assert again == ref
+    assert await s.client.pttl(s.obj_key("a")) > 30_000  # forwarding moved the TTL out
+    await s.put(b"b" * 1000, "b", RetentionContract(ttl_seconds=60))
+    with pytest.raises(PayloadBackpressure):
+        await s.put(b"c" * 3001, "c", RetentionContract(ttl_seconds=60))  # larger than budget
+    inv = await s.inventory()
+    assert isinstance(inv, Known) and [r.key for r in inv.value] == ["a", "b"]  # none evicted
+    await s.put(b"d" * 2000, "d", RetentionContract(ttl_seconds=60))  # evicts the LRU, "a"
+    assert isinstance(await s.read(ref), Missing)
+    await s.aclose()

@@ -112,6 +112,9 @@ if exists and cur_gen then
   local n = prune(s, now)
   if forward == '1' and redis.call('HGET', m, 'digest') == digest
       and redis.call('GET', o) == data then
+    -- the forwarded object lives at least ttl from now (GT: never shortened)
+    redis.call('PEXPIRE', o, ttl, 'GT')
+    redis.call('PEXPIRE', m, ttl, 'GT')
     return finish(mk, window, {s = 'forward', gen = cur_gen, created = now})
   end
   if n > 0 then
@@ -145,16 +148,23 @@ if budget >= 0 then
     if tier == 'durable' or size > budget then
       return cjson.encode({s = 'budget', used = used, budget = budget})
     end
-    while used + size > budget do
-      local victim = redis.call('ZRANGE', lru_k, 0, 0)[1]
-      if not victim then break end
-      if victim == key then
-        redis.call('ZREM', lru_k, victim)
-      else
-        redis.call('DEL', ns .. ':o:' .. victim, ns .. ':m:' .. victim)
-        used = used - forget(victim)
-        evicted[#evicted + 1] = victim
+    -- choose victims least recently used first; if even all of them cannot make room,
+    -- evict nothing and refuse (as the model does)
+    local victims, freed = {}, 0
+    for _, victim in ipairs(redis.call('ZRANGE', lru_k, 0, -1)) do
+      if used - freed + size <= budget then break end
+      if victim ~= key then
+        victims[#victims + 1] = victim
+        freed = freed + tonumber(redis.call('HGET', sz_k, victim) or '0')
       end
+    end
+    if used - freed + size > budget then
+      return cjson.encode({s = 'budget', used = used, budget = budget})
+    end
+    for _, victim in ipairs(victims) do
+      redis.call('DEL', ns .. ':o:' .. victim, ns .. ':m:' .. victim)
+      used = used - forget(victim)
+      evicted[#evicted + 1] = victim
     end
   end
 end
