@@ -274,6 +274,9 @@ async def test_forwarding_extends_the_ttl_and_evictable_refusal_evicts_nothing(
         await s.put(b"c" * 3001, "c", RetentionContract(ttl_seconds=60))  # larger than budget
     inv = await s.inventory()
     assert isinstance(inv, Known) and [r.key for r in inv.value] == ["a", "b"]  # none evicted
-    await s.put(b"d" * 2000, "d", RetentionContract(ttl_seconds=60))  # evicts the LRU, "a"
-    assert isinstance(await s.read(ref), Missing)
+    await s.put(b"a" * 1000, "a", RetentionContract(ttl_seconds=60))  # forwarding: an access
+    b_ref = await s.ref_for_key("b")
+    await s.put(b"d" * 2000, "d", RetentionContract(ttl_seconds=60))  # evicts the LRU: "b"
+    assert isinstance(await s.read(b_ref), Missing)
+    assert isinstance(await s.read(ref), PayloadBytes)
     await s.aclose()

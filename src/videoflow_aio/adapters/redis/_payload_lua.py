@@ -115,6 +115,9 @@ if exists and cur_gen then
     -- the forwarded object lives at least ttl from now (GT: never shortened)
     redis.call('PEXPIRE', o, ttl, 'GT')
     redis.call('PEXPIRE', m, ttl, 'GT')
+    if tier == 'evictable' then  -- a forwarded put is an access, as in the model
+      redis.call('ZADD', lru_k, 'XX', redis.call('INCR', tick_k), key)
+    end
     return finish(mk, window, {s = 'forward', gen = cur_gen, created = now})
   end
   if n > 0 then
