@@ -31,6 +31,7 @@ class EtcdProvider(Provider):
 
     name = "etcd"
     real_time = True
+    backends = ("asyncio",)  # ASYNCIO_ONLY
 
     def __init__(self, url: str | None = None, scale: float = 0.5) -> None:
         self.url = url

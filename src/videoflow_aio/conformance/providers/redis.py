@@ -41,6 +41,7 @@ class RedisProvider(Provider):
 
     name = "redis"
     real_time = True
+    backends = ("asyncio",)  # ASYNCIO_ONLY
 
     def __init__(
         self, url: str | None = None, evictable_url: str | None = None, scale: float = 0.1
