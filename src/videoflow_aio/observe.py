@@ -12,7 +12,6 @@ from pathlib import Path
 
 import anyio
 import msgspec
-import sniffio
 
 AttrValue = str | int | float | bool | None | list[str]
 
@@ -34,11 +33,11 @@ _decoder = msgspec.json.Decoder(Event)
 
 
 def _loop_time() -> float:
+    """The running loop's time; 0.0 outside any loop (there is no loop time to read)."""
     try:
-        sniffio.current_async_library()
-    except sniffio.AsyncLibraryNotFoundError:
+        return anyio.current_time()
+    except anyio.NoEventLoopError:
         return 0.0
-    return anyio.current_time()
 
 
 class ObservationLog:
@@ -57,7 +56,8 @@ class ObservationLog:
         at: float | None = None,
         **attrs: AttrValue,
     ) -> Event:
-        """Append an event; ``at`` defaults to the running loop's (virtual) time."""
+        """Append an event; ``at`` defaults to the running loop's (virtual) time (0.0 when
+        recorded outside any loop)."""
         event = Event(
             seq=len(self._events),
             at=_loop_time() if at is None else at,
