@@ -71,7 +71,10 @@ class ObservationLog:
         return event
 
     def events(
-        self, kind: str | Iterable[str] | None = None, *, subject: str | None = None,
+        self,
+        kind: str | Iterable[str] | None = None,
+        *,
+        subject: str | None = None,
         ident: str | None = None,
     ) -> list[Event]:
         """Events in order, filtered by kind(s), subject and ident."""
