@@ -168,4 +168,13 @@ def disarm(name: str | None = None) -> None:
     barriers().disarm(name)
 
 
-__all__ = ["Barrier", "Barriers", "SimulatedCrash", "arm", "barriers", "disarm", "isolated", "reach"]
+__all__ = [
+    "Barrier",
+    "Barriers",
+    "SimulatedCrash",
+    "arm",
+    "barriers",
+    "disarm",
+    "isolated",
+    "reach",
+]

@@ -48,7 +48,13 @@ class ConflictError(VideoflowError):
     actual: Any
 
     def __init__(
-        self, message: str, *, resource: str, expected: Any = None, actual: Any = None, **fields: Any
+        self,
+        message: str,
+        *,
+        resource: str,
+        expected: Any = None,
+        actual: Any = None,
+        **fields: Any,
     ) -> None:
         super().__init__(message, resource=resource, expected=expected, actual=actual, **fields)
 
