@@ -68,7 +68,7 @@ class Cluster:
             return self.clock.monotonic()
         try:
             return anyio.current_time()
-        except Exception:  # no running loop: nothing can have come due
+        except anyio.NoEventLoopError:  # no running loop: nothing can have come due
             return None
 
     def settle(self) -> None:

@@ -19,11 +19,6 @@ class TimerClock(Protocol):
     def at(self, seconds_from_now: float, callback: Callable[[], None]) -> None: ...
 
 
-def now(clock: TimerClock | None) -> float:
-    """The model's time: ``clock`` when given, else the running loop's."""
-    return clock.monotonic() if clock is not None else anyio.current_time()
-
-
 def call_later(clock: TimerClock | None, delay: float, callback: Callable[[], None]) -> None:
     """Run ``callback`` once ``delay`` seconds have passed on the model's time source.
 
@@ -51,4 +46,4 @@ def call_later(clock: TimerClock | None, delay: float, callback: Callable[[], No
         asyncio.get_running_loop().call_at(deadline, callback)
 
 
-__all__ = ["TimerClock", "call_later", "now"]
+__all__ = ["TimerClock", "call_later"]
