@@ -7,6 +7,7 @@ import subprocess
 import time
 
 import anyio
+import anyio.from_thread
 import pytest
 
 from _vtime_helpers import DelayedEchoServer
@@ -42,6 +43,18 @@ async def test_sleepers_wait_for_the_thread_before_time_jumps(vclock: VirtualClo
         tg.start_soon(worker)
         tg.start_soon(sleeper)
     assert events == ["thread done", "sleeper woke at 1000.5"]
+
+
+async def test_a_thread_waiting_for_a_virtual_sleep_does_not_hold_the_clock(
+    vclock: VirtualClock,
+) -> None:
+    def work() -> str:
+        anyio.from_thread.run(anyio.sleep, 1)  # the thread waits for the loop: time may move
+        return _block(0.05)  # working again: the clock holds (else fail_after(5) expires)
+
+    with anyio.fail_after(5):
+        assert await anyio.to_thread.run_sync(work) == "done"
+    assert vclock.monotonic() == 1001.0
 
 
 async def test_run_in_executor_holds_the_clock(

@@ -34,6 +34,10 @@ except ImportError:  # pragma: no cover - anyio layout changed: only executor jo
     _run_vars = None
     _threadpool_workers = _threadpool_idle_workers = None
 
+#: the task AnyIO's ``from_thread.run`` starts on the loop for a worker thread that then
+#: blocks until it finishes: while it runs, that thread is waiting, not working
+_ANYIO_FROM_THREAD = "AsyncIOBackend.run_async_from_thread.<locals>.task_wrapper"
+
 #: real seconds the loop blocks at a time while waiting for a worker thread or real I/O
 #: that cannot be jumped over (it re-evaluates after each slice).
 _WAIT_SLICE = 0.25
@@ -128,6 +132,7 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
         self._vt_seq = 0
         self._vt_cancelled = 0
         self._vt_threads = 0
+        self._vt_serving = 0  # from_thread calls being served (their threads wait on us)
         self._vt_anchor: tuple[float, float] | None = None
         self._vt_children: weakref.WeakSet[Any] = weakref.WeakSet()
         self._vt_nchildren = 0
@@ -254,15 +259,26 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
             self._vt_threads -= 1
 
     def _vt_threads_busy(self) -> bool:
-        if self._vt_threads > 0:
-            return True
+        """A worker thread is doing work (not merely waiting for the loop)."""
+        working = self._vt_threads - self._vt_serving
         run_vars = self._vt_anyio_vars
         if run_vars:
             workers = run_vars.get(_threadpool_workers)
             if workers:
                 idle = run_vars.get(_threadpool_idle_workers)
-                return len(workers) > (len(idle) if idle else 0)
-        return False
+                working += len(workers) - (len(idle) if idle else 0)
+        return working > 0
+
+    def create_task(self, coro: Any, **kwargs: Any) -> asyncio.Task[Any]:
+        task = super().create_task(coro, **kwargs)
+        code = getattr(coro, "cr_code", None)
+        if code is not None and code.co_qualname == _ANYIO_FROM_THREAD:
+            self._vt_serving += 1
+            task.add_done_callback(self._vt_served)
+        return task
+
+    def _vt_served(self, _: object) -> None:
+        self._vt_serving -= 1
 
     # -- child processes -----------------------------------------------------------------
     async def _make_subprocess_transport(self, *args: Any, **kwargs: Any) -> Any:

@@ -26,16 +26,44 @@ _FOREVER = 86400.0 * 365
 
 
 try:  # trio's count of to_thread.run_sync calls in flight, read without raising
+    from trio._threads import Run as _FromThreadRun
     from trio._threads import _active_threads_local
+    from trio._threads import to_thread_run_sync as _to_thread_run_sync
 except ImportError:  # pragma: no cover - trio layout changed: use the public (slower) call
     _active_threads_local = None  # type: ignore[assignment]
+    _FromThreadRun = None  # type: ignore[assignment,misc]
+    _to_thread_run_sync = None  # type: ignore[assignment]
 
 
-def _threads_running(runner: Any) -> int:
+def _threads_in_flight(runner: Any) -> int:
     if _active_threads_local is None:  # pragma: no cover
         return trio.testing.active_thread_count()
     counter = runner._locals.get(_active_threads_local)
     return counter.count if counter is not None else 0
+
+
+def _threads_served(runner: Any) -> int:
+    """to_thread.run_sync calls whose thread is blocked in ``from_thread.run`` while the
+    calling task runs its async function (found on the tasks' await chains)."""
+    if _to_thread_run_sync is None:  # pragma: no cover
+        return 0
+    code = _to_thread_run_sync.__code__
+    served = 0
+    for task in list(runner.tasks):
+        coro = task.coro
+        while coro is not None:
+            frame = getattr(coro, "cr_frame", None)
+            if frame is not None and frame.f_code is code:
+                if isinstance(frame.f_locals.get("msg_from_thread"), _FromThreadRun):
+                    served += 1
+                break
+            coro = getattr(coro, "cr_await", None)
+    return served
+
+
+def _threads_working(runner: Any) -> bool:
+    in_flight = _threads_in_flight(runner)
+    return in_flight > 0 and in_flight > _threads_served(runner)
 
 
 def _io_waiters(runner: Any) -> int:
@@ -91,7 +119,7 @@ class TrioVirtualClock(trio.abc.Clock):
             return _FOREVER
         when = min(deadline, pending[0][0]) if pending else deadline
         jumpable = when != math.inf and owner._may_jump_to(when)
-        if _threads_running(runner):
+        if _threads_working(runner):
             return _WAIT_SLICE  # the thread's completion wakes the loop
         if _io_waiters(runner):
             if not jumpable:
