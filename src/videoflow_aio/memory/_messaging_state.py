@@ -19,6 +19,7 @@ from ..contracts.messaging import (
     ChannelId,
     ChannelSpec,
     Envelope,
+    PublishOutcome,
     SubscriptionId,
     SubscriptionSpec,
 )
@@ -59,7 +60,7 @@ class Held:
     def __init__(self, env: Envelope) -> None:
         self.env = env
         self.done = anyio.Event()
-        self.outcome: object | None = None
+        self.outcome: PublishOutcome | None = None
         self.cancelled = False
 
 

@@ -23,6 +23,7 @@ from collections.abc import Callable, Sequence
 
 import anyio
 import anyio.lowlevel
+import msgspec
 import trio
 
 from ..contracts import Known, Unknown
@@ -343,7 +344,7 @@ class MemoryMessagingBackend(MessagingBackend):
         with anyio.CancelScope(deadline=deadline):
             await held.done.wait()
         if held.outcome is not None:
-            return held.outcome  # type: ignore[return-value]
+            return held.outcome
         reason = "deadline passed before the broker answered; it may still be stored"
         self._rec("publication_unknown", ch.id, env.publication_id, reason=reason)
         return PublicationUnknown(env.publication_id, reason)
@@ -930,7 +931,9 @@ class MemoryMessagingBackend(MessagingBackend):
             raise Unsupported("persistent channels are not offered", capability="persistence")
         effective = spec
         if spec.dedup_window_seconds > self.dedup_window_seconds:
-            effective = _replace(spec, dedup_window_seconds=self.dedup_window_seconds)
+            effective = msgspec.structs.replace(
+                spec, dedup_window_seconds=self.dedup_window_seconds
+            )
         ch = self._channels.get(spec.channel)
         if ch is None:
             ch = Channel(effective, float(effective.dedup_window_seconds))
@@ -1165,12 +1168,6 @@ class MemoryMessagingBackend(MessagingBackend):
 def _pid_of(sub: Sub, seq: int) -> str:
     m = sub.channel.msgs.get(seq)
     return f"#{seq}" if m is None else m.env.publication_id
-
-
-def _replace(spec: ChannelSpec, **changes: object) -> ChannelSpec:
-    import msgspec
-
-    return msgspec.structs.replace(spec, **changes)
 
 
 __all__ = [
