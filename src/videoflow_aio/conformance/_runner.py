@@ -135,13 +135,18 @@ def _only_skips(exc: BaseException) -> Skip | None:
 
 
 # -- what runs where ------------------------------------------------------------------------
+def check_backends(backends: Iterable[str]) -> None:
+    """ValueError naming the first of ``backends`` that is not asyncio or trio."""
+    for b in backends:
+        if b not in BACKENDS:
+            raise ValueError(f"unknown backend {b!r}; expected one of {', '.join(BACKENDS)}")
+
+
 def plan(
     cases: Iterable[Case], providers: Sequence[Provider], backends: Sequence[str] = BACKENDS
 ) -> list[tuple[Case, Provider, str]]:
     """Every (case, provider, backend) to run: a provider only runs its own contracts."""
-    for b in backends:
-        if b not in BACKENDS:
-            raise ValueError(f"unknown backend {b!r}; expected one of {', '.join(BACKENDS)}")
+    check_backends(backends)
     return [
         (c, p, b) for c in cases for p in providers if c.contract in p.contracts() for b in backends
     ]
@@ -243,8 +248,7 @@ def execute(
         c = case
         return CaseResult(c.id, c.title, provider.name, backend, outcome, why, virtual, wall)
 
-    if backend not in BACKENDS:
-        raise ValueError(f"unknown backend {backend!r}; expected one of {', '.join(BACKENDS)}")
+    check_backends((backend,))
     # order: backend → available here? → set up (capabilities may depend on the live server)
     # → profile and controls
     if backend not in provider.backends:

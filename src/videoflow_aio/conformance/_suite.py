@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ._provider import Provider
-from ._runner import BACKENDS
+from ._runner import BACKENDS, check_backends
 
 PLUGIN = "videoflow_aio.conformance.pytest_plugin"
 
@@ -48,9 +48,7 @@ def conformance_suite(
     ``options`` gives constructor options per provider name (``{"nats": {"url": ...}}``);
     ``VIDEOFLOW_<NAME>_URL`` in the environment does the same for ``url``.
     """
-    for b in backends:
-        if b not in BACKENDS:
-            raise ValueError(f"unknown backend {b!r}; expected one of {', '.join(BACKENDS)}")
+    check_backends(backends)
     spec = SuiteSpec(
         tuple(providers) if providers is not None else None,
         tuple(backends),
