@@ -549,19 +549,7 @@ class MemoryPayloadStore(PayloadStore):
         self, ref: ImmutablePayloadRef, obligation_id: str, deadline: float
     ) -> DurableReceipt:
         self._check_obligation_args(ref, obligation_id, deadline)
-        obj = self._obj_for(ref)
-        effective = self._attach(obj, obligation_id, float(deadline))
-        if self._log is not None:
-            self._log.record(
-                "acquire",
-                subject=ref.key,
-                ident=obligation_id,
-                generation=obj.generation,
-                deadline=effective,
-            )
-        return DurableReceipt(
-            ref.key, obj.generation, obligation_id, effective, obj.expires_at, not self._evictable
-        )
+        return self._hold("acquire", self._obj_for(ref), obligation_id, float(deadline))
 
     async def renew_obligation(
         self, ref: ImmutablePayloadRef, obligation_id: str, deadline: float
@@ -576,17 +564,17 @@ class MemoryPayloadStore(PayloadStore):
                 kind="obligation",
                 name=obligation_id,
             )
-        effective = self._attach(obj, obligation_id, float(deadline))
+        return self._hold("renew", obj, obligation_id, float(deadline))
+
+    def _hold(self, event: str, obj: StoredObject, oid: str, deadline: float) -> DurableReceipt:
+        """Attach or extend ``oid`` on ``obj``, record ``event``, and say what now holds."""
+        effective = self._attach(obj, oid, deadline)
         if self._log is not None:
             self._log.record(
-                "renew",
-                subject=ref.key,
-                ident=obligation_id,
-                generation=obj.generation,
-                deadline=effective,
+                event, subject=obj.key, ident=oid, generation=obj.generation, deadline=effective
             )
         return DurableReceipt(
-            ref.key, obj.generation, obligation_id, effective, obj.expires_at, not self._evictable
+            obj.key, obj.generation, oid, effective, obj.expires_at, not self._evictable
         )
 
     async def release_obligation(
