@@ -943,16 +943,7 @@ class MemoryMessagingBackend(MessagingBackend):
             self._rec("channel_created", spec.channel, operation_id)
             return VerifiedChannel(effective, created=True)
         current = ch.spec
-        for name in _IMMUTABLE_CHANNEL:
-            have, want = getattr(current, name), getattr(effective, name)
-            if have != want:
-                raise IncompatibleProfile(
-                    f"channel {spec.channel} has {name}={have!r}, asked for {want!r}",
-                    resource=spec.channel.name,
-                    field=name,
-                    expected=want,
-                    actual=have,
-                )
+        _check_immutable(_IMMUTABLE_CHANNEL, current, effective, "channel", spec.channel)
         if current == effective:
             return VerifiedChannel(current, created=False)
         ch.spec = effective
@@ -1002,16 +993,7 @@ class MemoryMessagingBackend(MessagingBackend):
             self._rec("subscription_created", ch.id, spec.id.name)
             return VerifiedSubscription(spec, created=True)
         current = sub.spec
-        for name in _IMMUTABLE_SUB:
-            have, want = getattr(current, name), getattr(spec, name)
-            if have != want:
-                raise IncompatibleProfile(
-                    f"subscription {spec.id} has {name}={have!r}, asked for {want!r}",
-                    resource=spec.id.name,
-                    field=name,
-                    expected=want,
-                    actual=have,
-                )
+        _check_immutable(_IMMUTABLE_SUB, current, spec, "subscription", spec.id)
         if current == spec:
             return VerifiedSubscription(current, created=False)
         sub.spec = spec
@@ -1163,6 +1145,26 @@ class MemoryMessagingBackend(MessagingBackend):
     def stored(self, channel_id: ChannelId) -> list[Envelope]:
         """Every retained envelope (dead letters included), in sequence order."""
         return [m.env for m in self._channel(channel_id).msgs.values()]
+
+
+def _check_immutable(
+    fields: tuple[str, ...],
+    current: object,
+    wanted: object,
+    what: str,
+    ident: ChannelId | SubscriptionId,
+) -> None:
+    """IncompatibleProfile for the first of ``fields`` that ``wanted`` would change."""
+    for name in fields:
+        have, want = getattr(current, name), getattr(wanted, name)
+        if have != want:
+            raise IncompatibleProfile(
+                f"{what} {ident} has {name}={have!r}, asked for {want!r}",
+                resource=ident.name,
+                field=name,
+                expected=want,
+                actual=have,
+            )
 
 
 def _pid_of(sub: Sub, seq: int) -> str:
