@@ -397,23 +397,8 @@ class MemoryPayloadStore(PayloadStore):
                     expected=None,
                     actual=existing.generation,
                 )
-        size = len(data)
-        if self._max_bytes is not None:
-            for victim in self._make_room(size, existing):
-                self._evict(victim)
-        if existing is not None:
-            self._remove(key, "replaced")
-        self._generation += 1
-        gen = f"g{self._generation}"
-        expires = now + contract.ttl_seconds
-        obj = StoredObject(key, data, size, digest, digest, gen, now, expires)
-        self._objects[key] = obj
-        self._used += size
-        self._sets.pop(key, None)  # a dangling set of an older generation goes with it
-        self._gone.forget(key)
-        if self._evictable:
-            self._lru[key] = None
-        self._timers.push(expires, OBJECT, key, gen)
+        obj = self._admit(key, data, digest, digest, now, now + contract.ttl_seconds, existing)
+        gen, size = obj.generation, obj.size
         if self._log is not None:
             self._log.record(
                 "put",
@@ -429,6 +414,39 @@ class MemoryPayloadStore(PayloadStore):
         self._attach_contract(key, gen, contract)
         await faults.reach("obligation.acquire.after", key=key, generation=gen)
         return ref
+
+    def _admit(
+        self,
+        key: str,
+        data: bytes,
+        digest: str,
+        actual_digest: str,
+        now: float,
+        expires: float | None,
+        existing: StoredObject | None,
+        bare: bool = False,
+    ) -> StoredObject:
+        """Store ``data`` at ``key`` as a new generation: room made first (evicting, or
+        PayloadBackpressure with nothing changed), then ``existing`` replaced, any set left
+        at ``key`` dropped, and the TTL timer set."""
+        size = len(data)
+        if self._max_bytes is not None:
+            for victim in self._make_room(size, existing):
+                self._evict(victim)
+        if existing is not None:
+            self._remove(key, "replaced")
+        self._generation += 1
+        gen = f"g{self._generation}"
+        obj = StoredObject(key, data, size, digest, actual_digest, gen, now, expires, bare)
+        self._objects[key] = obj
+        self._used += size
+        self._sets.pop(key, None)  # a dangling set of an older generation goes with it
+        self._gone.forget(key)
+        if self._evictable:
+            self._lru[key] = None
+        if expires is not None:
+            self._timers.push(expires, OBJECT, key, gen)
+        return obj
 
     async def _forward_put(
         self, obj: StoredObject, contract: RetentionContract, now: float
@@ -857,27 +875,11 @@ class MemoryPayloadStore(PayloadStore):
             raise ValidationError(
                 "ttl_seconds must be positive and finite", field="ttl_seconds", value=ttl_seconds
             )
-        existing = self._objects.get(key)
-        for victim in self._make_room(len(data), existing):
-            self._evict(victim)
-        if existing is not None:
-            self._remove(key, "replaced")
-        self._sets.pop(key, None)
-        self._generation += 1
-        gen = f"g{self._generation}"
         expires = None if ttl_seconds is None else now + ttl_seconds
-        digest = payload_digest(data)
-        self._objects[key] = StoredObject(
-            key, data, len(data), "", digest, gen, now, expires, bare=True
-        )
-        self._used += len(data)
-        self._gone.forget(key)
-        if self._evictable:
-            self._lru[key] = None
-        if expires is not None:
-            self._timers.push(expires, OBJECT, key, gen)
+        existing = self._objects.get(key)
+        obj = self._admit(key, data, "", payload_digest(data), now, expires, existing, bare=True)
         if self._log is not None:
-            self._log.record("put", subject=key, ident=gen, size=len(data), bare=True)
+            self._log.record("put", subject=key, ident=obj.generation, size=len(data), bare=True)
 
 
 __all__ = ["MemoryPayloadStore", "StaticLedger"]
