@@ -14,7 +14,7 @@ default.
 from __future__ import annotations
 
 import contextvars
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -73,19 +73,19 @@ class Barrier:
             if gate in self._parked:
                 self._parked.remove(gate)
 
-    async def wait_reached(self, count: int = 1) -> None:
-        """Wait until ``count`` tasks have reached this barrier (paused there, or crashed)."""
-        while self.hits < count:
+    async def _wait_until(self, done: Callable[[], bool]) -> None:
+        while not done():
             if self._changed is None:
                 self._changed = anyio.Event()
             await self._changed.wait()
 
+    async def wait_reached(self, count: int = 1) -> None:
+        """Wait until ``count`` tasks have reached this barrier (paused there, or crashed)."""
+        await self._wait_until(lambda: self.hits >= count)
+
     async def wait_paused(self, count: int = 1) -> None:
         """Wait until ``count`` tasks are parked here at the same time."""
-        while self.paused < count:
-            if self._changed is None:
-                self._changed = anyio.Event()
-            await self._changed.wait()
+        await self._wait_until(lambda: self.paused >= count)
 
     def release(self) -> int:
         """Let every parked task continue; returns how many were released."""
