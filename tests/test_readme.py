@@ -12,7 +12,9 @@ README = (ROOT / "README.md").read_text()
 
 
 def test_readme_python_example_runs() -> None:
-    block = re.search(r"```python\n(import anyio\nfrom videoflow_aio import vtime.*?)```", README, re.S)
+    block = re.search(
+        r"```python\n(import anyio\nfrom videoflow_aio import vtime.*?)```", README, re.S
+    )
     assert block is not None
     out = subprocess.run(
         [sys.executable, "-c", block.group(1)], capture_output=True, text=True, timeout=60
