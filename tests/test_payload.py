@@ -84,6 +84,17 @@ async def test_replaced_generation_reads_missing_with_reason() -> None:
     assert log.events("put")[-1].attrs["replaced"] == old.generation
 
 
+async def test_put_bare_records_the_generation_it_replaced() -> None:
+    s, log = store(forward_unchanged=False)
+    first = await s.put(frame(1), "k", contract())
+    s.put_bare("k", b"bare")
+    s.put_bare("k", b"again")
+    s.put_bare("fresh", b"x")
+    puts = log.events("put")
+    assert [e.attrs["replaced"] for e in puts] == [None, first.generation, puts[1].ident, None]
+    assert all(e.attrs["generation"] == e.ident for e in puts)
+
+
 async def test_put_refused_over_live_obligations_changes_nothing() -> None:
     s, _ = store(forward_unchanged=False)
     ref = await s.put(frame(1), "k", contract("r/a"))

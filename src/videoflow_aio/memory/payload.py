@@ -879,7 +879,15 @@ class MemoryPayloadStore(PayloadStore):
         existing = self._objects.get(key)
         obj = self._admit(key, data, "", payload_digest(data), now, expires, existing, bare=True)
         if self._log is not None:
-            self._log.record("put", subject=key, ident=obj.generation, size=len(data), bare=True)
+            self._log.record(
+                "put",
+                subject=key,
+                ident=obj.generation,
+                generation=obj.generation,
+                size=len(data),
+                bare=True,
+                replaced=existing.generation if existing is not None else None,
+            )
 
 
 __all__ = ["MemoryPayloadStore", "StaticLedger"]
