@@ -406,6 +406,24 @@ async def test_reconciling_a_smaller_max_msgs_evicts_with_drops() -> None:
     assert isinstance(obs, Known) and obs.value.dropped == 3
 
 
+async def test_reconciled_limits_record_the_cap_that_evicted() -> None:
+    log = ObservationLog()
+    b, ch, _ = await setup(log=log, max_msgs=10)
+    for i in range(5):
+        await b.publish(make_envelope(ch.channel, f"p{i}", body=b"abcd"), deadline())
+    fewer_bytes = make_channel("f", "r", "n", "work", "limits", max_msgs=10, max_bytes=8)
+    await b.ensure_channel(fewer_bytes, "op2")
+    fewer_msgs = make_channel("f", "r", "n", "work", "limits", max_msgs=1, max_bytes=8)
+    await b.ensure_channel(fewer_msgs, "op3")
+    drops = [(e.ident, e.attrs["reason"]) for e in log.events("drop")]
+    assert drops == [
+        ("p0", "max_bytes"),
+        ("p1", "max_bytes"),
+        ("p2", "max_bytes"),
+        ("p3", "max_msgs"),
+    ]
+
+
 async def test_settle_is_stale_for_an_expired_lease_not_yet_redelivered() -> None:
     b, ch, sub = await setup(sub_kw={"ack_wait_seconds": 5.0})
     await b.publish(make_envelope(ch.channel, "p1"), deadline())

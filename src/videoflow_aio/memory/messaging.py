@@ -957,14 +957,15 @@ class MemoryMessagingBackend(MessagingBackend):
     def _enforce_limits(self, ch: Channel) -> None:
         """Evict down to new (smaller) limits after a reconcile."""
         spec = ch.spec
-        while ch.count > 0 and (
-            (ch.count > spec.max_msgs and not spec.per_subject_limits)
-            or (spec.max_bytes is not None and ch.bytes > spec.max_bytes)
-        ):
+        while ch.count > 0:
+            # the count cap is named when it is exceeded (as in _store), else the byte cap
+            over_msgs = ch.count > spec.max_msgs and not spec.per_subject_limits
+            if not over_msgs and not (spec.max_bytes is not None and ch.bytes > spec.max_bytes):
+                break
             victim = ch.oldest(None)
             if victim is None:
                 break
-            self._discard(ch, victim, "max_msgs")
+            self._discard(ch, victim, "max_msgs" if over_msgs else "max_bytes")
         if spec.per_subject_limits:
             for kind, cnt in list(ch.kind_count.items()):
                 while cnt > spec.max_msgs:
