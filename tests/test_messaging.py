@@ -183,6 +183,33 @@ async def test_refused_calls_change_nothing() -> None:
     assert snap2 == snap[:2]
 
 
+@pytest.mark.parametrize(
+    ("key", "expected_version", "value", "field"),
+    [
+        ("k", None, 5, "value"),  # bytes(5) would store five zero bytes
+        ("k", None, None, "value"),
+        ("k", None, "on", "value"),
+        ("k", None, bytearray(b"on"), "value"),
+        ("", None, b"on", "key"),
+        (7, None, b"on", "key"),
+        ("k", 1, b"on", "expected_version"),
+    ],
+)
+async def test_commit_control_refuses_bad_arguments_and_changes_nothing(
+    key: object, expected_version: object, value: object, field: str
+) -> None:
+    log = ObservationLog()
+    b, ch, _ = await setup(log=log, b_durable_control=True)
+    assert await b.commit_control(ch.channel, "k", None, b"v")
+    before = await b.control_state(ch.channel, "k")
+    with pytest.raises(ValidationError) as info:
+        await b.commit_control(ch.channel, key, expected_version, value)  # type: ignore[arg-type]
+    assert info.value.field == field
+    assert await b.control_state(ch.channel, "k") == before
+    assert await b.control_state(ch.channel, "") == (None, None)
+    assert len(log.events("control_commit")) == 1
+
+
 async def test_profiles_not_offered_are_unsupported() -> None:
     b, ch, _ = await setup()
     with pytest.raises(Unsupported):

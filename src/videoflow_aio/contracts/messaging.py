@@ -564,6 +564,23 @@ def matches(spec: SubscriptionSpec, envelope: Envelope) -> bool:
     return spec.partition is None or envelope.partition_key == str(spec.partition)
 
 
+def validate_control_write(key: object, expected_version: object, value: object) -> bytes:
+    """Check ``commit_control``'s arguments; the value to store. :class:`ValidationError`
+    names the first bad field: ``key`` (a non-empty str), ``expected_version`` (a str or
+    None), ``value`` (bytes)."""
+    if not isinstance(key, str) or not key:
+        raise ValidationError("key must be a non-empty str", field="key", value=key)
+    if expected_version is not None and not isinstance(expected_version, str):
+        raise ValidationError(
+            "expected_version must be a str or None",
+            field="expected_version",
+            value=type(expected_version).__name__,
+        )
+    if not isinstance(value, bytes):
+        raise ValidationError("value must be bytes", field="value", value=type(value).__name__)
+    return value
+
+
 # -- the contract --------------------------------------------------------------------------
 
 
@@ -717,4 +734,5 @@ __all__ = [
     "make_envelope",
     "make_subscription",
     "matches",
+    "validate_control_write",
 ]

@@ -65,6 +65,7 @@ from ..contracts.messaging import (
     make_channel,
     make_envelope,
     make_subscription,
+    validate_control_write,
 )
 from ..observe import ObservationLog
 from ..vtime import VirtualClock
@@ -1041,15 +1042,14 @@ class MemoryMessagingBackend(MessagingBackend):
     ) -> bool:
         if not self.durable_control:
             raise Unsupported("durable control is not offered", capability="durable_control")
-        if not key:
-            raise ValidationError("key must be non-empty", field="key", value=key)
+        value = validate_control_write(key, expected_version, value)
         ch = self._channel(channel_id)
         current = ch.controls.get(key)
         have = None if current is None else current[1]
         if have != expected_version:
             return False
         version = str(next(self._versions))
-        ch.controls[key] = (bytes(value), version)
+        ch.controls[key] = (value, version)
         self._rec("control_commit", channel_id, key, version=version)
         return True
 
