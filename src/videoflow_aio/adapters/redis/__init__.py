@@ -1,4 +1,5 @@
-"""Redis adapters (redis-py asyncio client; asyncio only): RuntimeStore and PayloadStore."""
+"""Redis adapters (redis-py asyncio client; trio through a trio-asyncio bridge): RuntimeStore and
+PayloadStore."""
 
 from __future__ import annotations
 

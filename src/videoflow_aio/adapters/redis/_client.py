@@ -29,8 +29,9 @@ from redis.asyncio import ConnectionPool, Redis
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 
-from ...contracts.errors import BackendUnavailable, OutcomeUnknown, Unsupported
-from .._watchdog import Watchdog, on_asyncio
+from ...contracts.errors import BackendUnavailable, OutcomeUnknown
+from .._trio_bridge import Affinity, run_on_asyncio
+from .._watchdog import Watchdog
 
 FENCED = b"f"
 APPLIED = b"c"
@@ -145,17 +146,14 @@ class RedisConnection:
             url, protocol=protocol, max_connections=max_connections, timeout=timeout
         )
         self._resolve = self.client.register_script(RESOLVE)
-        self._asyncio_checked = False
+        self.side = Affinity()  # asyncio: direct; trio: across the trio-asyncio bridge
         self._deadline = Watchdog(timeout)
 
-    def check_asyncio(self) -> None:
-        """Refuse a non-asyncio caller clearly (redis-py's client is asyncio-only)."""
-        if not on_asyncio():
-            raise Unsupported(
-                "the redis adapters run on asyncio only (redis-py's client is asyncio)",
-                capability="trio",
-            )
-        self._asyncio_checked = True
+    async def call(self, coro_fn: Any, *args: Any) -> Any:
+        """``await coro_fn(*args)`` on the client's loop (bridged under trio); nothing mapped."""
+        if not self.side.direct and self.side.from_trio():
+            return await run_on_asyncio(coro_fn, *args)
+        return await coro_fn(*args)
 
     def marker(self, rid: str) -> str:
         return f"{self.ns}:op:{rid}"
@@ -164,13 +162,15 @@ class RedisConnection:
         return self.client.register_script(source)
 
     async def aclose(self) -> None:
+        if not self.side.direct and self.side.from_trio():
+            return await run_on_asyncio(self.aclose)
         with contextlib.suppress(rexc.RedisError):  # closing a dead connection
             await self.client.aclose()
 
     async def read(self, what: str, coro_fn: Any, *args: Any) -> Any:
         """Run a read with the deadline; failures become :class:`BackendUnavailable`."""
-        if not self._asyncio_checked:
-            self.check_asyncio()
+        if not self.side.direct and self.side.from_trio():
+            return await run_on_asyncio(self.read, what, coro_fn, *args)
         try:
             async with self._deadline.guard():
                 return await coro_fn(*args)
@@ -191,8 +191,8 @@ class RedisConnection:
         :class:`OutcomeUnknown` when the resolution failed too. On cancellation the outcome
         is settled (resolved and fenced, shielded, within the deadline) before re-raising.
         """
-        if not self._asyncio_checked:
-            self.check_asyncio()
+        if not self.side.direct and self.side.from_trio():
+            return await run_on_asyncio(self.write, what, script, keys, args, rid)
         try:
             async with self._deadline.guard():
                 return await script(keys=keys, args=args)

@@ -12,9 +12,10 @@ Tiers (each needs its own server configuration; checked on first use when CONFIG
   accesses) to make room, obligations notwithstanding; beyond that Redis' own volatile-lru
   evicts approximately.
 
-asyncio only (redis-py's client is asyncio). Standalone Redis only (scripts touch keys of
-several hash slots). Barriers ``payload.write.after`` and ``obligation.acquire.after`` sit
-between the two scripts of a put, as in the model.
+redis-py's client is asyncio; under trio every call crosses ``adapters._trio_bridge`` (a
+trio-asyncio loop per ``trio.run``; needs ``trio-asyncio``). Standalone Redis only (scripts
+touch keys of several hash slots). Barriers ``payload.write.after`` and
+``obligation.acquire.after`` sit between the two scripts of a put, as in the model.
 """
 
 from __future__ import annotations

@@ -1,6 +1,7 @@
 """RuntimeStore on Redis: CAS in Lua with versions from one store-wide counter.
 
-asyncio only (redis-py's client is asyncio): calling it from trio is not supported.
+redis-py's client is asyncio; under trio every call crosses ``adapters._trio_bridge`` (a
+trio-asyncio loop per ``trio.run``; needs ``trio-asyncio``).
 Standalone Redis only: a write script touches the record, the counter, the index and its
 request marker (on Cluster they would need one hash slot).
 """

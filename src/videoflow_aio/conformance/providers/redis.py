@@ -9,8 +9,9 @@ the runtime store, which is then durable), one with ``volatile-lru`` (the evicta
 Every ``h.open()`` gets its own key namespace, deleted when the case ends. Cases run in real
 time with durations scaled by ``scale`` (Redis TTLs have millisecond resolution).
 
-asyncio only: redis-py's client is asyncio, so under trio every case is skipped with that
-reason. Real controls: see ``adapters.redis._payload_controls``; ``fail_reads`` and
+Runs under asyncio and trio: under trio the adapters cross ``adapters._trio_bridge`` (one
+trio-asyncio loop per case run), and so do the controls and the namespace clean-up. Real
+controls: see ``adapters.redis._payload_controls``; ``fail_reads`` and
 ``fail_inventory`` are model-only and skip.
 """
 
@@ -18,22 +19,14 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, suppress
 from typing import Any
 
 from ...adapters._servers import ServerProcess, binary_unavailable, start_redis
-from ...adapters._watchdog import on_asyncio
 from ...contracts.errors import IncompatibleProfile
 from .._case import Case
 from .._harness import Harness, Skip
 from .._provider import Provider, register_provider
-
-ASYNCIO_ONLY = "redis-py's client is asyncio-only; the redis adapters do not run under trio"
-
-
-def _asyncio_or_skip() -> None:
-    if not on_asyncio():
-        raise Skip(ASYNCIO_ONLY)
 
 
 class RedisProvider(Provider):
@@ -41,7 +34,6 @@ class RedisProvider(Provider):
 
     name = "redis"
     real_time = True
-    backends = ("asyncio",)  # ASYNCIO_ONLY
 
     def __init__(
         self, url: str | None = None, evictable_url: str | None = None, scale: float = 0.1
@@ -92,7 +84,6 @@ class RedisProvider(Provider):
 
     @asynccontextmanager
     async def harness(self, case: Case) -> AsyncIterator[Harness]:
-        _asyncio_or_skip()
         from ...adapters.redis import RedisPayloadStore, RedisRuntimeStore
         from ...adapters.redis._payload_controls import RedisPayloadControls
 
@@ -147,6 +138,11 @@ class RedisProvider(Provider):
 
 async def _drop_namespace(store: Any) -> None:
     """Delete every key of the store's namespace (best effort: the case is over)."""
+    with suppress(Exception):
+        await store._conn.call(_drop_keys, store)
+
+
+async def _drop_keys(store: Any) -> None:
     ns = store._conn.ns
     client = store.client
     try:

@@ -1,0 +1,156 @@
+"""Run an asyncio-only client library from trio, on a trio-asyncio loop.
+
+An adapter built on an asyncio client (redis-py, aetcd) asks :func:`caller_is_trio` once per
+call; under asyncio it runs as before and pays nothing more (``trio_asyncio`` is not even
+imported, so asyncio is not patched). Under trio it awaits :func:`run_on_asyncio`, which runs
+the adapter's asyncio code as an asyncio task on ONE trio-asyncio loop per ``trio.run``: opened
+on first use in a trio system task, closed when the run ends. So trio code needs no setup::
+
+    async with RedisRuntimeStore(url) as store:   # inside trio.run(...)
+        await store.cas("k", None, b"v")
+
+Guarantees:
+
+- Cancelling the trio caller cancels the asyncio task and waits for it to finish (its cleanup,
+  e.g. resolving a lost write, runs to completion), then raises ``trio.Cancelled``.
+- Exceptions (including BaseExceptions) raised by the asyncio side reach the trio caller as is.
+- Deadlines the adapter keeps on the asyncio side read the trio clock (the loop's ``time()``
+  is ``trio.current_time()``).
+- All calls of one run share the loop, so a client's connections (bound to the loop that
+  opened them) stay usable across calls and tasks; a client object must not outlive the
+  ``trio.run`` it was used in.
+
+Importing ``trio_asyncio`` patches ``asyncio.get_running_loop``/``current_task`` process-wide
+(correct under asyncio, a little slower); it is imported only on the first trio call. A module
+that imported those functions by name earlier keeps the unpatched C functions, which do not see
+a trio-asyncio loop ("no running event loop"; python-trio/trio-asyncio#83). anyio's asyncio
+backend does so, and the adapters use anyio on their asyncio side, so :func:`_import` rebinds
+its names to the patched ones (which behave as the originals outside a trio-asyncio loop).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+import sniffio
+import trio
+
+from ..contracts.errors import Unsupported
+
+T = TypeVar("T")
+
+INSTALL_HINT = "the trio bridge needs trio-asyncio: pip install 'trio-asyncio>=0.15'"
+# asyncio functions trio-asyncio replaces, as bound by name in modules imported before it
+_PATCHED = ("get_running_loop", "_get_running_loop", "current_task")
+_STALE_BINDERS = ("anyio._backends._asyncio",)
+
+
+def caller_is_trio() -> bool:
+    """True in a trio task, False in an asyncio task (also one on a trio-asyncio loop).
+
+    Raises :class:`Unsupported` for any other (or no) async library.
+    """
+    try:
+        lib = sniffio.current_async_library()
+    except sniffio.AsyncLibraryNotFoundError as exc:
+        raise Unsupported("not called from an async library", capability="async") from exc
+    if lib == "trio":
+        return True
+    if lib == "asyncio":
+        return False
+    raise Unsupported(f"async library {lib!r} is not supported", capability=lib)
+
+
+class Affinity:
+    """Where an asyncio-only client runs, settled by its first call.
+
+    ``if not side.direct and side.from_trio(): return await run_on_asyncio(...)`` at the top
+    of each I/O method: after a first call from asyncio, ``direct`` is True and that test is
+    all the asyncio path pays. After a call from trio, every call from trio is bridged (and
+    the bridged asyncio side runs the method's body).
+    """
+
+    __slots__ = ("bridged", "direct")
+
+    def __init__(self) -> None:
+        self.direct = False  # first call came from asyncio: never bridge
+        self.bridged = False  # a call came from trio: the client lives on the bridge's loop
+
+    def from_trio(self) -> bool:
+        """True when this call comes from a trio task and must cross the bridge."""
+        if caller_is_trio():
+            self.bridged = True
+            return True
+        if not self.bridged:
+            self.direct = True
+        return False
+
+
+def _import() -> Any:
+    """Import trio_asyncio, then point stale by-name bindings at its patched functions."""
+    try:
+        import trio_asyncio  # type: ignore[import-untyped]
+    except ImportError as exc:
+        raise Unsupported(INSTALL_HINT, capability="trio") from exc
+    for module_name in _STALE_BINDERS:
+        module = sys.modules.get(module_name)
+        if module is None:
+            continue  # imported later, it binds the patched functions itself
+        for name in _PATCHED:
+            if name in vars(module):
+                setattr(module, name, getattr(asyncio, name))
+    return trio_asyncio
+
+
+class _SharedLoop:
+    """The run's trio-asyncio loop, hosted by a system task."""
+
+    def __init__(self) -> None:
+        self.ready = trio.Event()
+        self.loop: Any = None
+        self.error: BaseException | None = None
+
+
+_SHARED: trio.lowlevel.RunVar[_SharedLoop] = trio.lowlevel.RunVar("videoflow_trio_asyncio_loop")
+
+
+async def _host(shared: _SharedLoop, trio_asyncio: Any) -> None:
+    try:
+        async with trio_asyncio.open_loop() as loop:
+            shared.loop = loop
+            shared.ready.set()
+            await trio.sleep_forever()  # until the run ends (system tasks are cancelled then)
+    except Exception as exc:  # a system task must not raise: report it to the callers instead
+        shared.error = exc
+    finally:
+        shared.loop = None
+        shared.ready.set()
+
+
+async def _loop() -> Any:
+    try:
+        shared = _SHARED.get()
+    except LookupError:
+        trio_asyncio = _import()
+        shared = _SharedLoop()
+        _SHARED.set(shared)
+        trio.lowlevel.spawn_system_task(
+            _host, shared, trio_asyncio, name="videoflow trio-asyncio loop"
+        )
+    if not shared.ready.is_set():
+        await shared.ready.wait()
+    if shared.loop is None:
+        raise Unsupported(
+            f"the trio-asyncio loop of this run is closed ({shared.error!r})", capability="trio"
+        )
+    return shared.loop
+
+
+async def run_on_asyncio(fn: Callable[..., Awaitable[T]], *args: Any) -> T:
+    """From a trio task: ``await fn(*args)`` as an asyncio task on this run's shared loop."""
+    loop = await _loop()
+    result: T = await loop.run_aio_coroutine(fn(*args))
+    return result
