@@ -1,4 +1,4 @@
-"""etcd adapter (aetcd's asyncio gRPC client; asyncio only): RuntimeStore."""
+"""etcd adapter (aetcd's asyncio gRPC client; trio through a trio-asyncio bridge): RuntimeStore."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""RuntimeStore on etcd v3 (aetcd's gRPC stubs; asyncio only).
+"""RuntimeStore on etcd v3 (aetcd's gRPC stubs, asyncio; trio through a trio-asyncio bridge).
 
 - version = the key's ``mod_revision`` (never reused; the per-key ``version`` resets after a
   delete, so it is not used); CAS = one Txn comparing it (``create_revision == 0`` for "must
@@ -12,12 +12,15 @@
   If the resolution fails too, :class:`OutcomeUnknown`.
 - Values over etcd's request limit (``--max-request-bytes``, 1.5 MiB by default) are refused
   with :class:`ValidationError` before sending.
+- Under trio, every RPC step crosses ``adapters._trio_bridge`` (one trio-asyncio loop per
+  ``trio.run``; needs ``trio-asyncio``); validation runs on the caller's side.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import uuid
 from types import TracebackType
 from typing import Any
@@ -29,7 +32,6 @@ from aetcd import Client, rpc
 from ...contracts.errors import (
     BackendUnavailable,
     OutcomeUnknown,
-    Unsupported,
     ValidationError,
 )
 from ...contracts.runtime_store import (
@@ -43,7 +45,7 @@ from ...contracts.runtime_store import (
     make_version,
     version_number,
 )
-from .._watchdog import on_asyncio
+from .._trio_bridge import Affinity, run_on_asyncio
 
 DEFAULT_MAX_REQUEST_BYTES = 1_572_864  # etcd --max-request-bytes default (1.5 MiB)
 _OVERHEAD = 1024  # txn framing, marker key, compare entries
@@ -126,17 +128,13 @@ class EtcdRuntimeStore(RuntimeStore):
         self._op = self._ns + b"/op/"
         self._lease = 0
         self._lease_renew_at = 0.0
-        self._lease_lock = anyio.Lock()
+        self._lease_lock = asyncio.Lock()  # asyncio side only (binds its loop on first use)
         self._connected = False
+        self._side = Affinity()  # asyncio: direct; trio: across the trio-asyncio bridge
 
     # -- plumbing ----------------------------------------------------------------------------
     async def _stub(self) -> Any:
         if not self._connected:
-            if not on_asyncio():
-                raise Unsupported(
-                    "the etcd adapter runs on asyncio only (aetcd is grpc.aio)",
-                    capability="trio",
-                )
             try:
                 with anyio.fail_after(self._timeout):
                     await self._client.connect()
@@ -146,13 +144,20 @@ class EtcdRuntimeStore(RuntimeStore):
         return self._client.kvstub
 
     async def aclose(self) -> None:
+        if not self._side.direct and self._side.from_trio():
+            return await run_on_asyncio(self.aclose)
         with contextlib.suppress(Exception):
             await self._client.close()
         self._connected = False
 
     async def __aenter__(self) -> EtcdRuntimeStore:
-        await self._stub()
+        await self._connect()
         return self
+
+    async def _connect(self) -> None:
+        if not self._side.direct and self._side.from_trio():
+            return await run_on_asyncio(self._connect)
+        await self._stub()
 
     async def __aexit__(
         self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None
@@ -175,6 +180,8 @@ class EtcdRuntimeStore(RuntimeStore):
 
     async def _call(self, what: str, method: str, request: Any) -> Any:
         """A read-only RPC (or a definite one) with the deadline; errors mapped."""
+        if not self._side.direct and self._side.from_trio():
+            return await run_on_asyncio(self._call, what, method, request)
         stub = await self._stub()
         try:
             return await _rpc(
@@ -214,6 +221,8 @@ class EtcdRuntimeStore(RuntimeStore):
         Returns the TxnResponse, or the marker's create revision (int) when a lost reply was
         resolved as applied.
         """
+        if not self._side.direct and self._side.from_trio():
+            return await run_on_asyncio(self._write, what, rid, compare, ops)
         stub = await self._stub()
         marker = self._op + rid
         lease = await self._marker_lease()
@@ -330,6 +339,8 @@ class EtcdRuntimeStore(RuntimeStore):
         """One ``Range`` page of at most ``limit`` entries; a page too large for gRPC's receive
         limit (4 MiB by default; values can be up to 1.5 MiB each) is retried with half the
         limit. Returns the response and the limit that worked (use it for the next page)."""
+        if not self._side.direct and self._side.from_trio():
+            return await run_on_asyncio(functools.partial(self._range, what, limit, **fields))
         stub = await self._stub()
         while True:
             request = rpc.RangeRequest(limit=limit, **fields)

@@ -6,7 +6,8 @@ that server. Every ``h.open()`` gets its own key prefix, deleted when the case e
 time with durations scaled by ``scale`` (etcd leases have second resolution; the runtime store
 cases use no durations).
 
-asyncio only: aetcd is built on grpc.aio, so under trio every case is skipped with that reason.
+Runs under asyncio and trio: aetcd is built on grpc.aio, so under trio the adapter crosses
+``adapters._trio_bridge`` (one trio-asyncio loop per case run).
 """
 
 from __future__ import annotations
@@ -18,12 +19,9 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 from ...adapters._servers import ServerProcess, binary_unavailable, start_etcd
-from ...adapters._watchdog import on_asyncio
 from .._case import Case
 from .._harness import Harness, Skip
 from .._provider import Provider, register_provider
-
-ASYNCIO_ONLY = "aetcd (grpc.aio) is asyncio-only; the etcd adapter does not run under trio"
 
 
 class EtcdProvider(Provider):
@@ -31,7 +29,6 @@ class EtcdProvider(Provider):
 
     name = "etcd"
     real_time = True
-    backends = ("asyncio",)  # ASYNCIO_ONLY
 
     def __init__(self, url: str | None = None, scale: float = 0.5) -> None:
         self.url = url
@@ -68,8 +65,6 @@ class EtcdProvider(Provider):
 
     @asynccontextmanager
     async def harness(self, case: Case) -> AsyncIterator[Harness]:
-        if not on_asyncio():
-            raise Skip(ASYNCIO_ONLY)
         from ...adapters.etcd import EtcdRuntimeStore
 
         assert self.url is not None, "setup() was not called"
