@@ -1,5 +1,5 @@
 """RedisPayloadStore on real redis-server: budget ledger, real OOM, tiers vs server policy,
-lost replies, Redis' own eviction, and the providers' asyncio-only skip.
+lost replies and Redis' own eviction (their use from trio: tests/test_trio_bridge.py).
 
 The PAY-… conformance cases run on the redis provider (both tiers) in tests/test_conformance.py.
 """
@@ -18,8 +18,6 @@ from _store_proxy import HoldingProxy
 from videoflow_aio.adapters._servers import ServerProcess, redis_server
 from videoflow_aio.adapters.redis import RedisPayloadStore
 from videoflow_aio.adapters.redis._payload_controls import RedisPayloadControls
-from videoflow_aio.conformance import REGISTRY, get_provider, run_case
-from videoflow_aio.conformance._case import load_all
 from videoflow_aio.contracts._base import Known
 from videoflow_aio.contracts.errors import IncompatibleProfile
 from videoflow_aio.contracts.payload import (
@@ -172,44 +170,6 @@ async def test_redis_own_eviction_reads_as_missing_and_reconcile_cleans_up() -> 
         for ref in inv.value:  # metadata may be evicted apart from the bytes: still readable
             assert isinstance(await s.read(ref), PayloadBytes | Missing)
         await s.aclose()
-
-
-@pytest.mark.parametrize("name", ["redis", "etcd"])
-def test_providers_skip_trio_with_the_reason(name: str) -> None:
-    load_all()
-    provider = get_provider(name)
-    if provider.unavailable():
-        need_binary("etcd" if name == "etcd" else "redis-server")
-    try:
-        result = run_case(REGISTRY["RTS-001"], provider, "trio")
-    finally:
-        provider.close()
-    assert result.outcome == "skip"
-    assert "asyncio-only" in result.reason
-
-
-def test_adapters_refuse_trio_clearly() -> None:
-    from videoflow_aio.adapters.etcd import EtcdRuntimeStore
-    from videoflow_aio.adapters.redis import RedisRuntimeStore
-    from videoflow_aio.contracts.errors import Unsupported
-
-    async def under_trio() -> list[str]:
-        reasons = []
-        for store in (
-            RedisRuntimeStore("redis://127.0.0.1:1/0"),
-            RedisPayloadStore("redis://127.0.0.1:1/0", check_policy=False),
-            EtcdRuntimeStore("http://127.0.0.1:1"),
-        ):
-            with pytest.raises(Unsupported) as info:
-                if isinstance(store, RedisPayloadStore):
-                    await store.ref_for_key("k")
-                else:
-                    await store.get("k")
-            reasons.append(str(info.value))
-        return reasons
-
-    reasons = anyio.run(under_trio, backend="trio")
-    assert all("asyncio only" in r for r in reasons)
 
 
 @pytest.mark.anyio

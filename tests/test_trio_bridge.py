@@ -1,0 +1,338 @@
+"""The trio bridge: the asyncio-only Redis and etcd adapters used from trio code.
+
+Real servers and real time, so each test drives ``trio.run`` itself (the virtual-time plugin
+does not apply). The asyncio-only test proxy runs on the bridge's asyncio side too. The RTS-…
+and PAY-… conformance cases run on both backends in tests/test_conformance.py.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+import uuid
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import pytest
+import trio
+
+from _servers_fixtures import etcd_srv, need_binary, redis_durable_srv, redis_srv  # noqa: F401
+from _store_proxy import HoldingProxy
+from videoflow_aio.adapters import _trio_bridge
+from videoflow_aio.adapters._servers import ServerProcess, free_port
+from videoflow_aio.adapters._trio_bridge import run_on_asyncio
+from videoflow_aio.adapters.etcd import EtcdRuntimeStore
+from videoflow_aio.adapters.redis import RedisPayloadStore, RedisRuntimeStore
+from videoflow_aio.adapters.redis._payload_controls import RedisPayloadControls
+from videoflow_aio.conformance import REGISTRY, get_provider, run_case
+from videoflow_aio.conformance._case import load_all
+from videoflow_aio.contracts._base import Known
+from videoflow_aio.contracts.errors import BackendUnavailable, Unsupported, ValidationError
+from videoflow_aio.contracts.payload import Corrupt, PayloadBytes, RetentionContract
+
+pytestmark = pytest.mark.server
+
+
+def _ns() -> str:
+    return f"tb-{uuid.uuid4().hex[:8]}"
+
+
+async def _aio(fn: Callable[..., Any], *args: Any) -> Any:
+    """Call a sync asyncio-side function (the proxy's gates) on the bridge's loop."""
+
+    async def call() -> Any:
+        return fn(*args)
+
+    return await run_on_asyncio(call)
+
+
+def _run(fn: Callable[[], Awaitable[Any]]) -> Any:
+    return trio.run(fn)  # real clock: the servers do not follow a virtual one
+
+
+# -- redis ---------------------------------------------------------------------------------------
+
+
+def test_runtime_store_from_trio(redis_srv: ServerProcess) -> None:  # noqa: F811
+    async def main() -> None:
+        async with RedisRuntimeStore(redis_srv.url, namespace=_ns()) as store:
+            assert await store.cas("a", None, b"1")
+            value, version = await store.get("a")
+            assert value == b"1"
+            assert not await store.cas("a", None, b"again")
+            assert await store.cas("a", version, b"2")
+            assert [k for k, _, _ in await store.scan("")] == ["a"]
+            assert await store.append("log", b"x") < await store.append("log", b"y")
+            assert await store.log_entries("log") == [b"x", b"y"]
+            with pytest.raises(ValidationError):  # refused on the caller's side, as on asyncio
+                await store.cas("", None, b"v")
+
+            async def create(i: int) -> None:  # many trio tasks share the pool and the loop
+                assert await store.cas(f"c/{i:02d}", None, b"%d" % i)
+
+            async with trio.open_nursery() as nursery:
+                for i in range(30):
+                    nursery.start_soon(create, i)
+            assert len(await store.scan("c/")) == 30
+            assert store._conn.side.bridged and not store._conn.side.direct
+
+    _run(main)
+
+
+def test_payload_store_and_its_controls_from_trio(
+    redis_durable_srv: ServerProcess,  # noqa: F811
+) -> None:
+    async def main() -> None:
+        async with RedisPayloadStore(redis_durable_srv.url, namespace=_ns()) as store:
+            ref = await store.put(b"frame", "k", RetentionContract(ttl_seconds=60))
+            got = await store.read(ref)
+            assert isinstance(got, PayloadBytes) and got.data == b"frame"
+            receipt = await store.acquire_obligation(ref, "ob-1", trio.current_time() + 30)
+            assert receipt is not None
+            inv = await store.inventory()
+            assert isinstance(inv, Known) and [r.key for r in inv.value] == ["k"]
+            controls = RedisPayloadControls(store)
+            assert await controls.object_count() == 1
+            assert list(await controls.obligations("k")) == ["ob-1"]
+            await controls.corrupt("k")
+            assert isinstance(await store.read(ref), Corrupt)
+
+    _run(main)
+
+
+async def _proxied_store(proxy: HoldingProxy, deadline: float) -> RedisRuntimeStore:
+    await run_on_asyncio(proxy.__aenter__)
+    store = RedisRuntimeStore(
+        f"redis://127.0.0.1:{proxy.port}/0", namespace=_ns(), timeout=deadline
+    )
+    assert await store.cas("warm", None, b"up")  # one pooled connection now exists
+    return store
+
+
+def test_cancelled_cas_from_trio_is_settled_before_cancellation_returns(
+    redis_srv: ServerProcess,  # noqa: F811
+) -> None:
+    """The trio caller's cancellation cancels the asyncio task, whose shielded resolution (an
+    anyio scope on the asyncio side) runs to the end before ``trio.Cancelled`` propagates."""
+
+    async def main() -> None:
+        proxy = HoldingProxy(redis_srv.port)
+        store = await _proxied_store(proxy, deadline=1.0)
+        await _aio(proxy.hold, "down")
+        await _aio(proxy.release_later, 0.3)
+        with trio.move_on_after(0.05) as scope:
+            await store.cas("k", None, b"v")
+        assert scope.cancelled_caught
+        # settled: the CAS applied (its marker says so), and a repeat loses
+        assert (await store.get("k"))[0] == b"v"
+        assert await store.cas("k", None, b"again") is False
+        await store.aclose()
+        await run_on_asyncio(proxy.__aexit__, None, None, None)
+
+    _run(main)
+
+
+def test_lost_request_from_trio_is_fenced(redis_srv: ServerProcess) -> None:  # noqa: F811
+    """The deadline (kept on the asyncio side) fires and the resolution fences the request."""
+
+    async def main() -> None:
+        proxy = HoldingProxy(redis_srv.port)
+        store = await _proxied_store(proxy, deadline=0.4)
+        await _aio(proxy.hold, "up")
+        with pytest.raises(BackendUnavailable) as info:
+            await store.cas("k", None, b"late")
+        assert info.value.fields.get("applied") is False
+        await _aio(proxy.release)  # the held request reaches the server: the fence refuses it
+        await trio.sleep(0.2)
+        assert await store.get("k") == (None, None)
+        await store.aclose()
+        await run_on_asyncio(proxy.__aexit__, None, None, None)
+
+    _run(main)
+
+
+def test_unreachable_servers_map_the_same_under_trio() -> None:
+    async def main() -> None:
+        port = free_port()
+        redis = RedisRuntimeStore(f"redis://127.0.0.1:{port}/0", timeout=0.5)
+        with pytest.raises(BackendUnavailable):
+            await redis.get("k")
+        with pytest.raises(BackendUnavailable) as info:
+            await redis.cas("k", None, b"v")
+        assert info.value.fields["applied"] is False  # never sent
+        await redis.aclose()
+        etcd = EtcdRuntimeStore(f"http://127.0.0.1:{port}", timeout=0.5)
+        with pytest.raises(BackendUnavailable):
+            await etcd.get("k")
+        await etcd.aclose()
+
+    _run(main)
+
+
+# -- etcd ----------------------------------------------------------------------------------------
+
+
+def test_etcd_runtime_store_from_trio(etcd_srv: ServerProcess) -> None:  # noqa: F811
+    async def main() -> None:
+        async with EtcdRuntimeStore(etcd_srv.url, namespace=_ns()) as store:
+            assert await store.cas("a", None, b"1")
+            value, version = await store.get("a")
+            assert value == b"1"
+            assert await store.cas("a", version, b"2")
+            assert not await store.cas("a", version, b"stale")
+            assert await store.append("log", b"x") < await store.append("log", b"y")
+            assert await store.log_entries("log") == [b"x", b"y"]
+            assert [k for k, _, _ in await store.scan("")] == ["a"]
+            assert await store.delete("a", None)
+            await store.drop_namespace()
+
+    _run(main)
+
+
+def test_etcd_cancelled_cas_from_trio_is_settled(etcd_srv: ServerProcess) -> None:  # noqa: F811
+    async def main() -> None:
+        proxy = HoldingProxy(etcd_srv.port)
+        await run_on_asyncio(proxy.__aenter__)
+        store = EtcdRuntimeStore(f"http://127.0.0.1:{proxy.port}", namespace=_ns(), timeout=1.0)
+        assert await store.cas("warm", None, b"up")
+        await _aio(proxy.hold, "down")
+        await _aio(proxy.release_later, 0.3)
+        with trio.move_on_after(0.05) as scope:
+            await store.cas("k", None, b"v")
+        assert scope.cancelled_caught
+        assert (await store.get("k"))[0] == b"v"
+        assert await store.cas("k", None, b"again") is False
+        await store.drop_namespace()
+        await store.aclose()
+        await run_on_asyncio(proxy.__aexit__, None, None, None)
+
+    _run(main)
+
+
+# -- the bridge itself ---------------------------------------------------------------------------
+
+
+def test_one_loop_per_run_closed_when_the_run_ends(redis_srv: ServerProcess) -> None:  # noqa: F811
+    async def main() -> Any:
+        a = RedisRuntimeStore(redis_srv.url, namespace=_ns())
+        b = EtcdRuntimeStore("http://127.0.0.1:1")  # never called: opens nothing
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(a.cas, "x", None, b"1")
+            nursery.start_soon(a.cas, "y", None, b"1")
+        loop = _trio_bridge._SHARED.get().loop
+        assert await a.get("x") == (b"1", (await a.get("x"))[1])
+        assert _trio_bridge._SHARED.get().loop is loop  # shared, not one per call or task
+        await a.aclose()
+        await b.aclose()
+        return loop
+
+    first = _run(main)
+    assert first.is_closed()
+    assert _run(main) is not first  # a new run, a new loop
+
+
+def test_missing_trio_asyncio_is_unsupported_with_the_install_hint(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setitem(sys.modules, "trio_asyncio", None)  # import fails as if not installed
+
+    async def main() -> None:
+        store = RedisRuntimeStore("redis://127.0.0.1:1/0")
+        with pytest.raises(Unsupported) as info:
+            await store.get("k")
+        assert "trio-asyncio" in str(info.value)
+
+    _run(main)
+
+
+def _python(code: str) -> str:
+    done = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip()
+
+
+def test_anyio_on_the_asyncio_side_works_when_anyio_was_loaded_first() -> None:
+    """anyio's asyncio backend binds ``get_running_loop`` by name; loaded before trio_asyncio
+    patched it, it would not see the bridge's loop ("no running event loop") unless rebound."""
+    out = _python(
+        """
+        import anyio, trio
+        anyio.run(anyio.sleep, 0)  # anyio's asyncio backend is imported now, before trio_asyncio
+        from videoflow_aio.adapters._trio_bridge import run_on_asyncio
+
+        async def aio_side():
+            with anyio.CancelScope(shield=True), anyio.fail_after(1):
+                await anyio.sleep(0.01)
+            return anyio.current_time()
+
+        async def main():
+            return await run_on_asyncio(aio_side) <= trio.current_time()
+
+        print(trio.run(main))
+        """
+    )
+    assert out == "True"
+
+
+def test_the_asyncio_path_does_not_load_the_bridge(redis_srv: ServerProcess) -> None:  # noqa: F811
+    out = _python(
+        f"""
+        import asyncio, sys
+        from videoflow_aio.adapters.redis import RedisRuntimeStore
+
+        async def main():
+            s = RedisRuntimeStore({redis_srv.url!r}, namespace="plain")
+            await s.cas("k", None, b"v")
+            await s.aclose()
+            return s._conn.side.direct
+
+        print(asyncio.run(main()), "trio_asyncio" in sys.modules)
+        """
+    )
+    assert out == "True False"
+
+
+@pytest.mark.parametrize("name", ["redis", "etcd"])
+def test_providers_run_the_cases_under_trio(name: str) -> None:
+    load_all()
+    provider = get_provider(name)
+    if provider.unavailable():
+        need_binary("etcd" if name == "etcd" else "redis-server")
+    assert "trio" in provider.backends
+    try:
+        result = run_case(REGISTRY["RTS-001"], provider, "trio")
+    finally:
+        provider.close()
+    assert result.outcome == "pass", result.reason
+
+
+def test_inside_a_users_trio_asyncio_loop_either_side_works(
+    redis_srv: ServerProcess,  # noqa: F811
+) -> None:
+    """A store called from trio tasks uses the bridge's loop; one called from asyncio tasks of
+    the user's own ``trio_asyncio.open_loop()`` runs directly on that loop."""
+    import trio_asyncio  # type: ignore[import-untyped]
+
+    async def main() -> None:
+        async with trio_asyncio.open_loop():
+            from_trio = RedisRuntimeStore(redis_srv.url, namespace=_ns())
+            assert await from_trio.cas("k", None, b"t")
+            from_aio = RedisRuntimeStore(redis_srv.url, namespace=from_trio._conn.ns)
+
+            async def aio_side() -> tuple[bytes | None, str | None]:
+                got = await from_aio.get("k")
+                await from_aio.aclose()
+                return got
+
+            assert (await trio_asyncio.aio_as_trio(aio_side)())[0] == b"t"
+            assert from_aio._conn.side.direct and not from_aio._conn.side.bridged
+            assert from_trio._conn.side.bridged
+            await from_trio.aclose()
+
+    _run(main)
