@@ -298,6 +298,25 @@ def test_the_asyncio_path_does_not_load_the_bridge(redis_srv: ServerProcess) -> 
     assert out == "True False"
 
 
+def test_asyncio_loops_stay_plain_after_the_bridge_was_used() -> None:
+    """trio_asyncio would make every later asyncio loop of the process a SyncTrioEventLoop."""
+    out = _python(
+        """
+        import asyncio, anyio, trio
+        from videoflow_aio.adapters._trio_bridge import run_on_asyncio
+
+        async def loop_type():
+            return type(asyncio.get_running_loop()).__name__
+
+        async def main():
+            return await run_on_asyncio(loop_type)
+
+        print(trio.run(main), asyncio.run(loop_type()), anyio.run(loop_type), trio.run(main))
+        """
+    )
+    assert out == "TrioEventLoop _UnixSelectorEventLoop _UnixSelectorEventLoop TrioEventLoop"
+
+
 @pytest.mark.parametrize("name", ["redis", "etcd"])
 def test_providers_run_the_cases_under_trio(name: str) -> None:
     load_all()
@@ -317,7 +336,7 @@ def test_inside_a_users_trio_asyncio_loop_either_side_works(
 ) -> None:
     """A store called from trio tasks uses the bridge's loop; one called from asyncio tasks of
     the user's own ``trio_asyncio.open_loop()`` runs directly on that loop."""
-    import trio_asyncio  # type: ignore[import-untyped]
+    trio_asyncio = _trio_bridge._import()  # imported as the bridge does (keeps asyncio plain)
 
     async def main() -> None:
         async with trio_asyncio.open_loop():

@@ -21,7 +21,10 @@ Guarantees:
   ``trio.run`` it was used in.
 
 Importing ``trio_asyncio`` patches ``asyncio.get_running_loop``/``current_task`` process-wide
-(correct under asyncio, a little slower); it is imported only on the first trio call. A module
+(correct under asyncio, about 2 µs a call slower); it is imported only on the first trio call.
+It also makes new asyncio loops trio-asyncio loops; :func:`_keep_plain_asyncio_loops` undoes
+that for the importing thread (other threads of a process that used the bridge get a
+``SyncTrioEventLoop`` from ``asyncio.new_event_loop()``). A module
 that imported those functions by name earlier keeps the unpatched C functions, which do not see
 a trio-asyncio loop ("no running event loop"; python-trio/trio-asyncio#83). anyio's asyncio
 backend does so, and the adapters use anyio on their asyncio side, so :func:`_import` rebinds
@@ -90,11 +93,15 @@ class Affinity:
 
 
 def _import() -> Any:
-    """Import trio_asyncio, then point stale by-name bindings at its patched functions."""
+    """Import trio_asyncio, then undo what it does to asyncio outside trio (see the module doc)
+    and point stale by-name bindings at its patched functions."""
+    first = "trio_asyncio" not in sys.modules
     try:
         import trio_asyncio  # type: ignore[import-untyped]
     except ImportError as exc:
         raise Unsupported(INSTALL_HINT, capability="trio") from exc
+    if first:
+        _keep_plain_asyncio_loops()
     for module_name in _STALE_BINDERS:
         module = sys.modules.get(module_name)
         if module is None:
@@ -103,6 +110,23 @@ def _import() -> Any:
             if name in vars(module):
                 setattr(module, name, getattr(asyncio, name))
     return trio_asyncio
+
+
+def _keep_plain_asyncio_loops() -> None:
+    """Outside trio, let asyncio make its own loops again (this thread).
+
+    On import trio_asyncio makes ``asyncio.new_event_loop()`` (so ``asyncio.run`` and anyio's
+    asyncio backend) return a ``SyncTrioEventLoop`` - trio in a thread - outside trio unless a
+    policy was set with ``asyncio.set_event_loop_policy``, which it records per thread and
+    which cannot be called from the trio task importing it. Recording the policy that was in
+    force before the import restores plain asyncio loops; inside trio nothing changes.
+    """
+    from trio_asyncio import _loop  # type: ignore[import-untyped]
+
+    faked = getattr(_loop, "_faked_policy", None)
+    original = getattr(_loop, "_original_policy", None)
+    if faked is not None and original is not None and faked.policy is None:
+        faked.policy = original
 
 
 class _SharedLoop:
