@@ -57,7 +57,7 @@ from ...contracts.messaging import (
     VerifiedSubscription,
 )
 from ._names import Names
-from .jetstream import _asyncio_only
+from .jetstream import _asyncio_only, connect
 
 _IMMUTABLE_SUB = ("kind", "partition", "competing")
 
@@ -106,19 +106,15 @@ class CoreNatsMessagingBackend(MessagingBackend):
         _asyncio_only()
         if self._nc is not None and not self._nc.is_closed:
             return self._nc
-        try:
-            self._nc = await nats.connect(
-                servers=self.servers,
-                pending_size=0,
-                connect_timeout=self.request_timeout,
-                max_reconnect_attempts=-1,
-                reconnect_time_wait=0.2,
-                error_cb=self._on_error,
-            )
-        except Exception as exc:
-            raise BackendUnavailable(
-                f"cannot connect to NATS at {self.servers}: {exc}", backend="nats"
-            ) from exc
+        opts: dict[str, Any] = {
+            "servers": self.servers,
+            "pending_size": 0,
+            "connect_timeout": self.request_timeout,
+            "max_reconnect_attempts": -1,
+            "reconnect_time_wait": 0.2,
+            "error_cb": self._on_error,
+        }
+        self._nc = await connect(opts, self.servers, 2 * self.request_timeout)
         return self._nc
 
     async def _on_error(self, exc: Exception) -> None:

@@ -198,12 +198,7 @@ class JetStreamMessagingBackend(MessagingBackend):
             if not self.buffer_while_disconnected:
                 opts["pending_size"] = 0
             opts.update(self._connect_options)
-            try:
-                nc = await nats.connect(**opts)
-            except Exception as exc:  # nats-py raises assorted errors (OSError, NoServers…)
-                raise BackendUnavailable(
-                    f"cannot connect to NATS at {self.servers}: {exc}", backend="nats"
-                ) from exc
+            nc = await connect(opts, self.servers, 2 * self.request_timeout)
             self._inbox = nc.new_inbox()
             self._inbox_sub = await nc.subscribe(f"{self._inbox}.*", cb=self._on_pull_reply)
             self._nc = nc
@@ -714,8 +709,8 @@ class JetStreamMessagingBackend(MessagingBackend):
         res = await self._send(nc, chs, env, timeout)
         if isinstance(res, Accepted):
             self._pubs.put(pid, (res, first_at, env))
-            if not res.duplicate:
-                chs.index[res.sequence] = (env.kind, env.partition_key, len(env.body))
+            # stored at res.sequence is our own envelope (first write wins, and it was ours)
+            chs.index[res.sequence] = (env.kind, env.partition_key, len(env.body))
             return Accepted(pid, res.sequence, False)
         if isinstance(res, Rejected) and res.reason.startswith("not sent"):
             return PublicationUnknown(pid, f"still unknown: {res.reason}")
@@ -801,7 +796,7 @@ class JetStreamMessagingBackend(MessagingBackend):
         else:
             body["expires"] = int(expires * NS)
         subject = f"$JS.API.CONSUMER.MSG.NEXT.{st.stream}.{st.consumer}"
-        limit = min(deadline, now + self.request_timeout) if no_wait else deadline
+        limit = now + self.request_timeout if no_wait else deadline
         try:
             await nc.publish(subject, _api.encode(body), reply=f"{self._inbox}.{token}")
             with anyio.CancelScope(deadline=limit):
@@ -832,10 +827,13 @@ class JetStreamMessagingBackend(MessagingBackend):
         st.late.extend(keep)
         return out
 
-    def _check_status(self, st: SubState, pull: Pull) -> None:
+    async def _check_status(self, st: SubState, pull: Pull) -> None:
         if pull.status is None:
             return
         code, desc = pull.status
+        if code == "503":  # no responders: the consumer is gone, or JetStream is down
+            await self._confirm_consumer(st)
+            raise BackendUnavailable(f"receive on {st.id}: no responders", backend="nats")
         if code == "409" and "Consumer Deleted" in desc:
             self._subs.pop(st.id, None)
             self._by_consumer.pop((st.stream, st.consumer), None)
@@ -870,18 +868,24 @@ class JetStreamMessagingBackend(MessagingBackend):
         out = self._take_late(st, item_credit, budget)
         if out:
             return out
-        # 1. what is available now, in one request
+        # 1. what is available now, in one request. Its answer is awaited even past the
+        # deadline (up to request_timeout): no answer is an error, never "no messages".
         pull = await self._pull(nc, st, item_credit, budget, deadline, no_wait=True)
-        self._check_status(st, pull)
+        await self._check_status(st, pull)
         out = [self._delivery(st, m, pull.sent_at) for m in pull.msgs]
+        if pull.status is None and not out:
+            await self._confirm_consumer(st)  # NotFound when the consumer is gone
+            raise BackendUnavailable(
+                f"receive on {st.id}: no answer from the server within "
+                f'{self.request_timeout:g} s (nothing received is not "no messages")',
+                backend="nats",
+            )
         if out or anyio.current_time() >= deadline:
             return out
-        if pull.status is None:  # no answer at all: do not report "nothing" as "no messages"
-            await self._confirm_consumer(st)
         # 2. wait for one, then take what else is there
         while anyio.current_time() < deadline:
             pull = await self._pull(nc, st, 1, budget, deadline, no_wait=False)
-            self._check_status(st, pull)
+            await self._check_status(st, pull)
             out = [self._delivery(st, m, pull.sent_at) for m in pull.msgs]
             if out:
                 used = sum(len(d.envelope.body) for d in out)
@@ -897,8 +901,8 @@ class JetStreamMessagingBackend(MessagingBackend):
                 break  # the head does not fit this byte credit
             if pull.status[0] not in ("404", "408"):
                 await anyio.sleep(0.01)  # e.g. 409 Exceeded MaxWaiting: back off briefly
-        if not out:
-            await self._confirm_consumer(st)
+        if not out and pull.status is None:
+            await self._confirm_consumer(st)  # the last pull never ended: is it still there?
         return out
 
     async def _confirm_consumer(self, st: SubState) -> None:
@@ -1365,6 +1369,22 @@ class JetStreamMessagingBackend(MessagingBackend):
 
 def seen_iter(st: SubState) -> list[int]:
     return list(st.delivered_seqs)
+
+
+async def connect(opts: dict[str, Any], servers: list[str], seconds: float) -> Any:
+    """``nats.connect`` bounded by ``seconds``; every failure is :class:`BackendUnavailable`
+    with the cause chained (nats-py can keep retrying an unreachable server forever)."""
+    try:
+        with anyio.fail_after(seconds):
+            return await nats.connect(**opts)
+    except TimeoutError as exc:
+        raise BackendUnavailable(
+            f"cannot connect to NATS at {servers} within {seconds:g} s", backend="nats"
+        ) from exc
+    except Exception as exc:  # nats-py raises assorted errors (OSError, NoServersError…)
+        raise BackendUnavailable(
+            f"cannot connect to NATS at {servers}: {exc}", backend="nats"
+        ) from exc
 
 
 def _parse_headers(raw: bytes) -> dict[str, str]:

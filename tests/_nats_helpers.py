@@ -1,0 +1,64 @@
+"""Helpers for the NATS adapter tests: fresh backends on one server, pausing it, raw API calls."""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import os
+import signal
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+import anyio
+
+from videoflow_aio.adapters._servers import ServerProcess
+from videoflow_aio.adapters.nats import JetStreamMessagingBackend
+from videoflow_aio.conformance.providers.nats import _all_stopped
+
+_n = itertools.count(1)
+
+
+def prefix() -> tuple[str, str]:
+    """A fresh (stream_prefix, subject_prefix) pair, so tests never see each other's streams."""
+    i = next(_n)
+    return f"P{os.getpid()}x{i}", f"p{os.getpid()}x{i}"
+
+
+def backend(srv: ServerProcess, names: tuple[str, str] | None = None, **kw: Any) -> Any:
+    sp, subp = names or prefix()
+    kw.setdefault("request_timeout", 1.0)
+    return JetStreamMessagingBackend(srv.url, stream_prefix=sp, subject_prefix=subp, **kw)
+
+
+@contextlib.asynccontextmanager
+async def paused(srv: ServerProcess) -> AsyncIterator[None]:
+    """SIGSTOP the server (every thread stopped) for the block; SIGCONT after, always."""
+    os.kill(srv.pid, signal.SIGSTOP)
+    try:
+        with anyio.fail_after(2):
+            while not _all_stopped(srv.pid):  # noqa: ASYNC110 - polling another process
+                await anyio.sleep(0.001)
+        yield
+    finally:
+        os.kill(srv.pid, signal.SIGCONT)
+
+
+async def eventually(
+    probe: Callable[[], Awaitable[Any]], ok: Callable[[Any], bool], within: float = 5.0
+) -> Any:
+    """Call ``probe`` until ``ok(result)`` (real time; a server acts on its own clock)."""
+    last: Any = None
+    with anyio.move_on_after(within):
+        while True:
+            last = await probe()
+            if ok(last):
+                return last
+            await anyio.sleep(0.05)
+    return last
+
+
+async def raw(
+    b: JetStreamMessagingBackend, subject: str, body: dict[str, Any] | None = None
+) -> Any:
+    """A raw JetStream API call through the backend's connection (errors raised)."""
+    return await b._api(subject, body)
