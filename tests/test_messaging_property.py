@@ -1,6 +1,8 @@
 """Nothing lost: random schedules of publishes, receives, settles, lease expiries, evictions and
-pauses; every accepted publication ends in exactly one recorded fate per subscription that sees
-it, and ``observe_subscription`` agrees with the observation log."""
+pauses, optionally ended by ``close``; every accepted publication ends in exactly one recorded
+fate per subscription that sees it, and ``observe_subscription`` agrees with the observation log.
+After a close nothing is left open: every pair has its fate, and every held publication its
+``reject``."""
 
 from __future__ import annotations
 
@@ -58,7 +60,7 @@ config = st.fixed_dictionaries(
 )
 
 
-async def drive(cfg: dict[str, Any], ops: list[tuple[Any, ...]]) -> None:
+async def drive(cfg: dict[str, Any], ops: list[tuple[Any, ...]], close: bool = False) -> None:
     log = ObservationLog()
     b = MemoryMessagingBackend(log=log, dedup_window_seconds=1_000_000)
     cid = make_channel("f", "r", "n", "work", "limits").channel
@@ -100,15 +102,27 @@ async def drive(cfg: dict[str, Any], ops: list[tuple[Any, ...]]) -> None:
             b.resume_acceptance(cid)
         else:
             b.cancel_publication(cid, f"p{pid}")
-    b.resume_acceptance(cid)
-    await check(b, log, cid, sids)
+    if close:
+        waiting = [h for h in b._channels[cid].held if h.outcome is None]
+        await b.close([cid], "g")
+        rejects = [e for e in log.events("reject") if e.attrs["reason"] == "channel closed"]
+        assert sorted(e.ident for e in rejects) == sorted(h.env.publication_id for h in waiting)
+        assert all(h.outcome is not None for h in waiting)
+    else:
+        b.resume_acceptance(cid)
+    await check(b, log, cid, sids, closed=close)
 
 
 async def check(
-    b: MemoryMessagingBackend, log: ObservationLog, cid: Any, sids: dict[str, SubscriptionId]
+    b: MemoryMessagingBackend,
+    log: ObservationLog,
+    cid: Any,
+    sids: dict[str, SubscriptionId],
+    closed: bool = False,
 ) -> None:
-    for sid in sids.values():  # timers are stamped and fire lazily: bring the log up to date
-        await b.observe_subscription(sid)
+    if not closed:  # timers are stamped and fire lazily: bring the log up to date
+        for sid in sids.values():
+            await b.observe_subscription(sid)
     accepted = {
         int(e.attrs["seq"]): e.attrs.get("msg_kind")  # type: ignore[arg-type]
         for e in log.events("publish")
@@ -121,7 +135,7 @@ async def check(
         assert isinstance(names, list)
         for name in names:
             fates.setdefault((seq, str(name)), []).append(e.kind)
-    retained = {seq for seq, env in enumerate_stored(b, cid) if env.kind != "dlq"}
+    retained = set() if closed else {s for s, env in enumerate_stored(b, cid) if env.kind != "dlq"}
     for name, sid in sids.items():
         open_pairs = 0
         unresolved = 0
@@ -147,6 +161,8 @@ async def check(
                 assert seq in retained, f"seq {seq} on {name}: no fate and not retained"
                 open_pairs += 1
                 unresolved += events == ["unresolved"]
+        if closed:
+            continue  # the subscription is gone; no pair was left open (retained is empty)
         obs = await b.observe_subscription(sid)
         assert isinstance(obs, Known)
         v = obs.value
@@ -158,7 +174,9 @@ async def check(
     assert counts["publish"] >= len(accepted)
     for kind in ("drop", "unresolved", "dead_letter", "settle", "late_accept", "expire", "cancel"):
         if counts[kind]:
-            event(f"schedule has {kind}")  # coverage, shown by --hypothesis-show-statistics
+            event(f"schedule has {kind}")
+    if closed:
+        event("schedule ends in close")  # coverage, shown by --hypothesis-show-statistics
 
 
 def enumerate_stored(b: MemoryMessagingBackend, cid: Any) -> list[tuple[int, Any]]:
@@ -167,20 +185,22 @@ def enumerate_stored(b: MemoryMessagingBackend, cid: Any) -> list[tuple[int, Any
 
 
 @settings(max_examples=500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(cfg=config, ops=st.lists(op, min_size=10, max_size=80))
-def test_nothing_lost_asyncio(cfg: dict[str, Any], ops: list[tuple[Any, ...]]) -> None:
-    vrun(drive, cfg, ops, backend="asyncio", clock=VirtualClock())
+@given(cfg=config, ops=st.lists(op, min_size=10, max_size=80), close=st.booleans())
+def test_nothing_lost_asyncio(cfg: dict[str, Any], ops: list[tuple[Any, ...]], close: bool) -> None:
+    vrun(drive, cfg, ops, close, backend="asyncio", clock=VirtualClock())
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(cfg=config, ops=st.lists(op, min_size=10, max_size=80))
-def test_nothing_lost_trio(cfg: dict[str, Any], ops: list[tuple[Any, ...]]) -> None:
-    vrun(drive, cfg, ops, backend="trio", clock=VirtualClock())
+@given(cfg=config, ops=st.lists(op, min_size=10, max_size=80), close=st.booleans())
+def test_nothing_lost_trio(cfg: dict[str, Any], ops: list[tuple[Any, ...]], close: bool) -> None:
+    vrun(drive, cfg, ops, close, backend="trio", clock=VirtualClock())
 
 
+@pytest.mark.parametrize("close", [False, True])
 @pytest.mark.parametrize("backend", ["asyncio", "trio"])
-def test_the_check_catches_a_silent_loss(backend: str) -> None:
-    """The property is not vacuous: a message removed without a record is caught."""
+def test_the_check_catches_a_silent_loss(backend: str, close: bool) -> None:
+    """The property is not vacuous: a message removed without a record is caught, before or
+    across a close."""
 
     async def lose() -> None:
         log = ObservationLog()
@@ -192,7 +212,10 @@ def test_the_check_catches_a_silent_loss(backend: str) -> None:
         await b.publish(make_envelope(spec.channel, "p1"), anyio.current_time() + 1)
         ch = b._channels[spec.channel]
         ch.msgs.clear()  # sabotage: the message vanishes with no drop event
+        ch.count = 0
+        if close:
+            await b.close([spec.channel], "g")
         with pytest.raises(AssertionError):
-            await check(b, log, spec.channel, {"a": sid})
+            await check(b, log, spec.channel, {"a": sid}, closed=close)
 
     vrun(lose, backend=backend, clock=VirtualClock())

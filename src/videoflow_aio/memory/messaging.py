@@ -73,6 +73,8 @@ from ._messaging_state import LEASE, RETRY, Channel, Held, Msg, Sub, new_msg
 
 _IMMUTABLE_CHANNEL = ("retention", "replicas", "persistence", "profile")
 _IMMUTABLE_SUB = ("kind", "partition", "competing")
+_CLOSED = "channel closed"
+"""The reason recorded for every fate ``close`` decides (drops, evictions, held rejects)."""
 
 
 _get_running_loop = asyncio._get_running_loop  # the C helper: None outside asyncio, no raise
@@ -1021,8 +1023,11 @@ class MemoryMessagingBackend(MessagingBackend):
             ch.closed = True
             for held in ch.held:
                 if held.outcome is None:
-                    held.outcome = Rejected(held.env.publication_id, "channel closed")
+                    held.outcome = self._refuse(ch, held.env.publication_id, _CLOSED)
                     held.done.set()
+            ch.held = []
+            dead_letters = ch.dead_letters
+            discarded = self._discard_all(ch)
             for sid, sub in ch.subs.items():
                 self._subs.pop(sid, None)
                 sub.wake()
@@ -1030,11 +1035,46 @@ class MemoryMessagingBackend(MessagingBackend):
                 "channel_closed",
                 cid,
                 expected_generation,
-                discarded=ch.count,
-                dead_letters=ch.dead_letters,
+                discarded=discarded,
+                dead_letters=dead_letters,
             )
             removed.append(cid)
         return CleanupObservation(tuple(removed), tuple(absent), tuple(refused), ())
+
+    def _discard_all(self, ch: Channel) -> int:
+        """Give every message on a closing channel its recorded fate: timers due by now fire
+        first (at their due time), then each retained message is removed with reason
+        ``channel closed`` (a ``drop`` naming the subscriptions that had not settled it, else an
+        ``evict``); in core-only mode each message still waiting in a client queue is a
+        ``drop`` naming the subscriptions whose queue held it. Returns how many non-dead-letter
+        messages were discarded."""
+        if self.core_only:
+            queued: dict[int, tuple[Msg, list[str]]] = {}
+            for sub in ch.subs.values():
+                for m in sub.core_queue:
+                    entry = queued.setdefault(m.seq, (m, []))
+                    entry[1].append(sub.id.name)
+                sub.dropped += len(sub.core_queue)
+                sub.core_queue.clear()
+            for seq in sorted(queued):
+                m, names = queued[seq]
+                self._rec(
+                    "drop",
+                    ch.id,
+                    m.env.publication_id,
+                    seq=seq,
+                    reason=_CLOSED,
+                    subscriptions=names,
+                )
+            return len(queued)
+        now = self._now()
+        self._expire_age(ch, now)
+        for sub in ch.subs.values():
+            self._due(sub, now)
+        discarded = ch.count
+        for m in list(ch.msgs.values()):
+            self._discard(ch, m, _CLOSED)
+        return discarded
 
     # -- optional profiles -----------------------------------------------------------------
     async def commit_control(
