@@ -65,6 +65,7 @@ class Pull:
     msgs: list[Any] = field(default_factory=list)
     status: tuple[str, str] | None = None
     done: anyio.Event = field(default_factory=anyio.Event)
+    first: anyio.Event = field(default_factory=anyio.Event)
     closed: bool = False
 
 

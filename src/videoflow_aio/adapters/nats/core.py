@@ -12,11 +12,13 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+from collections import deque
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
+import anyio.lowlevel
 import nats
 import nats.errors
 
@@ -65,8 +67,10 @@ _IMMUTABLE_SUB = ("kind", "partition", "competing")
 @dataclass
 class _CoreSub:
     spec: SubscriptionSpec
-    nsub: Any
+    nsub: Any = None
+    queue: deque[Any] = field(default_factory=deque)
     dropped: int = 0
+    arrived: anyio.Event | None = None
 
 
 @dataclass
@@ -198,18 +202,27 @@ class CoreNatsMessagingBackend(MessagingBackend):
         nc = await self._conn()
         subject = self.names.filter(spec.channel, spec.kind, spec.partition)
         queue = self.names.consumer(spec.id) if spec.competing else ""
+        sub = _CoreSub(spec)
+        limit = self.client_queue_limit
+
+        async def deliver(msg: Any) -> None:  # the client queue: bounded, drops counted
+            if len(sub.queue) >= limit:
+                sub.dropped += 1
+                return
+            sub.queue.append(msg)
+            ev = sub.arrived
+            if ev is not None:
+                sub.arrived = None
+                ev.set()
+
         try:
-            nsub = await nc.subscribe(
-                subject,
-                queue=queue,
-                pending_msgs_limit=self.client_queue_limit,
-                pending_bytes_limit=0,
+            sub.nsub = await nc.subscribe(
+                subject, queue=queue, cb=deliver, pending_msgs_limit=1 << 20, pending_bytes_limit=0
             )
         except nats.errors.Error as exc:
             raise BackendUnavailable(f"cannot subscribe {spec.id}: {exc}", backend="nats") from exc
-        sub = _CoreSub(spec, nsub)
         self._subs[spec.id] = sub
-        self._by_sid[nsub._id] = sub
+        self._by_sid[sub.nsub._id] = sub
         return VerifiedSubscription(spec, created=True)
 
     # -- publish / receive -----------------------------------------------------------------------
@@ -249,27 +262,26 @@ class CoreNatsMessagingBackend(MessagingBackend):
         if byte_credit < 1:
             raise ValidationError("byte_credit must be >= 1", field="byte_credit")
         sub = self._sub(subscription)
-        nsub = sub.nsub
         budget = min(byte_credit, sub.spec.byte_credit)
+        await self._settled_queue(sub)
+        if not sub.queue:
+            with anyio.CancelScope(deadline=deadline):
+                while not sub.queue:
+                    ev = sub.arrived = anyio.Event()
+                    await ev.wait()
         out: list[Delivery] = []
-        q = nsub._pending_queue
-        if q.empty():
-            remaining = deadline - anyio.current_time()
-            if remaining <= 0:
-                return out
-            with anyio.move_on_after(remaining):
-                first = await q.get()
-                q._queue.appendleft(first)  # look, don't take: the byte credit decides below
-                q._unfinished_tasks += 1
-        while not q.empty() and len(out) < item_credit:
-            msg = q._queue[0]
-            if len(msg.data) > budget:
-                break
-            q.get_nowait()
-            nsub._pending_size -= len(msg.data)
+        q = sub.queue
+        while q and len(out) < item_credit and len(q[0].data) <= budget:
+            msg = q.popleft()
             budget -= len(msg.data)
             out.append(self._delivery(sub, msg))
         return out
+
+    async def _settled_queue(self, sub: _CoreSub) -> None:
+        """Let nats-py hand every message it already read to our queue (its callback task)."""
+        pending = sub.nsub._pending_queue
+        while pending.qsize():
+            await anyio.lowlevel.checkpoint()
 
     def _delivery(self, sub: _CoreSub, msg: Any) -> Delivery:
         seq = next(self._seq)
@@ -304,7 +316,12 @@ class CoreNatsMessagingBackend(MessagingBackend):
         self, subscription: SubscriptionId
     ) -> Known[SubscriptionObservation] | Unknown:
         sub = self._sub(subscription)
-        queued = sub.nsub._pending_queue.qsize()
+        try:  # a round trip, so what the server routed to us before now has been counted
+            await (await self._conn()).flush(timeout=self.request_timeout)
+        except (nats.errors.Error, TimeoutError) as exc:
+            return Unknown(f"cannot confirm the client queue is current: {exc!r}")
+        await self._settled_queue(sub)
+        queued = len(sub.queue)
         return Known(SubscriptionObservation(subscription, queued, 0, 0, sub.dropped, 0))
 
     async def observe_channel(self, channel_id: ChannelId) -> Known[ChannelObservation] | Unknown:

@@ -81,6 +81,8 @@ from ._names import ADV_TERMINATED, Names
 from ._state import Bounded, ChanState, Pull, SubState
 
 NS = 1_000_000_000
+LINGER = 0.002
+"""How long a pull that got some messages waits for the rest of the burst."""
 DELETED_REASON = "Unacknowledged message was deleted"
 TERM_PREFIX = "videoflow: "
 ASYNCIO_ONLY = "nats-py is asyncio-only: the NATS adapters do not run under trio"
@@ -725,6 +727,7 @@ class JetStreamMessagingBackend(MessagingBackend):
             pull = self._pulls.pop(token, None)
             if pull is not None:
                 pull.status = (status, str(hdrs.get("Description", "")))
+                pull.first.set()
                 pull.done.set()
             return
         # a delivery arrives on its original subject: route it by its ack reply subject
@@ -742,6 +745,7 @@ class JetStreamMessagingBackend(MessagingBackend):
                 st.late.append(self._delivery(st, msg, sent))
             return
         pull.msgs.append(msg)
+        pull.first.set()
         if len(pull.msgs) >= pull.want:
             pull.done.set()
 
@@ -779,28 +783,37 @@ class JetStreamMessagingBackend(MessagingBackend):
         return Delivery(env, seq, attempt, token, deadline)
 
     async def _pull(
-        self, nc: Any, st: SubState, batch: int, max_bytes: int, deadline: float, no_wait: bool
+        self, nc: Any, st: SubState, batch: int, max_bytes: int, deadline: float
     ) -> Pull:
-        """One pull request; the caller holds ``st.lock`` (one open pull per subscription in
-        this client, so every delivery belongs to the pull that is open when it arrives)."""
+        """One pull request: ``no_wait`` with ``expires`` at the deadline, so the server
+        answers at once with what is available (then ``404``), or waits for the first message
+        until it expires (``408``). The caller holds ``st.lock``: one open pull per
+        subscription in this client, so every delivery belongs to the pull open when it
+        arrives (later ones land in ``st.late``)."""
         now = anyio.current_time()
         token = str(next(self._pull_ids))
-        expires = 0.0 if no_wait else max(deadline - now - 0.005, 0.001)
+        expires = max(deadline - now - 0.005, 0.001)
         pull = Pull(st, batch, now, now + expires)
         self._pulls[token] = pull
         st.current = pull
         st.last_sent = now
-        body: dict[str, Any] = {"batch": batch, "max_bytes": max_bytes}
-        if no_wait:
-            body["no_wait"] = True
-        else:
-            body["expires"] = int(expires * NS)
+        body = {
+            "batch": batch,
+            "max_bytes": max_bytes,
+            "no_wait": True,
+            "expires": int(expires * NS),
+        }
         subject = f"$JS.API.CONSUMER.MSG.NEXT.{st.stream}.{st.consumer}"
-        limit = now + self.request_timeout if no_wait else deadline
+        limit = now + expires + self.request_timeout
         try:
             await nc.publish(subject, _api.encode(body), reply=f"{self._inbox}.{token}")
             with anyio.CancelScope(deadline=limit):
-                await pull.done.wait()
+                await pull.first.wait()
+            if pull.status is None and pull.msgs and len(pull.msgs) < batch:
+                # the rest of a burst arrives together; a request blocked by the shared credit
+                # (max_ack_pending) would wait for its expiry, so do not wait for its status
+                with anyio.CancelScope(deadline=min(limit, anyio.current_time() + LINGER)):
+                    await pull.done.wait()
         except nats.errors.Error as exc:
             pull.status = ("error", f"{type(exc).__name__}: {exc}")
         finally:
@@ -868,42 +881,26 @@ class JetStreamMessagingBackend(MessagingBackend):
         out = self._take_late(st, item_credit, budget)
         if out:
             return out
-        # 1. what is available now, in one request. Its answer is awaited even past the
-        # deadline (up to request_timeout): no answer is an error, never "no messages".
-        pull = await self._pull(nc, st, item_credit, budget, deadline, no_wait=True)
-        await self._check_status(st, pull)
-        out = [self._delivery(st, m, pull.sent_at) for m in pull.msgs]
-        if pull.status is None and not out:
-            await self._confirm_consumer(st)  # NotFound when the consumer is gone
-            raise BackendUnavailable(
-                f"receive on {st.id}: no answer from the server within "
-                f'{self.request_timeout:g} s (nothing received is not "no messages")',
-                backend="nats",
-            )
-        if out or anyio.current_time() >= deadline:
-            return out
-        # 2. wait for one, then take what else is there
-        while anyio.current_time() < deadline:
-            pull = await self._pull(nc, st, 1, budget, deadline, no_wait=False)
+        while True:
+            pull = await self._pull(nc, st, item_credit, budget, deadline)
             await self._check_status(st, pull)
             out = [self._delivery(st, m, pull.sent_at) for m in pull.msgs]
             if out:
-                used = sum(len(d.envelope.body) for d in out)
-                if item_credit > 1 and budget - used > 0:
-                    more = await self._pull(
-                        nc, st, item_credit - 1, budget - used, deadline, no_wait=True
-                    )
-                    out += [self._delivery(st, m, more.sent_at) for m in more.msgs]
                 return out
-            if pull.status is None:
-                break  # our deadline passed with the request still open
-            if pull.status[0] == "409" and "MaxBytes" in pull.status[1]:
-                break  # the head does not fit this byte credit
-            if pull.status[0] not in ("404", "408"):
+            if pull.status is None:  # the server never answered: not "no messages"
+                await self._confirm_consumer(st)  # NotFound when the consumer is gone
+                raise BackendUnavailable(
+                    f"receive on {st.id}: no answer from the server within "
+                    f"{self.request_timeout:g} s after the deadline",
+                    backend="nats",
+                )
+            code, desc = pull.status
+            if code == "409" and "MaxBytes" in desc:
+                return out  # the head does not fit this byte credit
+            if anyio.current_time() >= deadline - 0.006:
+                return out
+            if code not in ("404", "408"):
                 await anyio.sleep(0.01)  # e.g. 409 Exceeded MaxWaiting: back off briefly
-        if not out and pull.status is None:
-            await self._confirm_consumer(st)  # the last pull never ended: is it still there?
-        return out
 
     async def _confirm_consumer(self, st: SubState) -> None:
         """After an empty receive: NotFound when the consumer is gone (nats-py would hide
