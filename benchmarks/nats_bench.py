@@ -1,0 +1,172 @@
+"""The JetStream adapter beside raw nats-py on one nats-server, and the memory model beside both.
+
+    .venv/bin/python benchmarks/nats_bench.py [--n 2000] [--rounds 3] [--url nats://…] [--json PATH]
+
+Workloads (each message 128 bytes with a ``Nats-Msg-Id``, as the adapter always sends one):
+
+- ``publish``: sequential publish, each waiting for its PubAck (raw: ``js.publish``);
+- ``pipelined``: 256 publishes in flight (raw: ``js.publish`` tasks under a semaphore);
+- ``receive+settle``: pull 64 at a time and settle each with a confirmed double ack (raw:
+  ``psub.fetch(64)`` + ``msg.ack_sync()``; adapter: ``receive`` + ``settle(Completed())``).
+
+Raw and adapter alternate in rounds on fresh streams (this 2-core machine is shared: its load
+drifts), and each side's best round is reported; the target is adapter >= 0.8 x raw on each.
+The memory model runs the same workloads on a plain asyncio loop (real time) for the
+model-vs-broker table in docs/nats.md. Without ``--url`` a server is started (file storage in
+a temp dir). Exit status 1 when a target is missed. Wall-clock reads are deliberate.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import itertools
+import json
+import sys
+import time
+from typing import Any
+
+import anyio
+import nats
+
+from videoflow_aio.adapters._servers import start_nats
+from videoflow_aio.adapters.nats import JetStreamMessagingBackend
+from videoflow_aio.contracts.messaging import (
+    Accepted,
+    Completed,
+    SettleConfirmed,
+    make_channel,
+    make_envelope,
+    make_subscription,
+)
+from videoflow_aio.memory.messaging import MemoryMessagingBackend
+
+BODY = b"v" * 128
+INFLIGHT = 256
+BATCH = 64
+_ids = itertools.count(1)
+
+
+def _now() -> float:
+    return time.perf_counter()  # wall-clock: a benchmark measures elapsed time
+
+
+# -- raw nats-py ---------------------------------------------------------------------------------
+async def raw_round(url: str, n: int) -> dict[str, float]:
+    nc = await nats.connect(url)
+    js = nc.jetstream()
+    i = next(_ids)
+    name, subj = f"RAW{i}", f"raw{i}"
+    await js.add_stream(name=name, subjects=[f"{subj}.>"], storage="memory")
+    psub = await js.pull_subscribe(f"{subj}.x", f"c{i}", stream=name)
+    out: dict[str, float] = {}
+    t0 = _now()
+    for k in range(n):
+        await js.publish(f"{subj}.x", BODY, headers={"Nats-Msg-Id": f"s{k}"})
+    out["publish"] = n / (_now() - t0)
+    sem = asyncio.Semaphore(INFLIGHT)
+
+    async def one(k: int) -> None:
+        async with sem:
+            await js.publish(f"{subj}.x", BODY, headers={"Nats-Msg-Id": f"p{k}"})
+
+    t0 = _now()
+    await asyncio.gather(*(one(k) for k in range(n)))
+    out["pipelined"] = n / (_now() - t0)
+    t0 = _now()
+    done = 0
+    while done < n:
+        for m in await psub.fetch(BATCH, timeout=5):
+            await m.ack_sync()
+            done += 1
+    out["receive+settle"] = done / (_now() - t0)
+    await js.delete_stream(name)
+    await nc.close()
+    return out
+
+
+# -- the contract (adapter or memory model) ------------------------------------------------------
+async def contract_round(b: Any, n: int) -> dict[str, float]:
+    i = next(_ids)
+    ch = make_channel("bench", f"r{i}", "n", "work", "limits", max_msgs=1_000_000)
+    await b.ensure_channel(ch, f"op{i}")
+    sub = make_subscription(ch.channel, "c", item_credit=1000, ack_wait_seconds=60)
+    await b.ensure_subscription(sub, f"op{i}")
+    cid = ch.channel
+    out: dict[str, float] = {}
+    t0 = _now()
+    for k in range(n):
+        res = await b.publish(make_envelope(cid, f"s{k}", BODY), anyio.current_time() + 5)
+        assert isinstance(res, Accepted), res
+    out["publish"] = n / (_now() - t0)
+    sem = asyncio.Semaphore(INFLIGHT)  # the same driver as the raw side
+
+    async def one(k: int) -> None:
+        async with sem:
+            res = await b.publish(make_envelope(cid, f"p{k}", BODY), anyio.current_time() + 5)
+            assert isinstance(res, Accepted), res
+
+    t0 = _now()
+    await asyncio.gather(*(one(k) for k in range(n)))
+    out["pipelined"] = n / (_now() - t0)
+    t0 = _now()
+    done = 0
+    while done < n:
+        for d in await b.receive(sub.id, BATCH, 1 << 30, anyio.current_time() + 5):
+            ans = await b.settle(d.token, Completed(), f"s{d.sequence}")
+            assert isinstance(ans, SettleConfirmed), ans
+            done += 1
+    out["receive+settle"] = done / (_now() - t0)
+    await b.close([cid], "")
+    return out
+
+
+def best(rounds: list[dict[str, float]]) -> dict[str, float]:
+    return {k: max(r[k] for r in rounds) for k in rounds[0]}
+
+
+async def run(url: str, n: int, rounds: int) -> dict[str, dict[str, float]]:
+    raw: list[dict[str, float]] = []
+    adapter: list[dict[str, float]] = []
+    b = JetStreamMessagingBackend(url, stream_prefix="BENCH", subject_prefix="bench")
+    for _ in range(rounds):
+        raw.append(await raw_round(url, n))
+        adapter.append(await contract_round(b, n))
+    await b.aclose()
+    memory = [await contract_round(MemoryMessagingBackend(), n) for _ in range(rounds)]
+    return {"raw nats-py": best(raw), "adapter": best(adapter), "memory model": best(memory)}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("--n", type=int, default=2000, help="messages per workload and round")
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--url", default=None, help="an existing server (default: start one)")
+    ap.add_argument("--json", default=None, help="also write the figures as JSON here")
+    args = ap.parse_args(argv)
+    srv = None
+    url = args.url
+    if url is None:
+        srv = start_nats()
+        url = srv.url
+    try:
+        figures = asyncio.run(run(url, args.n, args.rounds))
+    finally:
+        if srv is not None:
+            srv.stop()
+    raw, ad, mem = figures["raw nats-py"], figures["adapter"], figures["memory model"]
+    ok = True
+    print(f"{'workload':16} {'raw nats-py':>12} {'adapter':>10} {'ratio':>6} {'memory model':>13}")
+    for k in raw:
+        ratio = ad[k] / raw[k]
+        ok &= ratio >= 0.8
+        flag = "" if ratio >= 0.8 else "  < 0.8 target"
+        print(f"{k:16} {raw[k]:10.0f}/s {ad[k]:8.0f}/s {ratio:6.2f} {mem[k]:11.0f}/s{flag}")
+    if args.json:
+        with open(args.json, "w") as fh:
+            json.dump(figures, fh, indent=2)
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
