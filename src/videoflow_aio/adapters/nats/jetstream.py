@@ -75,7 +75,7 @@ from ...contracts.messaging import (
     VerifiedChannel,
     VerifiedSubscription,
 )
-from . import _api
+from . import _api, _profiles
 from ._api import ApiError, NoAnswer, NoResponders, NotSent
 from ._names import ADV_TERMINATED, Names
 from ._state import Bounded, ChanState, Pull, SubState
@@ -128,6 +128,9 @@ class JetStreamMessagingBackend(MessagingBackend):
       ``max_payload``); a larger one is ``Rejected`` before anything is sent.
     * ``dedup_window_seconds``: the longest dedup window a channel gets.
     * ``latest_per_key``: offer ``latest_per_key`` channels (``max_msgs_per_subject=1``).
+    * ``durable_control``: offer versioned control records (``commit_control``).
+    * ``archive`` / ``archive_horizon_seconds``: copy every accepted publication to an archive
+      stream that outlives ``close`` and expires after the horizon (``replay``).
     * ``buffer_while_disconnected``: False (default) makes a publish or settle attempted while
       disconnected fail at once (definitely not sent); True lets nats-py buffer it and replay
       it after a reconnect, which turns a reported failure into a possible late acceptance.
@@ -144,6 +147,9 @@ class JetStreamMessagingBackend(MessagingBackend):
         max_payload_bytes: int = 8388608,
         dedup_window_seconds: int = 120,
         latest_per_key: bool = False,
+        durable_control: bool = False,
+        archive: bool = False,
+        archive_horizon_seconds: float = 3600.0,
         replication_factor: int = 1,
         buffer_while_disconnected: bool = False,
         connect_options: dict[str, Any] | None = None,
@@ -162,6 +168,14 @@ class JetStreamMessagingBackend(MessagingBackend):
         self.max_payload_bytes = max_payload_bytes
         self.dedup_window_seconds = dedup_window_seconds
         self.latest_per_key = latest_per_key
+        self.durable_control = durable_control
+        self.archive = archive
+        if archive_horizon_seconds <= 0:
+            raise ValidationError(
+                "archive_horizon_seconds must be > 0", field="archive_horizon_seconds"
+            )
+        self.archive_horizon_seconds = float(archive_horizon_seconds)
+        self.archive_errors: list[str] = []
         self.replication_factor = replication_factor
         self.buffer_while_disconnected = buffer_while_disconnected
         self._connect_options = dict(connect_options or {})
@@ -383,11 +397,8 @@ class JetStreamMessagingBackend(MessagingBackend):
         ch = spec.channel
         storage = "file" if spec.persistence else "memory"
         owner = {f"videoflow.owner.{k}": v for k, v in spec.owner_labels.items()}
-        for name, subjects in (
-            (self.names.dlq_stream(ch), self.names.dlq_subjects(ch)),
-            (self.names.adv_stream(ch), self.names.adv_subjects(ch)),
-        ):
-            cfg = {
+        cfgs: list[dict[str, Any]] = [
+            {
                 "name": name,
                 "subjects": subjects,
                 "retention": "limits",
@@ -397,6 +408,17 @@ class JetStreamMessagingBackend(MessagingBackend):
                 "duplicate_window": NS,
                 "metadata": owner,
             }
+            for name, subjects in (
+                (self.names.dlq_stream(ch), self.names.dlq_subjects(ch)),
+                (self.names.adv_stream(ch), self.names.adv_subjects(ch)),
+            )
+        ]
+        horizon = self.archive_horizon_seconds if self.archive else None
+        cfgs += _profiles.stream_configs(
+            self.names, ch, spec.replicas, self.durable_control, horizon
+        )
+        for cfg in cfgs:
+            name = cfg["name"]
             if await self._stream_info(name) is None:
                 try:
                     await self._api(f"STREAM.CREATE.{name}", cfg)
@@ -650,7 +672,23 @@ class JetStreamMessagingBackend(MessagingBackend):
         self._pubs.put(pid, (out, now if first is None else first[1], envelope))
         if isinstance(out, Accepted) and not out.duplicate:
             chs.index[out.sequence] = (envelope.kind, envelope.partition_key, size)
+            if self.archive:
+                await self._archive_copy(nc, chs, envelope)
         return out
+
+    async def _archive_copy(self, nc: Any, chs: ChanState, env: Envelope) -> None:
+        """Copy an accepted publication to the channel's archive (one per event id). A failed
+        copy does not undo the publication; it is kept in ``archive_errors``."""
+        subject = _profiles.arc_subject(self.names, chs.id, env.event_id)
+        hdrs = _profiles.archive_headers(env, self._headers(env, 0))
+        try:
+            msg = await _api.request(nc, subject, env.body, self.request_timeout, headers=hdrs)
+            err = _api.decode(msg.data).get("error")
+        except (NoAnswer, NotSent, NoResponders, msgspec.DecodeError) as exc:
+            err = str(exc)
+        if err:
+            self.archive_errors.append(f"{env.publication_id}: {err}")
+            del self.archive_errors[:-64]
 
     async def _send(self, nc: Any, chs: ChanState, env: Envelope, seconds: float) -> PublishOutcome:
         pid = env.publication_id
@@ -1332,28 +1370,67 @@ class JetStreamMessagingBackend(MessagingBackend):
                     break
         return sorted(out)
 
-    # -- optional profiles (not offered) ---------------------------------------------------------
+    # -- optional profiles -----------------------------------------------------------------------
     async def commit_control(
         self, channel_id: ChannelId, key: str, expected_version: str | None, value: bytes
     ) -> bool:
-        raise Unsupported(
-            "durable control is not offered on JetStream", capability="durable_control"
+        if not self.durable_control:
+            raise Unsupported("durable control is not offered", capability="durable_control")
+        _profiles.check_key(key)
+        await self._chan(channel_id)
+        nc = await self._conn()
+        return await _profiles.commit(
+            nc, self.names, channel_id, key, expected_version, bytes(value), self.request_timeout
         )
 
     async def control_state(
         self, channel_id: ChannelId, key: str
     ) -> tuple[bytes | None, str | None]:
-        raise Unsupported(
-            "durable control is not offered on JetStream", capability="durable_control"
+        if not self.durable_control:
+            raise Unsupported("durable control is not offered", capability="durable_control")
+        await self._chan(channel_id)
+        m, body = await _profiles.last(
+            self._api,
+            _profiles.ctl_stream(self.names, channel_id),
+            _profiles.ctl_subject(self.names, channel_id, key),
         )
+        return (None, None) if m is None else (body, str(m["seq"]))
 
     async def replay(self, channel_id: ChannelId, event_id: str) -> Envelope | None:
-        raise Unsupported("archive is not offered on JetStream", capability="archive")
+        """The archived envelope for ``event_id`` (works after ``close``); None once the server
+        expired it (past the horizon) or it was never archived."""
+        if not self.archive:
+            raise Unsupported("archive is not offered", capability="archive")
+        m, body = await _profiles.last(
+            self._api,
+            _profiles.arc_stream(self.names, channel_id),
+            _profiles.arc_subject(self.names, channel_id, event_id),
+        )
+        if m is None or body is None:
+            return None
+        src = _parse_headers(base64.b64decode(m.get("hdrs", "") or ""))
+        meta = _meta_dec(src["Vf"]) if "Vf" in src else _Meta()
+        pid = src.get("Vf-Pid", event_id)
+        return Envelope(
+            channel=channel_id,
+            publication_id=pid,
+            body=body,
+            event_id=pid if meta.e is None else meta.e,
+            kind=src.get("Vf-Kind", "data"),
+            partition_key=src.get("Vf-Pk"),
+            event_ts=meta.ts,
+            source_epoch=meta.ep,
+            source_offset=meta.off,
+            headers=meta.h,
+        )
 
     async def capabilities(self) -> MessagingCapabilities:
         return MessagingCapabilities(
             backend="nats-jetstream",
             latest_per_key=self.latest_per_key,
+            durable_control=self.durable_control,
+            archive=self.archive,
+            archive_horizon_seconds=self.archive_horizon_seconds if self.archive else 0.0,
             persistent=True,
             replication_factor=self.replication_factor,
             max_payload_bytes=self.max_payload,

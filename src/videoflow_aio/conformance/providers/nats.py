@@ -41,7 +41,14 @@ from .._provider import Provider, register_provider
 ASYNCIO_ONLY = "nats-py is asyncio-only; the NATS adapters do not run under trio"
 SERVER_CONTROLS = frozenset({"pause_acceptance", "resume_acceptance"})
 # options the JetStream adapter takes from a case's h.open(...)
-_JS_OPTIONS = ("max_payload_bytes", "dedup_window_seconds", "latest_per_key")
+_JS_OPTIONS = (
+    "max_payload_bytes",
+    "dedup_window_seconds",
+    "latest_per_key",
+    "durable_control",
+    "archive",
+    "archive_horizon_seconds",
+)
 _CORE_OPTIONS = ("client_queue_limit", "max_payload_bytes")
 _count = itertools.count(1)
 
@@ -113,7 +120,7 @@ class NatsProvider(Provider):
         return None
 
     def capabilities(self, contract: str) -> frozenset[str] | None:
-        return frozenset({"core_only", "latest_per_key"})
+        return frozenset({"core_only", "latest_per_key", "durable_control", "archive"})
 
     def controls(self, contract: str) -> frozenset[str] | None:
         return SERVER_CONTROLS if self.url is None or self._server is not None else frozenset()

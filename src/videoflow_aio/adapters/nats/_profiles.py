@@ -1,0 +1,127 @@
+"""The optional profiles on JetStream: durable control records and the archive.
+
+* ``durable_control`` (MSG-018): a per-channel stream ``…__ctl`` on ``<base>.ctl.<key>`` with
+  ``max_msgs_per_subject=1``. A record's version is its stream sequence; ``commit_control`` is a
+  publish with ``Nats-Expected-Last-Subject-Sequence`` (0: must not exist), so the server
+  decides the compare-and-set (``10071 wrong last sequence`` → False).
+* ``archive`` (MSG-024): a per-channel stream ``…__arc`` on ``<base>.arc.<event id>`` with
+  ``max_age`` = the horizon and one message per event id; every accepted publication is copied
+  there. ``close`` does not delete it, so a replay outlives the run's channels; the server
+  expires it past the horizon.
+"""
+
+from __future__ import annotations
+
+import base64
+from typing import Any
+
+from ...contracts.errors import BackendUnavailable, OutcomeUnknown, ValidationError
+from ...contracts.messaging import ChannelId, Envelope
+from . import _api
+from ._api import ApiError, NoAnswer, NoResponders, NotSent
+from ._names import Names, escape
+
+NS = 1_000_000_000
+WRONG_LAST_SEQUENCE = 10071
+
+
+def ctl_stream(names: Names, ch: ChannelId) -> str:
+    return names.stream(ch) + "__ctl"
+
+
+def arc_stream(names: Names, ch: ChannelId) -> str:
+    return names.stream(ch) + "__arc"
+
+
+def ctl_subject(names: Names, ch: ChannelId, key: str) -> str:
+    return f"{names.base(ch)}.ctl.{escape(key)}"
+
+
+def arc_subject(names: Names, ch: ChannelId, event_id: str) -> str:
+    return f"{names.base(ch)}.arc.{escape(event_id)}"
+
+
+def stream_configs(
+    names: Names, ch: ChannelId, replicas: int, control: bool, horizon: float | None
+) -> list[dict[str, Any]]:
+    """The side streams the offered profiles need for channel ``ch``."""
+    out: list[dict[str, Any]] = []
+    if control:
+        out.append(
+            {
+                "name": ctl_stream(names, ch),
+                "subjects": [f"{names.base(ch)}.ctl.>"],
+                "storage": "file",
+                "num_replicas": replicas,
+                "max_msgs_per_subject": 1,
+                "duplicate_window": NS,
+            }
+        )
+    if horizon is not None:
+        out.append(
+            {
+                "name": arc_stream(names, ch),
+                "subjects": [f"{names.base(ch)}.arc.>"],
+                "storage": "file",
+                "num_replicas": replicas,
+                "max_msgs_per_subject": 1,
+                "max_age": int(horizon * NS),
+                "duplicate_window": min(int(horizon * NS), 120 * NS),
+            }
+        )
+    return out
+
+
+async def commit(
+    nc: Any, names: Names, ch: ChannelId, key: str, expected: str | None, value: bytes, t: float
+) -> bool:
+    """Write ``value`` under ``key`` if its version is ``expected``; False when it moved on."""
+    if expected is None:
+        last = "0"
+    else:
+        if not expected.isdigit():
+            return False  # not a version this adapter issued: it cannot be current
+        last = expected
+    hdrs = {"Nats-Expected-Last-Subject-Sequence": last}
+    try:
+        msg = await _api.request(nc, ctl_subject(names, ch, key), value, t, headers=hdrs)
+    except NoAnswer as exc:
+        raise OutcomeUnknown(f"commit_control {key!r}: {exc}", operation="commit_control") from exc
+    except (NotSent, NoResponders) as exc:
+        raise BackendUnavailable(f"commit_control {key!r}: {exc}", backend="nats") from exc
+    ack = _api.decode(msg.data)
+    err = ack.get("error")
+    if err:
+        if int(err.get("err_code", 0)) == WRONG_LAST_SEQUENCE:
+            return False
+        raise BackendUnavailable(f"commit_control {key!r}: {err}", backend="nats")
+    return True
+
+
+async def last(api: Any, stream: str, subject: str) -> tuple[dict[str, Any] | None, bytes | None]:
+    """The newest message on ``subject`` (raw GET answer and body), or (None, None)."""
+    try:
+        got = await api(f"STREAM.MSG.GET.{stream}", {"last_by_subj": subject})
+    except ApiError as exc:
+        if exc.err_code in (_api.NO_MESSAGE_FOUND, _api.STREAM_NOT_FOUND):
+            return None, None
+        raise BackendUnavailable(f"cannot read {subject}: {exc}", backend="nats") from exc
+    except (NoAnswer, NotSent, NoResponders) as exc:
+        raise BackendUnavailable(f"cannot read {subject}: {exc}", backend="nats") from exc
+    m = got["message"]
+    return m, base64.b64decode(m.get("data", "") or "")
+
+
+def check_key(key: str) -> None:
+    if not key:
+        raise ValidationError("key must be non-empty", field="key", value=key)
+
+
+def archive_headers(env: Envelope, base: dict[str, str]) -> dict[str, str]:
+    hdrs = dict(base)
+    hdrs["Vf-Kind"] = env.kind
+    if env.partition_key is not None:
+        hdrs["Vf-Pk"] = env.partition_key
+    hdrs.setdefault("Vf-Pid", env.publication_id)
+    hdrs.pop("Nats-Msg-Id", None)
+    return hdrs
