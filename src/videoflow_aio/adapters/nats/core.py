@@ -57,6 +57,7 @@ from ...contracts.messaging import (
     Terminal,
     VerifiedChannel,
     VerifiedSubscription,
+    matches,
 )
 from ._names import Names
 from .jetstream import _asyncio_only, connect
@@ -71,6 +72,8 @@ class _CoreSub:
     queue: deque[Any] = field(default_factory=deque)
     dropped: int = 0
     arrived: anyio.Event | None = None
+    seen: int = 0  # messages handed to this subscription (queued or dropped)
+    expected: int = 0  # messages this client published that it matches
 
 
 @dataclass
@@ -206,8 +209,13 @@ class CoreNatsMessagingBackend(MessagingBackend):
         limit = self.client_queue_limit
 
         async def deliver(msg: Any) -> None:  # the client queue: bounded, drops counted
+            sub.seen += 1
             if len(sub.queue) >= limit:
                 sub.dropped += 1
+                ev = sub.arrived
+                if ev is not None:
+                    sub.arrived = None
+                    ev.set()
                 return
             sub.queue.append(msg)
             ev = sub.arrived
@@ -252,6 +260,9 @@ class CoreNatsMessagingBackend(MessagingBackend):
         except (nats.errors.Error, TimeoutError) as exc:
             return PublicationUnknown(pid, f"no flush confirmation before the deadline: {exc!r}")
         ch.seq += 1
+        for sub in self._subs.values():
+            if sub.spec.channel == envelope.channel and matches(sub.spec, envelope):
+                sub.expected += 1
         return Accepted(pid, ch.seq)
 
     async def receive(
@@ -278,10 +289,13 @@ class CoreNatsMessagingBackend(MessagingBackend):
         return out
 
     async def _settled_queue(self, sub: _CoreSub) -> None:
-        """Let nats-py hand every message it already read to our queue (its callback task)."""
-        pending = sub.nsub._pending_queue
-        while pending.qsize():
-            await anyio.lowlevel.checkpoint()
+        """Wait (up to ``request_timeout``) until every message this client published that
+        the subscription matches has reached its queue or been counted as dropped: the server
+        routes them asynchronously, even to the publishing connection itself."""
+        with anyio.move_on_after(self.request_timeout):
+            while sub.seen < sub.expected:
+                ev = sub.arrived = anyio.Event()
+                await ev.wait()
 
     def _delivery(self, sub: _CoreSub, msg: Any) -> Delivery:
         seq = next(self._seq)
