@@ -480,3 +480,59 @@ async def test_raw_nats_py_would_have_said_zero(srv: ServerProcess) -> None:
     with pytest.raises(NotFound):  # the adapter, on the same deleted consumer
         await b.receive(sub.id, 1, 1 << 20, dl(0.3))
     await b.aclose()
+
+
+# -- optional profiles
+
+
+async def test_durable_control_is_a_server_side_compare_and_set(srv: ServerProcess) -> None:
+    names = prefix()
+    a = backend(srv, names, durable_control=True)
+    b = backend(srv, names, durable_control=True)  # another process
+    ch, _sub = await chan_sub(a)
+    assert await a.control_state(ch.channel, "pause") == (None, None)
+    assert await a.commit_control(ch.channel, "pause", None, b"on")
+    _, v1 = await b.control_state(ch.channel, "pause")
+    assert v1 is not None
+    assert await b.commit_control(ch.channel, "pause", v1, b"off")
+    assert not await a.commit_control(ch.channel, "pause", v1, b"stale")  # lost the race
+    assert not await a.commit_control(ch.channel, "pause", "not-a-version", b"x")
+    assert (await a.control_state(ch.channel, "pause"))[0] == b"off"
+    plain = backend(srv)
+    with pytest.raises(Unsupported):
+        await plain.control_state(ch.channel, "pause")
+    for x in (a, b, plain):
+        await x.aclose()
+
+
+async def test_archive_outlives_close(srv: ServerProcess) -> None:
+    b = backend(srv, archive=True, archive_horizon_seconds=60)
+    ch, _sub = await chan_sub(b, owner_labels={"generation": "g1"})
+    env = make_envelope(ch.channel, "p1", b"frame", event_id="ev-1", partition_key="3")
+    assert isinstance(await b.publish(env, dl()), Accepted)
+    assert (await b.close([ch.channel], "g1")).removed == (ch.channel,)
+    got = await b.replay(ch.channel, "ev-1")
+    assert got is not None
+    assert (got.body, got.event_id, got.partition_key, got.kind) == (b"frame", "ev-1", "3", "data")
+    assert await b.replay(ch.channel, "never") is None
+    assert b.archive_errors == []
+    await b.aclose()
+
+
+# -- bounded ledgers
+
+
+async def test_trimmed_delivery_records_make_drops_unknown_not_guessed(srv: ServerProcess) -> None:
+    b = backend(srv)
+    ch, sub = await chan_sub(b, max_msgs=2)
+    for i in range(2):
+        await b.publish(make_envelope(ch.channel, f"p{i}"), dl())
+    got = await b.receive(sub.id, 8, 1 << 20, dl())
+    st = b._subs[sub.id]
+    st.trim_delivered(1)  # forget that p0 was delivered
+    assert st.forgot_upto == got[0].sequence
+    for i in range(2, 4):
+        await b.publish(make_envelope(ch.channel, f"p{i}"), dl())  # evicts p0 and p1
+    seen = await b.observe_subscription(sub.id)
+    assert isinstance(seen, Unknown) and "trimmed" in seen.reason
+    await b.aclose()

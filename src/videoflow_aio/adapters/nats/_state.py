@@ -86,6 +86,13 @@ class SubState:
     last_sent: float = 0.0
     lock: anyio.Lock | None = None
     delivered_seqs: set[int] = field(default_factory=set)
+    forgot_upto: int = 0
+
+    def trim_delivered(self, keep: int) -> None:
+        """Keep the newest ``keep`` delivered sequences (amortised: called at twice that)."""
+        ordered = sorted(self.delivered_seqs)
+        self.forgot_upto = max(self.forgot_upto, ordered[-keep - 1])
+        self.delivered_seqs = set(ordered[-keep:])
 
 
 @dataclass
@@ -105,6 +112,11 @@ class ChanState:
     evicted_unseen: dict[str, int] = field(default_factory=dict)
     gone_unresolved: dict[str, set[int]] = field(default_factory=dict)
     live_adv: Any = None
+
+    def trim_index(self, keep: int) -> None:
+        """Keep the newest ``keep`` entries of the publish index (amortised)."""
+        newest = sorted(self.index)[-keep:]
+        self.index = {s: self.index[s] for s in newest}
 
     def deleted_for(self, consumer: str) -> set[int]:
         return self.deleted.setdefault(consumer, set())

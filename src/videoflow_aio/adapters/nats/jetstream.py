@@ -81,6 +81,9 @@ from ._names import ADV_TERMINATED, Names
 from ._state import Bounded, ChanState, Pull, SubState
 
 NS = 1_000_000_000
+INDEX_LIMIT = 1 << 20
+"""Most sequences kept in a channel's publish index / a subscription's delivered set; past it
+the oldest half is forgotten (their drops, if evicted later, become unattributable: Unknown)."""
 LINGER = 0.002
 """How long a pull that got some messages waits for the rest of the burst."""
 DELETED_REASON = "Unacknowledged message was deleted"
@@ -672,6 +675,8 @@ class JetStreamMessagingBackend(MessagingBackend):
         self._pubs.put(pid, (out, now if first is None else first[1], envelope))
         if isinstance(out, Accepted) and not out.duplicate:
             chs.index[out.sequence] = (envelope.kind, envelope.partition_key, size)
+            if len(chs.index) > INDEX_LIMIT:
+                chs.trim_index(INDEX_LIMIT // 2)
             if self.archive:
                 await self._archive_copy(nc, chs, envelope)
         return out
@@ -815,6 +820,8 @@ class JetStreamMessagingBackend(MessagingBackend):
         deadline = start + st.spec.ack_wait_seconds
         st.leases[seq] = (attempt, deadline)
         st.delivered_seqs.add(seq)
+        if len(st.delivered_seqs) > INDEX_LIMIT:
+            st.trim_delivered(INDEX_LIMIT // 2)
         st.retry_wait.pop(seq, None)
         lease_id = f"{attempt}.{md.sequence.consumer}"
         token = DeliveryToken(st.id, seq, attempt, lease_id, msg.reply)
@@ -1154,6 +1161,8 @@ class JetStreamMessagingBackend(MessagingBackend):
             for s in range(lo, first):
                 if s <= mark or s in seen:
                     continue
+                if s <= st.forgot_upto:
+                    return f"the delivery record of sequence {s} was trimmed: drops unknown"
                 entry = chs.index.get(s)
                 if entry is None:
                     return (
