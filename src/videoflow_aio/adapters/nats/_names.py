@@ -6,7 +6,9 @@ A channel ``flow.run.node`` has three streams:
   (the run's slot: its limits apply to these kinds together);
 * ``…__dlq`` on ``<p>.<flow>.<run>.<node>.dlq.>`` (dead letters, outside the slot);
 * ``…__adv`` capturing this channel's ``MAX_DELIVERIES`` and ``MSG_TERMINATED`` advisories
-  durably (the unresolved / drop ledger).
+  durably (the unresolved / drop ledger);
+* ``…__ctl`` and ``…__arc`` when the ``durable_control`` / ``archive`` profiles are offered
+  (see ``_profiles``).
 
 A message's subject is ``<base>.<kind>.n`` without a partition key and ``<base>.<kind>.k.<key>``
 with one, so a partition subscription filters ``<base>.<kind>.k.<p>`` and an unpartitioned one
