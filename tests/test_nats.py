@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import anyio
+import anyio.lowlevel
 import nats
 import nats.js.errors
 import pytest
@@ -174,6 +175,18 @@ async def test_deleted_while_leased_is_a_drop_and_its_settle_is_stale(srv: Serve
     await b.publish(make_envelope(ch.channel, "p2"), dl())  # evicts the leased p1
     o = await eventually(lambda: obs(b, sub.id), lambda o: o.dropped == 1)
     assert (o.leased, o.dropped, o.pending) == (0, 1, 1)
+    assert isinstance(await b.settle(leased[0].token, Completed(), "late"), SettleStale)
+    await b.aclose()
+
+
+async def test_settle_after_deletion_is_stale_without_an_observation(srv: ServerProcess) -> None:
+    b = backend(srv)
+    ch, sub = await chan_sub(b, max_msgs=1)
+    await b.publish(make_envelope(ch.channel, "p1"), dl())
+    leased = await b.receive(sub.id, 1, 1 << 20, dl())
+    await b.publish(make_envelope(ch.channel, "p2"), dl())  # evicts the leased p1
+    deleted = b._chans[ch.channel].deleted_for(b.names.consumer(sub.id))
+    await eventually(anyio.lowlevel.checkpoint, lambda _: leased[0].sequence in deleted)
     assert isinstance(await b.settle(leased[0].token, Completed(), "late"), SettleStale)
     await b.aclose()
 

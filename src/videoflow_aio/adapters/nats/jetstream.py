@@ -923,6 +923,8 @@ class JetStreamMessagingBackend(MessagingBackend):
         self, nc: Any, st: SubState, item_credit: int, byte_credit: int, deadline: float
     ) -> list[Delivery]:
         budget = min(byte_credit, st.spec.byte_credit)
+        if st.chan.live_adv is None:
+            await self._watch_deletions(nc, st.chan)
         out = self._take_late(st, item_credit, budget)
         if out:
             return out
@@ -946,6 +948,22 @@ class JetStreamMessagingBackend(MessagingBackend):
                 return out
             if code not in ("404", "408"):
                 await anyio.sleep(0.01)  # e.g. 409 Exceeded MaxWaiting: back off briefly
+
+    async def _watch_deletions(self, nc: Any, chs: ChanState) -> None:
+        """Follow the channel's ``MSG_TERMINATED`` advisories live (a fast path beside the
+        durable ``__adv`` ledger), so a settle on a message deleted while leased is answered
+        ``SettleStale`` without waiting for the next observation."""
+
+        async def on_advisory(msg: Any) -> None:
+            with contextlib.suppress(Exception):
+                adv = _api.decode(msg.data)
+                if adv.get("reason") == DELETED_REASON:
+                    chs.deleted_for(str(adv["consumer"])).add(int(adv["stream_seq"]))
+
+        try:
+            chs.live_adv = await nc.subscribe(f"{ADV_TERMINATED}.{chs.stream}.*", cb=on_advisory)
+        except nats.errors.Error:
+            chs.live_adv = False  # the durable ledger still has them; do not retry each time
 
     async def _confirm_consumer(self, st: SubState) -> None:
         """After an empty receive: NotFound when the consumer is gone (nats-py would hide
@@ -1322,6 +1340,10 @@ class JetStreamMessagingBackend(MessagingBackend):
                     refused.append(cid)
                     continue
                 await self._api(f"STREAM.DELETE.{name}")
+                chs = self._chans.get(cid)
+                if chs is not None and chs.live_adv:
+                    with contextlib.suppress(Exception):
+                        await chs.live_adv.unsubscribe()
                 self._forget_channel(cid)
                 for side in (self.names.dlq_stream(cid), self.names.adv_stream(cid)):
                     with contextlib.suppress(ApiError):
