@@ -219,7 +219,14 @@ class JetStreamMessagingBackend(MessagingBackend):
             opts.update(self._connect_options)
             nc = await connect(opts, self.servers, 2 * self.request_timeout)
             self._inbox = nc.new_inbox()
-            self._inbox_sub = await nc.subscribe(f"{self._inbox}.*", cb=self._on_pull_reply)
+            try:
+                self._inbox_sub = await nc.subscribe(f"{self._inbox}.*", cb=self._on_pull_reply)
+            except nats.errors.Error as exc:
+                with contextlib.suppress(Exception):
+                    await nc.close()
+                raise BackendUnavailable(
+                    f"cannot subscribe to the inbox: {exc}", backend="nats"
+                ) from exc
             self._nc = nc
             return nc
 
