@@ -405,6 +405,33 @@ async def test_ensure_reads_back_and_refuses_immutable_changes(srv: ServerProces
     await b.aclose()
 
 
+async def test_concurrent_ensure_from_two_clients_agrees(srv: ServerProcess) -> None:
+    names = prefix()
+    a, b = backend(srv, names), backend(srv, names)
+    spec = make_channel("f", "r", "race", "work", "limits", max_msgs=7)
+    results: list[Any] = []
+
+    async def ensure(x: Any, op: str) -> None:
+        results.append(await x.ensure_channel(spec, op))
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(ensure, a, "op-a")
+        tg.start_soon(ensure, b, "op-b")
+    assert sorted(r.created for r in results) == [False, True]
+    assert all(r.effective.max_msgs == 7 for r in results)
+    await a.aclose()
+    await b.aclose()
+
+
+async def test_a_deadline_already_past_is_rejected_unsent(srv: ServerProcess) -> None:
+    b = backend(srv)
+    ch, _sub = await chan_sub(b)
+    out = await b.publish(make_envelope(ch.channel, "p1"), anyio.current_time() - 1)
+    assert isinstance(out, Rejected) and "deadline" in out.reason
+    assert (await b.observe_channel(ch.channel)).value.messages == 0
+    await b.aclose()
+
+
 async def test_names_survive_escaping(srv: ServerProcess) -> None:
     b = backend(srv)
     ch = make_channel("fl_ow", "r/un", "n-o_de", "work", "limits")

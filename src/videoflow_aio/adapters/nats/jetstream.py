@@ -86,6 +86,7 @@ INDEX_LIMIT = 1 << 20
 the oldest half is forgotten (their drops, if evicted later, become unattributable: Unknown)."""
 LINGER = 0.002
 """How long a pull that got some messages waits for the rest of the burst."""
+CREATED_BY = "videoflow.created_by"
 DELETED_REASON = "Unacknowledged message was deleted"
 TERM_PREFIX = "videoflow: "
 ASYNCIO_ONLY = "nats-py is asyncio-only: the NATS adapters do not run under trio"
@@ -354,7 +355,10 @@ class JetStreamMessagingBackend(MessagingBackend):
             created = updated = False
             if info is None:
                 try:
-                    info = await self._api(f"STREAM.CREATE.{name}", want)
+                    # the creating operation is stamped in the metadata: a concurrent create of
+                    # the same spec by another operation then differs (10058) instead of both
+                    # being told did_create (the server answers an identical create as created)
+                    info = await self._api(f"STREAM.CREATE.{name}", _stamped(want, operation_id))
                     created = True
                 except ApiError as exc:
                     if exc.err_code != _api.STREAM_NAME_IN_USE:
@@ -375,7 +379,8 @@ class JetStreamMessagingBackend(MessagingBackend):
                             actual=have,
                         )
                 if current != effective:
-                    info = await self._api(f"STREAM.UPDATE.{name}", want)
+                    stamp = (info["config"].get("metadata") or {}).get(CREATED_BY, "")
+                    info = await self._api(f"STREAM.UPDATE.{name}", _stamped(want, stamp))
                     updated = True
                     current = self._spec_from(ch, info["config"])
             await self._ensure_side_streams(spec)
@@ -549,7 +554,7 @@ class JetStreamMessagingBackend(MessagingBackend):
                 first = int(si["state"].get("first_seq", 0) or 0)
                 last = int(si["state"].get("last_seq", 0) or 0)
                 start = first if first > 0 else last + 1
-                cfg = self._consumer_config(spec, start)
+                cfg = _stamped(self._consumer_config(spec, start), operation_id)
                 try:
                     info = await self._api(
                         f"CONSUMER.CREATE.{stream}.{consumer}",
@@ -578,7 +583,8 @@ class JetStreamMessagingBackend(MessagingBackend):
                             )
                 if current != spec:
                     start = int(info["config"].get("opt_start_seq", 1) or 1)
-                    cfg = self._consumer_config(spec, start)
+                    stamp = (info["config"].get("metadata") or {}).get(CREATED_BY, "")
+                    cfg = _stamped(self._consumer_config(spec, start), stamp)
                     if current is None:  # a placeholder: keep its start, narrow its filter
                         cfg["deliver_policy"] = info["config"].get("deliver_policy", "all")
                         cfg.pop("opt_start_seq", None)
@@ -1497,6 +1503,13 @@ async def connect(opts: dict[str, Any], servers: list[str], seconds: float) -> A
         raise BackendUnavailable(
             f"cannot connect to NATS at {servers}: {exc}", backend="nats"
         ) from exc
+
+
+def _stamped(cfg: dict[str, Any], operation_id: str) -> dict[str, Any]:
+    """``cfg`` with the creating operation recorded in its metadata (not part of any spec)."""
+    out = dict(cfg)
+    out["metadata"] = {**(cfg.get("metadata") or {}), CREATED_BY: operation_id}
+    return out
 
 
 def _parse_headers(raw: bytes) -> dict[str, str]:
