@@ -84,6 +84,8 @@ NS = 1_000_000_000
 INDEX_LIMIT = 1 << 20
 """Most sequences kept in a channel's publish index / a subscription's delivered set; past it
 the oldest half is forgotten (their drops, if evicted later, become unattributable: Unknown)."""
+LEASE_MEMORY = 10.0
+"""Seconds past its deadline an expired lease is still remembered (for SettleStale)."""
 LINGER = 0.002
 """How long a pull that got some messages waits for the rest of the burst."""
 CREATED_BY = "videoflow.created_by"
@@ -1252,6 +1254,12 @@ class JetStreamMessagingBackend(MessagingBackend):
             for seq, (attempt, dl) in st.leases.items():
                 if attempt >= cap and now >= dl + 0.05 and seq not in st.settled:
                     exhausted.add(seq)
+        # forget leases long expired: the server has redelivered them (perhaps elsewhere) or
+        # reported them exhausted in the durable advisory ledger by now
+        keep = max(st.spec.ack_wait_seconds, LEASE_MEMORY)
+        for seq in [q for q, (_a, d) in st.leases.items() if now > d + keep]:
+            del st.leases[seq]
+            st.retry_wait.pop(seq, None)
         gone = chs.gone_unresolved.setdefault(st.consumer, set())
         unresolved = set()
         for seq in exhausted:
