@@ -15,7 +15,7 @@ from __future__ import annotations
 import base64
 from typing import Any
 
-from ...contracts.errors import BackendUnavailable, OutcomeUnknown, ValidationError
+from ...contracts.errors import BackendUnavailable, OutcomeUnknown
 from ...contracts.messaging import ChannelId, Envelope
 from . import _api
 from ._api import ApiError, NoAnswer, NoResponders, NotSent
@@ -110,11 +110,6 @@ async def last(api: Any, stream: str, subject: str) -> tuple[dict[str, Any] | No
         raise BackendUnavailable(f"cannot read {subject}: {exc}", backend="nats") from exc
     m = got["message"]
     return m, base64.b64decode(m.get("data", "") or "")
-
-
-def check_key(key: str) -> None:
-    if not key:
-        raise ValidationError("key must be non-empty", field="key", value=key)
 
 
 def archive_headers(env: Envelope, base: dict[str, str]) -> dict[str, str]:

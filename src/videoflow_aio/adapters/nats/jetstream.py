@@ -74,6 +74,7 @@ from ...contracts.messaging import (
     Terminal,
     VerifiedChannel,
     VerifiedSubscription,
+    validate_control_write,
 )
 from . import _api, _profiles
 from ._api import ApiError, NoAnswer, NoResponders, NotSent
@@ -1314,26 +1315,12 @@ class JetStreamMessagingBackend(MessagingBackend):
         first = int(state.get("first_seq", 0) or 0)
         if msgs == 0:
             first = last + 1
-        nbytes = 0
-        if msgs:
-            try:
-                si_d = await self._api(f"STREAM.INFO.{chs.stream}", {"deleted_details": True})
-            except (ApiError, NoAnswer, NotSent, NoResponders) as exc:
-                return Unknown(f"cannot read {channel_id}: {exc}")
-            deleted = set(si_d["state"].get("deleted") or ())
-            for s in range(first, last + 1):
-                if s in deleted:
-                    continue
-                entry = chs.index.get(s)
-                if entry is None:
-                    return Unknown(
-                        f"retained sequence {s} was not published by this client: body bytes "
-                        "unknown (the server counts stored size, not body size)"
-                    )
-                nbytes += entry[2]
-            for s in [s for s in chs.index if s < first]:
-                if all(chs.accounted.get(c, 0) >= s for c in self._consumers_of(chs)):
-                    del chs.index[s]
+        # the stored size: bodies plus subject, headers and record overhead (the contract's
+        # lower bound is the bodies)
+        nbytes = int(state.get("bytes", 0))
+        for s in [s for s in chs.index if s < first]:
+            if all(chs.accounted.get(c, 0) >= s for c in self._consumers_of(chs)):
+                del chs.index[s]
         dead = 0 if di is None else int(di["state"].get("messages", 0))
         return Known(ChannelObservation(channel_id, msgs, nbytes, first, last, dead))
 
@@ -1428,11 +1415,11 @@ class JetStreamMessagingBackend(MessagingBackend):
     ) -> bool:
         if not self.durable_control:
             raise Unsupported("durable control is not offered", capability="durable_control")
-        _profiles.check_key(key)
+        value = validate_control_write(key, expected_version, value)
         await self._chan(channel_id)
         nc = await self._conn()
         return await _profiles.commit(
-            nc, self.names, channel_id, key, expected_version, bytes(value), self.request_timeout
+            nc, self.names, channel_id, key, expected_version, value, self.request_timeout
         )
 
     async def control_state(
