@@ -253,6 +253,8 @@ async def test_retry_and_terminal(srv: ServerProcess) -> None:
     got = await b.receive(sub.id, 1, 1 << 20, dl())
     assert isinstance(await b.settle(got[0].token, Retry(0.2), "r"), SettleConfirmed)
     assert (await obs(b, sub.id)).pending == 1  # waiting out its delay: pending, not leased
+    released = await b.settle(got[0].token, Completed(), "late")  # the Retry gave it up
+    assert isinstance(released, SettleStale) and "Retry" in released.reason
     again = await b.receive(sub.id, 1, 1 << 20, dl(2))
     assert [d.attempt for d in again] == [2]
     term = await b.settle(again[0].token, Terminal("cannot decode"), "t")

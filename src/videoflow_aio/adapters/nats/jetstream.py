@@ -1006,6 +1006,8 @@ class JetStreamMessagingBackend(MessagingBackend):
         done = st.settled.get(seq)
         if done is not None:
             return "already settled"
+        if seq in st.retry_wait:
+            return "lease released by Retry; the message awaits redelivery"
         cur = st.leases.get(seq)
         if cur is None:
             return None  # a token from another client: the server is the only judge
