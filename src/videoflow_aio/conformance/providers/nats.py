@@ -101,6 +101,7 @@ class NatsProvider(Provider):
 
     name = "nats"
     real_time = True
+    backends = ("asyncio",)  # ASYNCIO_ONLY
 
     def __init__(self, url: str | None = None, scale: float = 0.05) -> None:
         self.url = url
