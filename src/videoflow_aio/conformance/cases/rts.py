@@ -216,6 +216,7 @@ async def concurrent_cas(h: Harness) -> None:
     "RTS-008",
     "a durable store reopened after a restart keeps records, versions, logs",
     contract=RTS,
+    needs=("durable",),
 )
 async def reopen_after_restart(h: Harness) -> None:
     store = await h.open()

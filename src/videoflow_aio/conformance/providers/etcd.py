@@ -48,7 +48,7 @@ class EtcdProvider(Provider):
         return None
 
     def capabilities(self, contract: str) -> frozenset[str] | None:
-        return frozenset()
+        return frozenset({"durable"})  # etcd persists every committed write (raft WAL)
 
     def controls(self, contract: str) -> frozenset[str] | None:
         return frozenset()

@@ -47,6 +47,12 @@ class MemoryProvider(Provider):
     def contracts(self) -> frozenset[str]:
         return frozenset(MEMORY_MODELS)
 
+    def capabilities(self, contract: str) -> frozenset[str] | None:
+        if contract == "runtime_store":
+            # MemoryRuntimeStore lives in one process: nothing survives a restart
+            return frozenset({"client_side_cas"})
+        return None  # the other models implement every optional profile
+
     @asynccontextmanager
     async def harness(self, case: Case) -> AsyncIterator[Harness]:
         async def factory(**options: Any) -> Any:

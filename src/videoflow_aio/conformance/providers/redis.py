@@ -56,7 +56,8 @@ class RedisProvider(Provider):
         return None
 
     def capabilities(self, contract: str) -> frozenset[str] | None:
-        return frozenset({"evictable"}) if contract == "payload" else frozenset()
+        # its runtime-store server runs AOF with appendfsync always: records survive a restart
+        return frozenset({"evictable"}) if contract == "payload" else frozenset({"durable"})
 
     def controls(self, contract: str) -> frozenset[str] | None:
         if contract == "payload":
