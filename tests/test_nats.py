@@ -1,8 +1,8 @@
 """The NATS adapters on a real nats-server: where JetStream is silent, the adapter is truthful.
 
-Real time, asyncio only (nats-py is asyncio-only). The MSG conformance cases run on the
-``nats`` provider in tests/test_conformance.py; these tests pin the adapter's own ledgers and
-error mapping, each against the raw server behaviour it closes.
+Real time, asyncio (trio through the bridge: tests/test_nats_trio.py). The MSG conformance
+cases run on the ``nats`` provider under both in tests/test_conformance.py; these tests pin
+the adapter's own ledgers and error mapping, each against the raw server behaviour it closes.
 """
 
 from __future__ import annotations
@@ -16,7 +16,6 @@ import anyio.lowlevel
 import nats
 import nats.js.errors
 import pytest
-import trio
 
 from _nats_helpers import backend, eventually, paused, prefix, raw
 from _servers_fixtures import need_binary
@@ -469,18 +468,6 @@ async def test_paused_server_observations_are_unknown(srv: ServerProcess) -> Non
         assert isinstance(await b.observe_ack_floor(sub.id), Unknown)
     assert isinstance(await b.observe_subscription(sub.id), Known)
     await b.aclose()
-
-
-def test_trio_is_refused_with_a_reason() -> None:
-    async def main() -> None:
-        b = JetStreamMessagingBackend("nats://127.0.0.1:1")
-        with pytest.raises(Unsupported, match="asyncio-only"):
-            await b.channel_ids()
-        c = CoreNatsMessagingBackend("nats://127.0.0.1:1")
-        with pytest.raises(Unsupported, match="asyncio-only"):
-            await c.ensure_channel(make_channel("f", "r", "n", "w", "limits"), "op")
-
-    trio.run(main)
 
 
 # -- core NATS

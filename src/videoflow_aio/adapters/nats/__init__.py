@@ -1,4 +1,4 @@
-"""NATS adapters for the messaging contract (nats-py; asyncio only).
+"""NATS adapters for the messaging contract (nats-py; trio through a trio-asyncio bridge).
 
 * :class:`JetStreamMessagingBackend` — channels as JetStream streams, subscriptions as durable
   pull consumers, with client-side ledgers where the server is silent (see ``docs/nats.md``).
@@ -9,6 +9,6 @@
 from __future__ import annotations
 
 from .core import CoreNatsMessagingBackend
-from .jetstream import ASYNCIO_ONLY, JetStreamMessagingBackend
+from .jetstream import JetStreamMessagingBackend
 
-__all__ = ["ASYNCIO_ONLY", "CoreNatsMessagingBackend", "JetStreamMessagingBackend"]
+__all__ = ["CoreNatsMessagingBackend", "JetStreamMessagingBackend"]

@@ -59,8 +59,10 @@ from ...contracts.messaging import (
     VerifiedSubscription,
     matches,
 )
+from .._trio_bridge import Affinity
+from ._bridge import bridged
 from ._names import Names
-from .jetstream import _asyncio_only, connect
+from .jetstream import _on_asyncio_side, connect
 
 _IMMUTABLE_SUB = ("kind", "partition", "competing")
 
@@ -82,6 +84,7 @@ class _CoreChan:
     seq: int = 0
 
 
+@bridged
 class CoreNatsMessagingBackend(MessagingBackend):
     """The messaging contract's ``core_only`` profile on plain NATS at ``url``."""
 
@@ -108,9 +111,10 @@ class CoreNatsMessagingBackend(MessagingBackend):
         self._subs: dict[SubscriptionId, _CoreSub] = {}
         self._by_sid: dict[int, _CoreSub] = {}
         self._seq = itertools.count(1)
+        self._side = Affinity()  # asyncio: direct; trio: across the trio-asyncio bridge
 
     async def _conn(self) -> Any:
-        _asyncio_only()
+        _on_asyncio_side()
         if self._nc is not None and not self._nc.is_closed:
             return self._nc
         opts: dict[str, Any] = {

@@ -18,7 +18,8 @@ silent or permissive, this adapter keeps its own ledger rather than report a gue
 * a publish whose deadline passes is ``PublicationUnknown``, a settle without confirmation
   ``SettleUnknown``, a failed info call ``Unknown``.
 
-nats-py is asyncio-only: under trio every call raises :class:`Unsupported`.
+nats-py is asyncio-only: called from trio, every method runs on the run's trio-asyncio loop
+(``_bridge``), where the connection, its subscriptions and the advisory follower live.
 """
 
 from __future__ import annotations
@@ -76,8 +77,10 @@ from ...contracts.messaging import (
     VerifiedSubscription,
     validate_control_write,
 )
+from .._trio_bridge import Affinity
 from . import _api, _profiles
 from ._api import ApiError, NoAnswer, NoResponders, NotSent
+from ._bridge import bridged
 from ._names import ADV_TERMINATED, Names
 from ._state import Bounded, ChanState, Pull, SubState
 
@@ -92,7 +95,10 @@ LINGER = 0.002
 CREATED_BY = "videoflow.created_by"
 DELETED_REASON = "Unacknowledged message was deleted"
 TERM_PREFIX = "videoflow: "
-ASYNCIO_ONLY = "nats-py is asyncio-only: the NATS adapters do not run under trio"
+MIXED = (
+    "this NATS backend was first used from asyncio: its connection lives on that loop, "
+    "so it cannot be used from trio (use one backend per async library)"
+)
 _IMMUTABLE_CHANNEL = ("retention", "replicas", "persistence", "profile")
 _IMMUTABLE_SUB = ("kind", "partition", "competing")
 
@@ -111,19 +117,22 @@ _meta_enc = msgspec.json.Encoder().encode
 _meta_dec = msgspec.json.Decoder(_Meta).decode
 
 
-def _asyncio_only() -> None:
+def _on_asyncio_side() -> None:
+    """Refuse to touch nats-py outside asyncio (a backend first used from asyncio, then
+    called from trio, is not bridged: its connection belongs to the asyncio loop)."""
     try:
         lib = sniffio.current_async_library()
     except sniffio.AsyncLibraryNotFoundError:
         lib = ""
     if lib != "asyncio":
-        raise Unsupported(ASYNCIO_ONLY, capability="trio")
+        raise Unsupported(MIXED, capability="trio")
 
 
 def _meta_get(meta: dict[str, str] | None, key: str, default: str = "") -> str:
     return default if meta is None else str(meta.get(key, default))
 
 
+@bridged
 class JetStreamMessagingBackend(MessagingBackend):
     """The messaging contract on a NATS JetStream server (or cluster) at ``url``.
 
@@ -198,10 +207,11 @@ class JetStreamMessagingBackend(MessagingBackend):
         self.lease_margin = 0.01
         self._pubs = Bounded()  # publication id -> (outcome, first attempt time, envelope)
         self.connection_errors: list[str] = []
+        self._side = Affinity()  # asyncio: direct; trio: across the trio-asyncio bridge
 
     # -- connection --------------------------------------------------------------------------
     async def _conn(self) -> Any:
-        _asyncio_only()
+        _on_asyncio_side()
         nc = self._nc
         if nc is not None and not nc.is_closed:
             return nc
@@ -1519,4 +1529,4 @@ def _parse_headers(raw: bytes) -> dict[str, str]:
     return out
 
 
-__all__ = ["ASYNCIO_ONLY", "JetStreamMessagingBackend"]
+__all__ = ["JetStreamMessagingBackend"]

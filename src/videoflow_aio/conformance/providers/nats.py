@@ -14,7 +14,8 @@ the model. With ``url=`` the server is not ours, so they are not offered. Every 
 control (``cancel_publication``, ``fail_observation``, …) has no counterpart on a real server
 and its cases skip with that reason.
 
-asyncio only: nats-py is asyncio-only, so under trio every case is skipped with that reason.
+Runs under asyncio and trio: under trio the adapters cross ``adapters._trio_bridge`` (one
+trio-asyncio loop per case run, where the nats-py connection lives), and so does the clean-up.
 """
 
 from __future__ import annotations
@@ -30,7 +31,6 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-import sniffio
 
 from ...adapters._servers import ServerProcess, binary_unavailable, start_nats
 from ...contracts.messaging import ChannelId, PublishOutcome
@@ -38,7 +38,6 @@ from .._case import Case
 from .._harness import Harness, Skip
 from .._provider import Provider, register_provider
 
-ASYNCIO_ONLY = "nats-py is asyncio-only; the NATS adapters do not run under trio"
 SERVER_CONTROLS = frozenset({"pause_acceptance", "resume_acceptance"})
 # options the JetStream adapter takes from a case's h.open(...)
 _JS_OPTIONS = (
@@ -101,7 +100,6 @@ class NatsProvider(Provider):
 
     name = "nats"
     real_time = True
-    backends = ("asyncio",)  # ASYNCIO_ONLY
 
     def __init__(self, url: str | None = None, scale: float = 0.05) -> None:
         self.url = url
@@ -141,8 +139,6 @@ class NatsProvider(Provider):
 
     @asynccontextmanager
     async def harness(self, case: Case) -> AsyncIterator[Harness]:
-        if sniffio.current_async_library() != "asyncio":
-            raise Skip(ASYNCIO_ONLY)
         from ...adapters.nats import CoreNatsMessagingBackend, JetStreamMessagingBackend
 
         assert self.url is not None, "setup() was not called"
@@ -190,14 +186,19 @@ class NatsProvider(Provider):
 async def _cleanup(backend: Any) -> None:
     """Delete the case's streams (best effort: the case is over), then close the client."""
     from ...adapters.nats import JetStreamMessagingBackend
+    from ...adapters.nats._bridge import on_client_loop
 
-    with contextlib.suppress(Exception):
-        if isinstance(backend, JetStreamMessagingBackend):
-            page = await backend._api("STREAM.NAMES", {})
-            for name in page.get("streams") or []:
-                if name.startswith(backend.names.stream_prefix + "__"):
-                    await backend._api(f"STREAM.DELETE.{name}")
+    if isinstance(backend, JetStreamMessagingBackend):
+        with contextlib.suppress(Exception):
+            await on_client_loop(backend, _drop_streams, backend)
     await backend.aclose()
+
+
+async def _drop_streams(backend: Any) -> None:
+    page = await backend._api("STREAM.NAMES", {})
+    for name in page.get("streams") or []:
+        if name.startswith(backend.names.stream_prefix + "__"):
+            await backend._api(f"STREAM.DELETE.{name}")
 
 
 register_provider("nats", NatsProvider)
