@@ -90,6 +90,11 @@ INDEX_LIMIT = 1 << 20
 the oldest half is forgotten (their drops, if evicted later, become unattributable: Unknown)."""
 LEASE_MEMORY = 10.0
 """Seconds past its deadline an expired lease is still remembered (for SettleStale)."""
+# observe_subscription re-reads a consumer that visibly trails its stream, this often, this apart
+CONSUMER_CATCH_UP_TRIES = 20
+CONSUMER_CATCH_UP_PAUSE = 0.005
+# how far back from the stream's last sequence that check looks
+CONSUMER_CATCH_UP_WINDOW = 256
 LINGER = 0.002
 """How long a pull that got some messages waits for the rest of the burst."""
 CREATED_BY = "videoflow.created_by"
@@ -1186,6 +1191,49 @@ class JetStreamMessagingBackend(MessagingBackend):
                 chs.exhausted.setdefault(consumer, set()).add(sseq)
             chs.adv_next = seq + 1
 
+    async def _caught_up_infos(self, st: SubState) -> tuple[dict[str, Any], dict[str, Any]]:
+        """Consumer and stream info, re-read briefly while the consumer visibly trails."""
+        sid = st.id
+        for attempt in range(CONSUMER_CATCH_UP_TRIES):
+            ci = await self._consumer_info(st.stream, st.consumer)
+            if ci is None:
+                self._subs.pop(sid, None)
+                raise NotFound(f"no subscription {sid}", kind="subscription", name=sid.name)
+            si = await self._stream_info(st.stream)
+            if si is None:
+                self._forget_channel(sid.channel)
+                raise NotFound(f"no channel {sid.channel}", kind="channel", name=sid.channel.name)
+            if attempt + 1 == CONSUMER_CATCH_UP_TRIES or not self._consumer_lags(st, ci, si):
+                return ci, si
+            await anyio.sleep(CONSUMER_CATCH_UP_PAUSE)
+        raise AssertionError("unreachable")
+
+    def _consumer_lags(self, st: SubState, ci: dict[str, Any], si: dict[str, Any]) -> bool:
+        """True when the consumer's counts visibly trail the stream this client knows.
+
+        The server confirms a publish (and the eviction it causes) before it updates the
+        consumers: for a moment a consumer can still count an evicted message as leased, or
+        not yet count a message this client saw stored. Two signs, both impossible once the
+        consumer has caught up: a message below the stream's first sequence still ack-pending
+        (the ack floor sits below it), or fewer pending than the messages this client published
+        past the consumer's delivered position that match it and are still retained (among the
+        last ``CONSUMER_CATCH_UP_WINDOW`` sequences, which is where a lag can be).
+        """
+        state = si["state"]
+        last = int(state.get("last_seq", 0) or 0)
+        first = int(state.get("first_seq", 0) or 0) or last + 1
+        if int(ci.get("num_ack_pending", 0)) > 0 and int(ci["ack_floor"]["stream_seq"]) < first - 1:
+            return True
+        delivered = max(int(ci["delivered"]["stream_seq"]), first - 1)
+        spec = st.spec
+        pstr = None if spec.partition is None else str(spec.partition)
+        known = 0
+        for seq in range(max(delivered + 1, last - CONSUMER_CATCH_UP_WINDOW + 1), last + 1):
+            entry = st.chan.index.get(seq)
+            if entry is not None and entry[0] == spec.kind and (pstr is None or entry[1] == pstr):
+                known += 1
+        return int(ci.get("num_pending", 0)) < known
+
     def _count_evicted_unseen(self, st: SubState, delivered: int, first: int) -> str | None:
         """Add drops of matching messages evicted before delivery; a reason when a gap holds
         sequences this client cannot attribute.
@@ -1232,20 +1280,7 @@ class JetStreamMessagingBackend(MessagingBackend):
         st = await self._sub(subscription)
         chs = st.chan
         try:
-            ci = await self._consumer_info(st.stream, st.consumer)
-            if ci is None:
-                self._subs.pop(subscription, None)
-                raise NotFound(
-                    f"no subscription {subscription}", kind="subscription", name=subscription.name
-                )
-            si = await self._stream_info(st.stream)
-            if si is None:
-                self._forget_channel(subscription.channel)
-                raise NotFound(
-                    f"no channel {subscription.channel}",
-                    kind="channel",
-                    name=subscription.channel.name,
-                )
+            ci, si = await self._caught_up_infos(st)
             await self._read_advisories(chs)
         except (ApiError, NoAnswer, NotSent, NoResponders) as exc:
             return Unknown(f"cannot read {subscription}: {exc}")
