@@ -37,7 +37,7 @@ from typing import Literal
 import msgspec
 
 from ._base import Known, Unknown
-from .errors import ValidationError
+from .errors import IncompatibleProfile, ValidationError
 
 Retention = Literal["limits", "interest"]
 Overflow = Literal["evict_oldest", "reject"]
@@ -564,6 +564,32 @@ def matches(spec: SubscriptionSpec, envelope: Envelope) -> bool:
     return spec.partition is None or envelope.partition_key == str(spec.partition)
 
 
+IMMUTABLE_CHANNEL_FIELDS = ("retention", "replicas", "persistence", "profile")
+"""Channel fields ``ensure_channel`` may not change on an existing channel."""
+IMMUTABLE_SUBSCRIPTION_FIELDS = ("kind", "partition", "competing")
+"""Subscription fields ``ensure_subscription`` may not change on an existing subscription."""
+
+
+def check_immutable(
+    fields: tuple[str, ...],
+    current: object,
+    wanted: object,
+    what: str,
+    ident: ChannelId | SubscriptionId,
+) -> None:
+    """IncompatibleProfile for the first of ``fields`` that ``wanted`` would change."""
+    for name in fields:
+        have, want = getattr(current, name), getattr(wanted, name)
+        if have != want:
+            raise IncompatibleProfile(
+                f"{what} {ident} has {name}={have!r}, asked for {want!r}",
+                resource=ident.name,
+                field=name,
+                expected=want,
+                actual=have,
+            )
+
+
 def validate_control_write(key: object, expected_version: object, value: object) -> bytes:
     """Check ``commit_control``'s arguments; the value to store. :class:`ValidationError`
     names the first bad field: ``key`` (a non-empty str), ``expected_version`` (a str or
@@ -695,6 +721,8 @@ class MessagingBackend(abc.ABC):
 
 
 __all__ = [
+    "IMMUTABLE_CHANNEL_FIELDS",
+    "IMMUTABLE_SUBSCRIPTION_FIELDS",
     "KINDS",
     "LATEST_PER_KEY_PROFILE",
     "OVERFLOWS",
@@ -730,6 +758,7 @@ __all__ = [
     "Terminal",
     "VerifiedChannel",
     "VerifiedSubscription",
+    "check_immutable",
     "make_channel",
     "make_envelope",
     "make_subscription",

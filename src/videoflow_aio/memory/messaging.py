@@ -29,12 +29,13 @@ import trio
 from ..contracts import Known, Unknown
 from ..contracts.errors import (
     ConflictError,
-    IncompatibleProfile,
     NotFound,
     Unsupported,
     ValidationError,
 )
 from ..contracts.messaging import (
+    IMMUTABLE_CHANNEL_FIELDS,
+    IMMUTABLE_SUBSCRIPTION_FIELDS,
     Accepted,
     ChannelId,
     ChannelObservation,
@@ -62,6 +63,7 @@ from ..contracts.messaging import (
     Terminal,
     VerifiedChannel,
     VerifiedSubscription,
+    check_immutable,
     make_channel,
     make_envelope,
     make_subscription,
@@ -71,8 +73,6 @@ from ..observe import ObservationLog
 from ..vtime import VirtualClock
 from ._messaging_state import LEASE, RETRY, Channel, Held, Msg, Sub, new_msg
 
-_IMMUTABLE_CHANNEL = ("retention", "replicas", "persistence", "profile")
-_IMMUTABLE_SUB = ("kind", "partition", "competing")
 _CLOSED = "channel closed"
 """The reason recorded for every fate ``close`` decides (drops, evictions, held rejects)."""
 
@@ -946,7 +946,7 @@ class MemoryMessagingBackend(MessagingBackend):
             self._rec("channel_created", spec.channel, operation_id)
             return VerifiedChannel(effective, created=True)
         current = ch.spec
-        _check_immutable(_IMMUTABLE_CHANNEL, current, effective, "channel", spec.channel)
+        check_immutable(IMMUTABLE_CHANNEL_FIELDS, current, effective, "channel", spec.channel)
         if current == effective:
             return VerifiedChannel(current, created=False)
         ch.spec = effective
@@ -997,7 +997,7 @@ class MemoryMessagingBackend(MessagingBackend):
             self._rec("subscription_created", ch.id, spec.id.name)
             return VerifiedSubscription(spec, created=True)
         current = sub.spec
-        _check_immutable(_IMMUTABLE_SUB, current, spec, "subscription", spec.id)
+        check_immutable(IMMUTABLE_SUBSCRIPTION_FIELDS, current, spec, "subscription", spec.id)
         if current == spec:
             return VerifiedSubscription(current, created=False)
         sub.spec = spec
@@ -1186,26 +1186,6 @@ class MemoryMessagingBackend(MessagingBackend):
     def stored(self, channel_id: ChannelId) -> list[Envelope]:
         """Every retained envelope (dead letters included), in sequence order."""
         return [m.env for m in self._channel(channel_id).msgs.values()]
-
-
-def _check_immutable(
-    fields: tuple[str, ...],
-    current: object,
-    wanted: object,
-    what: str,
-    ident: ChannelId | SubscriptionId,
-) -> None:
-    """IncompatibleProfile for the first of ``fields`` that ``wanted`` would change."""
-    for name in fields:
-        have, want = getattr(current, name), getattr(wanted, name)
-        if have != want:
-            raise IncompatibleProfile(
-                f"{what} {ident} has {name}={have!r}, asked for {want!r}",
-                resource=ident.name,
-                field=name,
-                expected=want,
-                actual=have,
-            )
 
 
 def _pid_of(sub: Sub, seq: int) -> str:

@@ -25,12 +25,13 @@ import nats.errors
 from ...contracts import Known, Unknown
 from ...contracts.errors import (
     BackendUnavailable,
-    IncompatibleProfile,
     NotFound,
     Unsupported,
     ValidationError,
 )
 from ...contracts.messaging import (
+    IMMUTABLE_CHANNEL_FIELDS,
+    IMMUTABLE_SUBSCRIPTION_FIELDS,
     Accepted,
     ChannelId,
     ChannelObservation,
@@ -57,14 +58,13 @@ from ...contracts.messaging import (
     Terminal,
     VerifiedChannel,
     VerifiedSubscription,
+    check_immutable,
     matches,
 )
 from .._trio_bridge import Affinity
 from ._bridge import bridged
 from ._names import Names
 from .jetstream import _on_asyncio_side, connect
-
-_IMMUTABLE_SUB = ("kind", "partition", "competing")
 
 
 @dataclass
@@ -169,16 +169,7 @@ class CoreNatsMessagingBackend(MessagingBackend):
         if cur is None:
             self._chans[spec.channel] = _CoreChan(spec)
             return VerifiedChannel(spec, created=True)
-        for name in ("retention", "replicas", "persistence", "profile"):
-            have, want = getattr(cur.spec, name), getattr(spec, name)
-            if have != want:
-                raise IncompatibleProfile(
-                    f"channel {spec.channel} has {name}={have!r}, asked for {want!r}",
-                    resource=spec.channel.name,
-                    field=name,
-                    expected=want,
-                    actual=have,
-                )
+        check_immutable(IMMUTABLE_CHANNEL_FIELDS, cur.spec, spec, "channel", spec.channel)
         if cur.spec == spec:
             return VerifiedChannel(spec, created=False)
         cur.spec = spec
@@ -192,16 +183,7 @@ class CoreNatsMessagingBackend(MessagingBackend):
         self._chan(spec.channel)
         cur = self._subs.get(spec.id)
         if cur is not None:
-            for name in _IMMUTABLE_SUB:
-                have, want = getattr(cur.spec, name), getattr(spec, name)
-                if have != want:
-                    raise IncompatibleProfile(
-                        f"subscription {spec.id} has {name}={have!r}, asked for {want!r}",
-                        resource=spec.id.name,
-                        field=name,
-                        expected=want,
-                        actual=have,
-                    )
+            check_immutable(IMMUTABLE_SUBSCRIPTION_FIELDS, cur.spec, spec, "subscription", spec.id)
             if cur.spec == spec:
                 return VerifiedSubscription(spec, created=False)
             cur.spec = spec

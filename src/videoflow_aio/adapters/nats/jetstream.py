@@ -46,6 +46,8 @@ from ...contracts.errors import (
     ValidationError,
 )
 from ...contracts.messaging import (
+    IMMUTABLE_CHANNEL_FIELDS,
+    IMMUTABLE_SUBSCRIPTION_FIELDS,
     LATEST_PER_KEY_PROFILE,
     Accepted,
     ChannelId,
@@ -75,6 +77,7 @@ from ...contracts.messaging import (
     Terminal,
     VerifiedChannel,
     VerifiedSubscription,
+    check_immutable,
     validate_control_write,
 )
 from .._trio_bridge import Affinity
@@ -104,8 +107,6 @@ MIXED = (
     "this NATS backend was first used from asyncio: its connection lives on that loop, "
     "so it cannot be used from trio (use one backend per async library)"
 )
-_IMMUTABLE_CHANNEL = ("retention", "replicas", "persistence", "profile")
-_IMMUTABLE_SUB = ("kind", "partition", "competing")
 
 
 class _Meta(msgspec.Struct, omit_defaults=True):
@@ -386,16 +387,7 @@ class JetStreamMessagingBackend(MessagingBackend):
                         raise
             current = self._spec_from(ch, info["config"])
             if not created:
-                for fname in _IMMUTABLE_CHANNEL:
-                    have, wanted = getattr(current, fname), getattr(effective, fname)
-                    if have != wanted:
-                        raise IncompatibleProfile(
-                            f"channel {ch} has {fname}={have!r}, asked for {wanted!r}",
-                            resource=ch.name,
-                            field=fname,
-                            expected=wanted,
-                            actual=have,
-                        )
+                check_immutable(IMMUTABLE_CHANNEL_FIELDS, current, effective, "channel", ch)
                 if current != effective:
                     stamp = (info["config"].get("metadata") or {}).get(CREATED_BY, "")
                     info = await self._api(f"STREAM.UPDATE.{name}", _stamped(want, stamp))
@@ -588,17 +580,9 @@ class JetStreamMessagingBackend(MessagingBackend):
             current = self._sub_spec_from(spec.id, info["config"])
             if not created:
                 if current is not None:
-                    for fname in _IMMUTABLE_SUB:
-                        have, wanted = getattr(current, fname), getattr(spec, fname)
-                        if have != wanted:
-                            raise IncompatibleProfile(
-                                f"subscription {spec.id} has {fname}={have!r}, asked for "
-                                f"{wanted!r}",
-                                resource=spec.id.name,
-                                field=fname,
-                                expected=wanted,
-                                actual=have,
-                            )
+                    check_immutable(
+                        IMMUTABLE_SUBSCRIPTION_FIELDS, current, spec, "subscription", spec.id
+                    )
                 if current != spec:
                     start = int(info["config"].get("opt_start_seq", 1) or 1)
                     stamp = (info["config"].get("metadata") or {}).get(CREATED_BY, "")
