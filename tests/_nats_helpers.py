@@ -12,7 +12,7 @@ from typing import Any
 import anyio
 
 from videoflow_aio.adapters._servers import ServerProcess
-from videoflow_aio.adapters.nats import JetStreamMessagingBackend
+from videoflow_aio.adapters.nats import JetStreamAdmin, JetStreamMessagingBackend
 from videoflow_aio.conformance.providers.nats import _all_stopped
 
 _n = itertools.count(1)
@@ -57,8 +57,20 @@ async def eventually(
     return last
 
 
+def admin(b: JetStreamMessagingBackend) -> JetStreamAdmin:
+    """An administrator's own connection to ``b``'s server and namespace (close it after)."""
+    names = b.names
+    return JetStreamAdmin(
+        b.servers, stream_prefix=names.stream_prefix, subject_prefix=names.subject_prefix
+    )
+
+
 async def raw(
     b: JetStreamMessagingBackend, subject: str, body: dict[str, Any] | None = None
 ) -> Any:
-    """A raw JetStream API call through the backend's connection (errors raised)."""
-    return await b._api(subject, body)
+    """A raw JetStream API call on an administrator's connection (errors raised)."""
+    a = admin(b)
+    try:
+        return await a.request(subject, body)
+    finally:
+        await a.aclose()

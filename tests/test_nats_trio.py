@@ -89,7 +89,7 @@ def test_jetstream_round_trip_from_trio_on_the_bridge_loop(srv: ServerProcess) -
         # the connection's reader/flusher tasks and the inbox subscription live on the
         # run's trio-asyncio loop (not on some other loop that never runs)
         loop = _SHARED.get().loop
-        nc = b._nc
+        nc = b._c.nc
         for task in (nc._reading_task, nc._flusher_task):
             assert isinstance(task, asyncio.Task) and task.get_loop() is loop
         assert b._side.bridged and not b._side.direct

@@ -4,11 +4,14 @@
   pull consumers, with client-side ledgers where the server is silent (see ``docs/nats.md``).
 * :class:`CoreNatsMessagingBackend` — the ``core_only`` profile on Core NATS: no retention,
   no leases, bounded client queues with slow-consumer drops reported.
+* :class:`JetStreamAdmin` — an administrator's own connection: purge, delete a message or a
+  subscription's consumer, read the server's raw state (out of band, as the ``nats`` CLI).
 """
 
 from __future__ import annotations
 
+from .admin import JetStreamAdmin
 from .core import CoreNatsMessagingBackend
 from .jetstream import JetStreamMessagingBackend
 
-__all__ = ["CoreNatsMessagingBackend", "JetStreamMessagingBackend"]
+__all__ = ["CoreNatsMessagingBackend", "JetStreamAdmin", "JetStreamMessagingBackend"]

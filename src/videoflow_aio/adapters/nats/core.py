@@ -63,8 +63,8 @@ from ...contracts.messaging import (
 )
 from .._trio_bridge import Affinity
 from ._bridge import bridged
+from ._connection import connect, on_asyncio_side
 from ._names import Names
-from .jetstream import _on_asyncio_side, connect
 
 
 @dataclass
@@ -114,7 +114,7 @@ class CoreNatsMessagingBackend(MessagingBackend):
         self._side = Affinity()  # asyncio: direct; trio: across the trio-asyncio bridge
 
     async def _conn(self) -> Any:
-        _on_asyncio_side()
+        on_asyncio_side()
         if self._nc is not None and not self._nc.is_closed:
             return self._nc
         opts: dict[str, Any] = {
@@ -125,7 +125,7 @@ class CoreNatsMessagingBackend(MessagingBackend):
             "reconnect_time_wait": 0.2,
             "error_cb": self._on_error,
         }
-        self._nc = await connect(opts, self.servers, 2 * self.request_timeout)
+        self._nc = await connect(opts, self.servers, min(self.request_timeout, 2.0))
         return self._nc
 
     async def _on_error(self, exc: Exception) -> None:

@@ -185,20 +185,19 @@ class NatsProvider(Provider):
 
 async def _cleanup(backend: Any) -> None:
     """Delete the case's streams (best effort: the case is over), then close the client."""
-    from ...adapters.nats import JetStreamMessagingBackend
-    from ...adapters.nats._bridge import on_client_loop
+    from ...adapters.nats import JetStreamAdmin, JetStreamMessagingBackend
 
     if isinstance(backend, JetStreamMessagingBackend):
+        names = backend.names
+        admin = JetStreamAdmin(
+            backend.servers,
+            stream_prefix=names.stream_prefix,
+            subject_prefix=names.subject_prefix,
+        )
         with contextlib.suppress(Exception):
-            await on_client_loop(backend, _drop_streams, backend)
+            await admin.drop_namespace()
+        await admin.aclose()
     await backend.aclose()
-
-
-async def _drop_streams(backend: Any) -> None:
-    page = await backend._api("STREAM.NAMES", {})
-    for name in page.get("streams") or []:
-        if name.startswith(backend.names.stream_prefix + "__"):
-            await backend._api(f"STREAM.DELETE.{name}")
 
 
 register_provider("nats", NatsProvider)
