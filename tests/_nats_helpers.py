@@ -7,11 +7,12 @@ import itertools
 import os
 import signal
 from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
 from typing import Any
 
 import anyio
 
-from videoflow_aio.adapters._servers import ServerProcess
+from videoflow_aio.adapters._servers import ServerProcess, start_nats
 from videoflow_aio.adapters.nats import JetStreamAdmin, JetStreamMessagingBackend
 from videoflow_aio.conformance.providers.nats import _all_stopped
 
@@ -74,3 +75,16 @@ async def raw(
         return await a.request(subject, body)
     finally:
         await a.aclose()
+
+
+def start_restartable(store: Path) -> ServerProcess:
+    """A nats-server keeping JetStream in ``store`` (outlives the process)."""
+    return start_nats(data_dir=store)
+
+
+def kill9_and_restart(srv: ServerProcess, store: Path) -> ServerProcess:
+    """SIGKILL the server (no clean shutdown: what it had not flushed is lost) and start a
+    new one on the same port and store; clients reconnect to it."""
+    os.kill(srv.pid, signal.SIGKILL)
+    srv.stop()  # reaps the dead process; the store is not in its directory
+    return start_nats(data_dir=store, args=["-p", str(srv.port)])

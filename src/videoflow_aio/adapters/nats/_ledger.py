@@ -44,7 +44,9 @@ class Record(msgspec.Struct, forbid_unknown_fields=False):
     """The shared drop accounting of one consumer incarnation (stored as JSON in ``__acct``).
 
     Every removed sequence ``<= acc`` (and each in ``done``) has been decided; ``dropped``
-    counts the silent drops among them. The mark — delivered position ``(md, ms)`` and ack
+    counts the silent drops of undelivered messages among them, ``lost`` the delivered ones
+    removed while a client still held their lease (by sequence: a late advisory for one must
+    not count it twice). The mark — delivered position ``(md, ms)`` and ack
     floor ``floor`` read at server time ``ts`` (ns) — says what was true of every sequence
     above ``acc`` that was retained then: at or below ``ms`` it had been delivered, at or below
     ``floor`` settled.
@@ -58,6 +60,7 @@ class Record(msgspec.Struct, forbid_unknown_fields=False):
     floor: int = 0
     ts: int = 0
     done: list[int] = []
+    lost: list[int] = []
 
 
 def initial_record(inc: str, start_seq: int, created_ns: int) -> Record:
@@ -94,10 +97,12 @@ class StreamView:
 @dataclass(frozen=True)
 class Own:
     """What this client saw of the consumer incarnation: its deliveries (delivery sequence →
-    stream sequence) and the sequences it settled with the server's confirmation."""
+    stream sequence), the sequences it settled with the server's confirmation, and those it
+    holds a live lease on now (so nobody settled them)."""
 
     deliveries: Mapping[int, int]
     settled: Collection[int]
+    leased: Collection[int] = ()
 
 
 @dataclass(frozen=True)
@@ -166,6 +171,7 @@ def account(
     own_delivered = set(own.deliveries.values())
     covered = _covered(own, rec.md, cv.delivered_d)
     silent = 0
+    lost: list[int] = []
     inferred: list[int] = []
     for s in todo:
         if s in deleted or s in exhausted:
@@ -192,13 +198,16 @@ def account(
             continue
         if s <= rec.floor or s in own.settled:
             continue
+        if s in own.leased:
+            lost.append(s)  # removed under this client's live lease: never settled
+            continue
         if purge_possible:
             return Ambiguous(
                 f"sequence {s} was delivered and removed without an advisory while a purge "
                 "may have happened: whether it was settled first cannot be known"
             )
         inferred.append(s)  # removal by limits or delete would have reported a lease
-    return _advance(rec, cv, stream, silent, tuple(inferred), changed=True)
+    return _advance(rec, cv, stream, silent, tuple(inferred), changed=True, lost=lost)
 
 
 def _mark_moved(rec: Record, cv: ConsumerView) -> bool:
@@ -212,6 +221,7 @@ def _advance(
     silent: int,
     inferred: tuple[int, ...],
     changed: bool,
+    lost: list[int] | None = None,
 ) -> Accounted:
     acc = max(rec.acc, stream.first - 1)
     done = sorted(s for s in set(rec.done) | set(stream.deleted) if s > acc)
@@ -224,6 +234,7 @@ def _advance(
         floor=max(rec.floor, cv.floor_s),
         ts=max(rec.ts, cv.ts),
         done=done,
+        lost=sorted(set(rec.lost) | set(lost or ())),
     )
     return Accounted(new, changed or new != rec, inferred)
 
@@ -271,6 +282,7 @@ def counts(
     silent_drops: int,
     start_seq: int,
     advised: Collection[int] = (),
+    lost: Collection[int] = (),
 ) -> Counts:
     """The observation's numbers, from the server's counts corrected by the ledgers
     (``advised``: the server's own ``MAX_DELIVERIES`` advisories among ``exhausted``)."""
@@ -308,7 +320,7 @@ def counts(
         pending=cv.num_pending + waiting,
         leased=leased,
         unresolved=frozenset(unresolved),
-        dropped=len(deleted) + gone + silent_drops,
+        dropped=len(set(deleted) | set(lost)) + gone + silent_drops,
         ack_floor=floor(cv.floor_s, unresolved),
     )
 

@@ -318,7 +318,9 @@ async def _drops(
         await c.audit.settle_queue()
         purge = c.audit.purge_possible(st.stream, rec.ts)
         led = chs.ledger(st.stream, st.consumer)
-        own = Own(st.deliveries, st.settled.data.keys())
+        now = anyio.current_time()
+        live = {q for q, (_a, deadline) in st.leases.items() if deadline > now}
+        own = Own(st.deliveries, st.settled.data.keys(), live | st.lost)
         res = account(rec, st.spec, cv, sv, exhausted, led.deleted, own, subjects, purge)
         if isinstance(res, Accounted) and res.inferred:
             # settled by inference (no advisory reported a lease on them): give an advisory
@@ -349,15 +351,18 @@ async def observe_subscription(
         led = chs.ledger(st.stream, st.consumer)
         exhausted = exhausted_now(st.spec, loc, led.exhausted)
         silent = 0
+        lost: tuple[int, ...] = ()
         if st.stream == chs.stream:
             res = await _drops(c, st, cv, sv, exhausted)
             if isinstance(res, Ambiguous):
                 return Unknown(res.reason)
-            silent = res.record.dropped
+            silent, lost = res.record.dropped, tuple(res.record.lost)
         dead = await dead_letters(c, st)
     except CallFailed as exc:
         return Unknown(f"cannot read {subscription}: {exc}")
-    n = counts(st.spec, cv, sv, exhausted, led.deleted, loc, silent, st.start_seq, led.exhausted)
+    n = counts(
+        st.spec, cv, sv, exhausted, led.deleted, loc, silent, st.start_seq, led.exhausted, lost
+    )
     return Known(
         SubscriptionObservation(
             subscription=subscription,

@@ -150,6 +150,14 @@ NOT_PENDING = (
 )
 
 
+def _gone(st: SubState, seq: int) -> None:
+    """The server held no lease where this client held a live one: the message was removed
+    under it (a purge, say) — unsettled, which the drop accounting must know."""
+    if seq in st.leases:
+        del st.leases[seq]
+        st.lost.add(seq)
+
+
 async def _send(
     c: Client, st: SubState, token: DeliveryToken, payload: bytes, nak: bool
 ) -> SettleAnswer | bool:
@@ -219,7 +227,7 @@ async def settle(
                 return failed
     res = await _send(c, st, token, payload, nak=isinstance(outcome, Retry))
     if res is False:
-        st.leases.pop(seq, None)
+        _gone(st, seq)
         return SettleStale(NOT_PENDING)
     if res is not True:
         assert not isinstance(res, bool)
@@ -266,7 +274,7 @@ async def renew(c: Client, token: DeliveryToken) -> LeaseObservation:
     wait = int(st.spec.ack_wait_seconds * NS)
     res = await _send(c, st, token, b"-NAK " + _api.encode({"delay": wait}), nak=True)
     if res is False:
-        st.leases.pop(token.sequence, None)
+        _gone(st, token.sequence)
         return LeaseObservation(False, None, token.attempt, NOT_PENDING)
     if res is not True:
         assert not isinstance(res, bool)

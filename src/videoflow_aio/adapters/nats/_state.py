@@ -102,6 +102,7 @@ class SubState:
     outcomes: Bounded = field(default_factory=Bounded)  # stream seq -> payload sent (re-settle)
     retry_wait: dict[int, float] = field(default_factory=dict)
     final_retry: dict[int, bool] = field(default_factory=dict)  # seq -> server decided it
+    lost: set[int] = field(default_factory=set)  # live leases the server no longer held
     late: deque[Delivery] = field(default_factory=deque)
     current: Pull | None = None
     last_sent: float = 0.0
@@ -119,6 +120,7 @@ class SubState:
         self.outcomes = Bounded()
         self.retry_wait.clear()
         self.final_retry.clear()
+        self.lost.clear()
         self.late.clear()
 
     def forget_deliveries_below(self, dseq: int) -> None:
