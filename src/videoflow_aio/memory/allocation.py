@@ -75,6 +75,7 @@ RELEASE_DESIRED = ("held", "released")
 class _Claim:
     claim_id: str
     operation_id: str
+    plan: FeasiblePlan  # what the operation reserved: a retry must name the same plan
     generation: int
     placements: tuple[Placement, ...]
     nodes: tuple[str, ...]
@@ -470,6 +471,15 @@ class MemoryAllocationBackend(AcceleratorAllocationBackend):
         existing = self._claims_by_op.get(operation_id)
         if existing is not None:
             claim = self._claims[existing]
+            if plan != claim.plan:
+                raise ValidationError(
+                    f"operation_id {operation_id!r} already reserved {existing} from plan "
+                    f"{claim.plan.plan_id!r}; a retry must pass that same plan",
+                    field="plan",
+                    value=getattr(plan, "plan_id", None),
+                    operation_id=operation_id,
+                    claim_id=existing,
+                )
             if expected_generation not in (None, claim.gen):
                 raise OwnershipConflict(
                     f"claim {existing} is at {claim.gen}",
@@ -509,6 +519,7 @@ class MemoryAllocationBackend(AcceleratorAllocationBackend):
         claim = _Claim(
             claim_id=claim_id,
             operation_id=operation_id,
+            plan=plan,
             generation=1,
             placements=plan.placements,
             nodes=tuple(n.node for n in plan.nodes),
