@@ -7,8 +7,8 @@
   ``mig-manager`` so MIG requests may use existing instances or change geometry on idle
   nodes. Anchor: under 50 ms per plan. Both the plan from a fresh inventory snapshot and the
   snapshot itself are timed (the anchor is for ``plan``).
-- ``check_layout``: the oracle (``memory.mig_geometry.check_layout``) over realistic layouts
-  of every family (``mig_bench.realistic_layouts``). Anchor: >= 20,000 layouts/s.
+- ``check_layout``: the oracle (``gpu.check_layout``) over realistic layouts of every family
+  (``mig_bench.realistic_layouts``). Anchor: >= 20,000 layouts/s.
 
 Exit status 1 when an anchor is missed. Wall-clock reads are deliberate (``# wall-clock``).
 """
@@ -27,8 +27,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from mig_bench import realistic_layouts
 from videoflow_aio.contracts import Known
 from videoflow_aio.contracts.allocation import FeasiblePlan, WorkloadRequest
+from videoflow_aio.gpu.geometry import check_layout
 from videoflow_aio.memory.allocation import MemoryAllocationBackend, NodeFixture
-from videoflow_aio.memory.mig_geometry import check_layout
 from videoflow_aio.vtime import run
 
 PLAN_ANCHOR_MS = 50.0

@@ -17,7 +17,7 @@ import anyio
 
 from .. import faults
 from ..contracts.allocation import OwnershipConflict
-from ..deploy import cluster
+from ..gpu import labels as gfd
 from ..observe import ObservationLog
 from ._allocation_fixture import NodeFixture
 from ._allocation_timer import TimerClock, call_later
@@ -90,7 +90,7 @@ class Cluster:
         failed = name in self.failing_geometry
         node.mig_state = "failed" if failed else "success"
         node.mig_state_generation = generation
-        node.labels[cluster.MIG_STATE] = node.mig_state
+        node.labels[gfd.MIG_STATE] = node.mig_state
         if not failed:
             node.mig_layout = dict(job.layout)
             node.applied_by_model = True
@@ -101,7 +101,7 @@ class Cluster:
         node = self.nodes[name]
         node.mig_state = "pending"
         node.mig_state_generation = generation
-        node.labels[cluster.MIG_STATE] = "pending"
+        node.labels[gfd.MIG_STATE] = "pending"
         node.resource_version += 1
         self.mutate("node.mig-state", name, "mig-manager", f"pending@{generation}")
         now = self.now() or 0.0
@@ -199,7 +199,7 @@ class Cluster:
                 n.restore_record = n.mig_config
                 self.restore_layouts[name] = dict(n.mig_layout)
             n.mig_config = config
-            n.labels[cluster.MIG_CONFIG] = config
+            n.labels[gfd.MIG_CONFIG] = config
 
         generation = self.cas_node(
             node, node.resource_version, by, "node.mig-config", config, point
@@ -216,7 +216,7 @@ class Cluster:
         def restore(n: NodeFixture) -> None:
             n.restore_record = None
             n.mig_config = original
-            n.labels[cluster.MIG_CONFIG] = original
+            n.labels[gfd.MIG_CONFIG] = original
 
         generation = self.cas_node(
             node, node.resource_version, by, "node.mig-config", original, restore

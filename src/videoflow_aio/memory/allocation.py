@@ -53,14 +53,14 @@ from ..contracts.allocation import (
     WorkloadRequest,
 )
 from ..contracts.errors import BackendUnavailable, NotFound, ValidationError, VideoflowError
-from ..deploy import cluster
+from ..gpu import labels as gfd
+from ..gpu.geometry import family_for
+from ..gpu.packing import pack_whole_devices
+from ..gpu.placement import check_requests, plan_requests
 from ..observe import ObservationLog
 from ._allocation_cluster import Cluster, Mutation
 from ._allocation_fixture import NodeFixture
-from ._allocation_pack import pack_whole_devices
-from ._allocation_plan import plan_requests, validate_request
 from ._allocation_timer import TimerClock
-from .mig_geometry import families, family_for
 
 AUTHORITIES: dict[str, bool] = {"device-plugin": False, "mig-manager": True}
 """Authority → may it change MIG geometry. ``device-plugin`` stands for the NVIDIA device
@@ -145,7 +145,6 @@ class MemoryAllocationBackend(AcceleratorAllocationBackend):
         self._plans: dict[str, FeasiblePlan] = {}
         self._claims: dict[str, _Claim] = {}
         self._claims_by_op: dict[str, str] = {}
-        self._known_profiles = frozenset(p for f in families() for p in f.profiles)
 
     # ==========================================================================================
     # time and the manager
@@ -324,24 +323,7 @@ class MemoryAllocationBackend(AcceleratorAllocationBackend):
         self, requests: Sequence[WorkloadRequest], snapshot: InventorySnapshot
     ) -> FeasiblePlan | Infeasible:
         self._c.settle()
-        seen: set[str] = set()
-        for req in requests:
-            if not isinstance(req, WorkloadRequest):
-                raise ValidationError(
-                    "requests must be WorkloadRequest", field="requests", value=req
-                )
-            why = validate_request(req)
-            if why is not None:
-                raise ValidationError(
-                    f"{req.workload_id!r}: {why}", field="requests", value=req.workload_id
-                )
-            if req.workload_id in seen:
-                raise ValidationError(
-                    f"duplicate workload {req.workload_id!r}",
-                    field="requests",
-                    value=req.workload_id,
-                )
-            seen.add(req.workload_id)
+        check_requests(requests)
         if (
             not isinstance(snapshot, InventorySnapshot)
             or snapshot.snapshot_id not in self._snapshots
@@ -353,7 +335,6 @@ class MemoryAllocationBackend(AcceleratorAllocationBackend):
             snapshot,
             plan_id=plan_id,
             can_change_geometry=AUTHORITIES[self.authority],
-            known_profiles=self._known_profiles,
         )
         if isinstance(result, FeasiblePlan):
             self._plans[plan_id] = result
@@ -767,7 +748,7 @@ class MemoryAllocationBackend(AcceleratorAllocationBackend):
             resource = (
                 "nvidia.com/gpu"
                 if p.mig_profile is None
-                else f"nvidia.com/mig-{cluster.profile_label(p.mig_profile)}"
+                else f"nvidia.com/mig-{gfd.profile_label(p.mig_profile)}"
             )
             ready = (
                 not claim.released

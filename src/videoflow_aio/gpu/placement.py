@@ -7,7 +7,7 @@ whole-GPU or MIG (not reconfiguring/invalid/unknown) and its occupancy is known.
 MIG geometry offers its instances; foreign and retained workloads are counted against every
 profile (the model does not know which instance a foreign pod holds — conservative). A node
 with no workloads at all may be given new geometry when the authority can change geometry;
-its per-card layouts come from ``deploy.mig.plan_node``. Whole-device requests use best fit
+its per-card layouts come from ``gpu.layout.plan_node``. Whole-device requests use best fit
 (fewest free devices that suffice); when that greedy order fails on a small inventory, the
 exhaustive ``pack_whole_devices`` decides, so a refusal is never due to the heuristic there.
 """
@@ -15,6 +15,7 @@ exhaustive ``pack_whole_devices`` decides, so a refusal is never due to the heur
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -27,11 +28,12 @@ from ..contracts.allocation import (
     Placement,
     WorkloadRequest,
 )
-from ..deploy import cluster
-from ..deploy.mig import MigRefusal, NodeMigPlan, plan_node, profile_for_memory
-from ._allocation_pack import pack_whole_devices
+from ..contracts.errors import ValidationError
+from . import labels
+from .layout import MigRefusal, NodeMigPlan, plan_node, profile_for_memory, profile_names
+from .packing import pack_whole_devices
 
-ELIGIBLE_CLASSES = frozenset({cluster.WHOLE_GPU, cluster.MIG_SINGLE, cluster.MIG_MIXED})
+ELIGIBLE_CLASSES = frozenset({labels.WHOLE_GPU, labels.MIG_SINGLE, labels.MIG_MIXED})
 EXHAUSTIVE_HOSTS = 10  # inventories up to this many candidate hosts get the exhaustive oracle
 OCCUPANCY_UNKNOWN = "occupancy unknown"
 EXHAUSTIVE_NOTE = " (confirmed by exhaustive search)"
@@ -284,15 +286,42 @@ def validate_request(req: WorkloadRequest) -> str | None:
     return None
 
 
+def check_requests(requests: Sequence[WorkloadRequest]) -> None:
+    """Raise ``ValidationError`` (``field='requests'``) for a request that is not a
+    ``WorkloadRequest``, is malformed (:func:`validate_request`) or repeats a workload id."""
+    seen: set[str] = set()
+    for req in requests:
+        if not isinstance(req, WorkloadRequest):
+            raise ValidationError("requests must be WorkloadRequest", field="requests", value=req)
+        why = validate_request(req)
+        if why is not None:
+            raise ValidationError(
+                f"{req.workload_id!r}: {why}", field="requests", value=req.workload_id
+            )
+        if req.workload_id in seen:
+            raise ValidationError(
+                f"duplicate workload {req.workload_id!r}", field="requests", value=req.workload_id
+            )
+        seen.add(req.workload_id)
+
+
 def plan_requests(
     requests: Sequence[WorkloadRequest],
     snapshot: InventorySnapshot,
     *,
     plan_id: str,
     can_change_geometry: bool,
-    known_profiles: frozenset[str],
+    known_profiles: AbstractSet[str] | None = None,
 ) -> FeasiblePlan | Infeasible:
-    """Place every request on one node each, or say truthfully why not."""
+    """Place every request (already checked by :func:`check_requests`) on one node of
+    ``snapshot`` each, or say truthfully why not. Pure: reads the snapshot only.
+
+    ``can_change_geometry``: whether idle nodes may be given new MIG geometry (the backend's
+    authority). ``known_profiles``: the MIG profile names a request may name (default: every
+    profile of the shipped tables); another name is ``Infeasible``.
+    """
+    if known_profiles is None:
+        known_profiles = profile_names()
     if requests and "pods" in snapshot.missing:
         return Infeasible(OCCUPANCY_UNKNOWN)
     for req in requests:
@@ -366,6 +395,7 @@ __all__ = [
     "CONFIG_UNKNOWN",
     "ELIGIBLE_CLASSES",
     "OCCUPANCY_UNKNOWN",
+    "check_requests",
     "plan_requests",
     "validate_request",
 ]

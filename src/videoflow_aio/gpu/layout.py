@@ -1,7 +1,7 @@
 """The MIG layout planner: requests (profile names) -> per-card layouts on one node.
 
 A deliberately simple card model, audited by the independent oracle
-``videoflow_aio.memory.mig_geometry`` (which this module does not import): per card it counts
+``videoflow_aio.gpu.geometry`` (which this module does not import): per card it counts
 compute slices, memory slices and per-profile instance caps, and places instances greedily —
 largest memory size first (fewer legal starts first on ties), each at the highest free legal
 start — instead of searching. Across the cards of a node it packs first-fit decreasing (best
@@ -45,6 +45,7 @@ __all__ = [
     "plan_card",
     "plan_node",
     "profile_for_memory",
+    "profile_names",
 ]
 
 CONSERVATIVE = "may be conservative"
@@ -111,7 +112,7 @@ _PLAIN = re.compile(r"^\d+g\.\d+gb$")
 
 @lru_cache(maxsize=1)
 def _cards() -> tuple[_Card, ...]:
-    raw = resources.files("videoflow_aio.memory").joinpath("mig_profiles.json").read_bytes()
+    raw = resources.files(__package__).joinpath("mig_profiles.json").read_bytes()
     table = msgspec.json.decode(raw, type=_RawTable)
     cards = []
     for f in table.families:
@@ -138,6 +139,12 @@ def _card_for(product: str) -> _Card | None:
         if card.key.lower() in text:
             return card
     return None
+
+
+@lru_cache(maxsize=1)
+def profile_names() -> frozenset[str]:
+    """Every MIG profile name of every family in the planner's tables."""
+    return frozenset(name for card in _cards() for name in card.shapes)
 
 
 # --------------------------------------------------------------------------------------------

@@ -38,6 +38,8 @@ MIG_STATE = "nvidia.com/mig.config.state"
 PAUSED = "paused-for-mig-change"
 MIG_STATES = ("pending", "rebooting", "success", "failed")
 _MIXED_COUNT = re.compile(r"^nvidia\.com/mig-(.+)\.count$")
+_SINGLE_SUFFIX = re.compile(r"-MIG-(.+)$", re.IGNORECASE)
+_BASE_PROFILE = re.compile(r"^(\d+g\.\d+gb)\.(.+)$")
 
 
 def _count(value: str | None) -> int | None:
@@ -70,6 +72,26 @@ def mixed_geometry(labels: Mapping[str, str]) -> dict[str, int] | None:
 def profile_label(profile: str) -> str:
     """The label/resource spelling of a MIG profile (``+`` becomes ``.``)."""
     return profile.replace("+", ".")
+
+
+def profile_from_label(name: str) -> str:
+    """Undo GFD's ``+`` → ``.`` spelling: ``1g.10gb.me`` → ``1g.10gb+me``."""
+    m = _BASE_PROFILE.match(name)
+    return f"{m.group(1)}+{m.group(2)}" if m else name
+
+
+def labelled_geometry(labels: Mapping[str, str]) -> dict[str, int]:
+    """MIG devices shown by GFD labels (``single`` or ``mixed``), profile → count."""
+    product = labels.get(PRODUCT, "")
+    m = _SINGLE_SUFFIX.search(product)
+    if m and m.group(1).upper() != "INVALID":
+        try:
+            count = int(labels.get(COUNT, "0"))
+        except ValueError:
+            count = 0
+        return {m.group(1): count} if count > 0 else {}
+    mixed = mixed_geometry(labels) or {}
+    return {profile_from_label(p): c for p, c in mixed.items()}
 
 
 def classify_gfd_labels(labels: Mapping[str, str]) -> str:
@@ -130,6 +152,8 @@ __all__ = [
     "UNKNOWN",
     "WHOLE_GPU",
     "classify_gfd_labels",
+    "labelled_geometry",
     "mixed_geometry",
+    "profile_from_label",
     "profile_label",
 ]
