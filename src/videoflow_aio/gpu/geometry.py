@@ -184,6 +184,38 @@ def _placeable(family: Family, items: list[tuple[Profile, int]]) -> bool:
     return place(0, 0, 0, counts[0])
 
 
+def _count_problem(fam: Family, name: str, count: object) -> str | None:
+    if not isinstance(count, int) or isinstance(count, bool):
+        return f"count for profile {name!r} is not an integer: {count!r}"
+    if count < 0:
+        return f"negative count {count} for profile {name!r}"
+    if name not in fam.profiles:
+        return f"unknown profile {name!r} for family {fam.key}"
+    return None
+
+
+def _instances(
+    fam: Family, layout: Mapping[str, int], problems: list[str]
+) -> list[tuple[Profile, int]]:
+    """The layout's (profile, count > 0) pairs; malformed counts, unknown names and per-profile
+    caps are appended to ``problems`` (a malformed entry is left out of the pairs)."""
+    items: list[tuple[Profile, int]] = []
+    for name, count in layout.items():
+        why = _count_problem(fam, name, count)
+        if why is not None:
+            problems.append(why)
+            continue
+        if count == 0:
+            continue
+        prof = fam.profiles[name]
+        if count > prof.max_instances:
+            problems.append(
+                f"instance cap exceeded: {count} x {name} on one card, at most {prof.max_instances}"
+            )
+        items.append((prof, count))
+    return items
+
+
 def check_layout(product: str, layout: Mapping[str, int]) -> list[str]:
     """Every problem with placing ``layout`` (profile name -> instance count) on one card.
 
@@ -198,29 +230,9 @@ def check_layout(product: str, layout: Mapping[str, int]) -> list[str]:
     if fam is None:
         return [f"unknown product {product!r}: no MIG family key matches"]
     problems: list[str] = []
-    items: list[tuple[Profile, int]] = []
-    compute = memory = instances = 0
-    for name, count in layout.items():
-        if not isinstance(count, int) or isinstance(count, bool):
-            problems.append(f"count for profile {name!r} is not an integer: {count!r}")
-            continue
-        if count < 0:
-            problems.append(f"negative count {count} for profile {name!r}")
-            continue
-        prof = fam.profiles.get(name)
-        if prof is None:
-            problems.append(f"unknown profile {name!r} for family {fam.key}")
-            continue
-        if count == 0:
-            continue
-        if count > prof.max_instances:
-            problems.append(
-                f"instance cap exceeded: {count} x {name} on one card, at most {prof.max_instances}"
-            )
-        items.append((prof, count))
-        compute += count * prof.compute_slices
-        memory += count * prof.memory_slices
-        instances += count
+    items = _instances(fam, layout, problems)
+    compute = sum(count * prof.compute_slices for prof, count in items)
+    memory = sum(count * prof.memory_slices for prof, count in items)
     if memory > fam.memory_slices:
         problems.append(
             f"memory over capacity: {memory} memory slices requested, {fam.key} has "

@@ -112,6 +112,17 @@ def classify_gfd_labels(labels: Mapping[str, str]) -> str:
     count = _count(raw_count)
     if raw_count is not None and count is None:
         return UNKNOWN
+    by_state = _by_state(labels)
+    if by_state is not None:
+        return by_state
+    strategy = labels.get(STRATEGY)
+    if strategy not in (None, "single", "mixed"):
+        return UNKNOWN
+    return _by_geometry(labels, (product or "").upper(), strategy, count)
+
+
+def _by_state(labels: Mapping[str, str]) -> str | None:
+    """The manager's state rules: failed, changing, or a state this reader does not know."""
     state = labels.get(MIG_STATE)
     if state == "failed":
         return INVALID
@@ -120,13 +131,16 @@ def classify_gfd_labels(labels: Mapping[str, str]) -> str:
         return RECONFIGURING
     if state is not None and state != "success":
         return UNKNOWN
-    strategy = labels.get(STRATEGY)
-    if strategy not in (None, "single", "mixed"):
-        return UNKNOWN
-    product = product or ""
-    if product.upper().endswith("-MIG-INVALID"):
+    return None
+
+
+def _by_geometry(
+    labels: Mapping[str, str], product: str, strategy: str | None, count: int | None
+) -> str:
+    """The geometry rules, once the state is settled: single, mixed, asked for, or none."""
+    if product.endswith("-MIG-INVALID"):
         return INVALID
-    if "-MIG-" in product.upper():
+    if "-MIG-" in product:
         if strategy != "single":
             return UNKNOWN
         return INVALID if not count else MIG_SINGLE
@@ -135,12 +149,9 @@ def classify_gfd_labels(labels: Mapping[str, str]) -> str:
         return UNKNOWN
     if geometry:
         return MIG_MIXED if strategy in (None, "mixed") else UNKNOWN
-    config = labels.get(MIG_CONFIG)
-    if config not in (None, "", "all-disabled"):
+    if labels.get(MIG_CONFIG) not in (None, "", "all-disabled"):
         return RECONFIGURING
-    if count is None:
-        return UNKNOWN
-    return WHOLE_GPU
+    return UNKNOWN if count is None else WHOLE_GPU
 
 
 __all__ = [

@@ -57,6 +57,88 @@ class _Node:
     def name(self) -> str:
         return self.view.name
 
+    def add_geometry(self, profile: str, workload_id: str, plan: NodeMigPlan) -> None:
+        """One more MIG instance for ``workload_id`` by a geometry change; ``plan`` lays out
+        them all."""
+        self.geometry.append(profile)
+        self.geometry_for.append(workload_id)
+        self.plan = plan
+
+    def geometry_placements(self) -> list[Placement]:
+        """The placements of the instances this node's geometry change creates."""
+        assert self.plan is not None
+        return [
+            Placement(
+                workload_id=workload,
+                node=self.name,
+                mig_profile=self.geometry[i],
+                card=self.plan.assignment[i],
+            )
+            for i, workload in enumerate(self.geometry_for)
+        ]
+
+    def node_plan(self) -> NodePlan:
+        """What the plan does to this node: ownership, and the new geometry if any."""
+        if not self.geometry or self.plan is None:
+            return NodePlan(node=self.name, resource_version=self.view.resource_version)
+        total: dict[str, int] = {}
+        for layout in self.plan.layouts:
+            for profile, count in layout.items():
+                total[profile] = total.get(profile, 0) + count
+        return NodePlan(
+            node=self.name,
+            resource_version=self.view.resource_version,
+            geometry_change=True,
+            mig_layout=total,
+            card_layouts=tuple(dict(layout) for layout in self.plan.layouts),
+        )
+
+
+def _candidate(view: NodeView, can_change: bool) -> _Node:
+    """``view`` as the planner's working state: what is free (MIG instances or whole GPUs,
+    foreign workloads counted against every profile) and whether new geometry may be laid."""
+    used = view.used_devices or 0
+    idle = not view.workloads
+    if view.mig_layout:
+        free_mig = {p: c - used for p, c in view.mig_layout.items() if c - used > 0}
+        free_whole = 0
+    else:
+        free_mig = {}
+        free_whole = max(view.gpu_count - used, 0)
+    changeable = idle and can_change and view.family is not None and view.gpu_count > 0
+    return _Node(view, free_whole, free_mig, idle, changeable)
+
+
+class _FreeWhole:
+    """Nodes with free whole devices, bucketed by how many are free (for best fit)."""
+
+    def __init__(self, nodes: Sequence[_Node]) -> None:
+        self.buckets: dict[int, list[_Node]] = {}
+        for node in nodes:
+            if node.free_whole > 0 and not node.geometry:
+                self.buckets.setdefault(node.free_whole, []).append(node)
+        self.sizes = sorted(self.buckets)
+
+    def best_fit(self, req: WorkloadRequest) -> _Node | None:
+        """The first matching node among those with the fewest free devices that suffice."""
+        for size in self.sizes:
+            if size < req.devices:
+                continue
+            for node in self.buckets[size]:
+                if not node.geometry and _matches(req, node.view):
+                    return node
+        return None
+
+    def take(self, node: _Node, devices: int) -> None:
+        """``devices`` of ``node`` are placed: it moves to the bucket of what is left."""
+        self.buckets[node.free_whole].remove(node)
+        node.free_whole -= devices
+        if node.free_whole > 0:
+            if node.free_whole not in self.buckets:
+                self.buckets[node.free_whole] = []
+                self.sizes = sorted(self.buckets)
+            self.buckets[node.free_whole].append(node)
+
 
 def _matches(req: WorkloadRequest, view: NodeView) -> bool:
     if req.nodes is not None and view.name not in req.nodes:
@@ -81,21 +163,12 @@ class _Planner:
         self.refusals: dict[str, str] = {}
 
     def nodes(self) -> list[_Node]:
-        out: list[_Node] = []
-        for view in self.snapshot.nodes:
-            if view.owner is not None or view.classification not in ELIGIBLE_CLASSES:
-                continue
-            used = view.used_devices or 0
-            idle = not view.workloads
-            if view.mig_layout:
-                free_mig = {p: c - used for p, c in view.mig_layout.items() if c - used > 0}
-                free_whole = 0
-            else:
-                free_mig = {}
-                free_whole = max(view.gpu_count - used, 0)
-            changeable = idle and self.can_change and view.family is not None and view.gpu_count > 0
-            out.append(_Node(view, free_whole, free_mig, idle, changeable))
-        return out
+        """Fresh working state of every eligible node: unowned and classified whole/MIG."""
+        return [
+            _candidate(view, self.can_change)
+            for view in self.snapshot.nodes
+            if view.owner is None and view.classification in ELIGIBLE_CLASSES
+        ]
 
     def profile(self, req: WorkloadRequest, product: str) -> str | MigRefusal:
         if req.mig_profile is not None:
@@ -151,50 +224,30 @@ class _Planner:
     def _whole(
         self, whole: list[WorkloadRequest], nodes: list[_Node], out: dict[str, Placement]
     ) -> str | None:
-        buckets: dict[int, list[_Node]] = {}
-        for node in nodes:
-            if node.free_whole > 0 and not node.geometry:
-                buckets.setdefault(node.free_whole, []).append(node)
-        sizes = sorted(buckets)
+        free = _FreeWhole(nodes)
         for req in whole:
-            chosen: _Node | None = None
-            for size in sizes:
-                if size < req.devices:
-                    continue
-                for node in buckets[size]:
-                    if not node.geometry and _matches(req, node.view):
-                        chosen = node
-                        break
-                if chosen is not None:
-                    break
+            chosen = free.best_fit(req)
             if chosen is None:
-                return self._whole_refusal(req, whole, nodes)
-            buckets[chosen.free_whole].remove(chosen)
-            chosen.free_whole -= req.devices
+                return self._whole_refusal(req, whole)
+            free.take(chosen, req.devices)
             chosen.changeable = False
             chosen.taken_whole = True
-            if chosen.free_whole > 0:
-                if chosen.free_whole not in buckets:
-                    buckets[chosen.free_whole] = []
-                    sizes = sorted(buckets)
-                buckets[chosen.free_whole].append(chosen)
             out[req.workload_id] = Placement(
                 workload_id=req.workload_id, node=chosen.name, devices=req.devices
             )
         return None
 
-    def _whole_refusal(
-        self, req: WorkloadRequest, whole: list[WorkloadRequest], nodes: list[_Node]
-    ) -> str:
+    def _whole_refusal(self, req: WorkloadRequest, whole: list[WorkloadRequest]) -> str:
+        """Why ``req`` found no host: no node could ever take it, too few devices in all, or
+        (the rest) fragmentation."""
         fresh = [n for n in self.nodes() if not n.view.mig_layout]
-        candidates = [n for n in fresh if n.free_whole > 0]
         if not any(_matches(req, n.view) and n.view.gpu_count >= req.devices for n in fresh):
             return (
                 f"no eligible node for {req.workload_id!r}: none unowned, whole-GPU, readable "
                 f"and matching its constraints has {req.devices} GPUs"
             )
         needed = sum(r.devices for r in whole)
-        free = sum(n.free_whole for n in candidates)
+        free = sum(n.free_whole for n in fresh)  # never negative
         if needed > free:
             return (
                 f"insufficient capacity: {needed} whole devices requested, {free} free on "
@@ -212,62 +265,68 @@ class _Planner:
         pending = [r for r in mig if r.workload_id not in out]
         if not pending:
             return None
-        if not self.can_change:
-            return (
-                f"no existing MIG instance for {pending[0].workload_id!r} and this authority "
-                "cannot change geometry"
-            )
-        if not self.config_known:
-            return CONFIG_UNKNOWN
+        why = self._geometry_refusal(pending[0])
+        if why is not None:
+            return why
         opened: list[_Node] = []
         full: set[tuple[str, str]] = set()
         for req in pending:
-            placed = False
-            last = "no idle MIG-capable node matches its constraints"
-            for node in opened:
-                if not _matches(req, node.view):
-                    continue
-                profile = self.profile(req, node.view.product)
-                if isinstance(profile, MigRefusal) or (node.name, profile) in full:
-                    continue
-                got = plan_node(node.view.product, node.view.gpu_count, [*node.geometry, profile])
-                if isinstance(got, NodeMigPlan):
-                    node.geometry.append(profile)
-                    node.geometry_for.append(req.workload_id)
-                    node.plan = got
-                    placed = True
-                    break
-                full.add((node.name, profile))
-            if not placed:
-                for node in nodes:
-                    if not node.changeable or node.geometry or not _matches(req, node.view):
-                        continue
-                    profile = self.profile(req, node.view.product)
-                    if isinstance(profile, MigRefusal):
-                        last = profile.reason
-                        continue
-                    got = plan_node(node.view.product, node.view.gpu_count, [profile])
-                    if isinstance(got, MigRefusal):
-                        last = got.reason
-                        continue
-                    node.geometry.append(profile)
-                    node.geometry_for.append(req.workload_id)
-                    node.plan = got
-                    opened.append(node)
-                    placed = True
-                    break
-            if not placed:
-                return f"no node can host MIG request {req.workload_id!r}: {last}"
+            if self._join_opened(req, opened, full):
+                continue
+            why = self._open(req, nodes, opened)
+            if why is not None:
+                return f"no node can host MIG request {req.workload_id!r}: {why}"
         for node in opened:
-            assert node.plan is not None
-            for i, workload in enumerate(node.geometry_for):
-                out[workload] = Placement(
-                    workload_id=workload,
-                    node=node.name,
-                    mig_profile=node.geometry[i],
-                    card=node.plan.assignment[i],
-                )
+            for placement in node.geometry_placements():
+                out[placement.workload_id] = placement
         return None
+
+    def _geometry_refusal(self, req: WorkloadRequest) -> str | None:
+        """Why no geometry change may be planned at all (authority, unreadable config)."""
+        if not self.can_change:
+            return (
+                f"no existing MIG instance for {req.workload_id!r} and this authority "
+                "cannot change geometry"
+            )
+        return None if self.config_known else CONFIG_UNKNOWN
+
+    def _join_opened(
+        self, req: WorkloadRequest, opened: list[_Node], full: set[tuple[str, str]]
+    ) -> bool:
+        """Add ``req`` to a node already getting new geometry, if one still takes it
+        (``full`` remembers node/profile pairs that did not)."""
+        for node in opened:
+            if not _matches(req, node.view):
+                continue
+            profile = self.profile(req, node.view.product)
+            if isinstance(profile, MigRefusal) or (node.name, profile) in full:
+                continue
+            got = plan_node(node.view.product, node.view.gpu_count, [*node.geometry, profile])
+            if isinstance(got, NodeMigPlan):
+                node.add_geometry(profile, req.workload_id, got)
+                return True
+            full.add((node.name, profile))
+        return False
+
+    def _open(self, req: WorkloadRequest, nodes: list[_Node], opened: list[_Node]) -> str | None:
+        """Give an idle, changeable node new geometry for ``req``; None when done, else why
+        the last candidate refused."""
+        last = "no idle MIG-capable node matches its constraints"
+        for node in nodes:
+            if not node.changeable or node.geometry or not _matches(req, node.view):
+                continue
+            profile = self.profile(req, node.view.product)
+            if isinstance(profile, MigRefusal):
+                last = profile.reason
+                continue
+            got = plan_node(node.view.product, node.view.gpu_count, [profile])
+            if isinstance(got, MigRefusal):
+                last = got.reason
+                continue
+            node.add_geometry(profile, req.workload_id, got)
+            opened.append(node)
+            return None
+        return last
 
 
 def validate_request(req: WorkloadRequest) -> str | None:
@@ -320,53 +379,56 @@ def plan_requests(
     authority). ``known_profiles``: the MIG profile names a request may name (default: every
     profile of the shipped tables); another name is ``Infeasible``.
     """
-    if known_profiles is None:
-        known_profiles = profile_names()
-    if requests and "pods" in snapshot.missing:
-        return Infeasible(OCCUPANCY_UNKNOWN)
-    for req in requests:
-        if req.mig_profile is not None and req.mig_profile not in known_profiles:
-            return Infeasible(f"unknown MIG profile {req.mig_profile!r} for {req.workload_id!r}")
-    planner = _Planner(requests, snapshot, can_change_geometry)
-    result = planner.run(mig_first=False)
-    if isinstance(result, str):
-        second = planner.run(mig_first=True)
-        if isinstance(second, str):
-            exhaustive = _exhaustive_whole(requests, snapshot, planner)
-            if exhaustive is None or exhaustive is False:
-                if result.startswith("fragmented"):
-                    result += EXHAUSTIVE_NOTE if exhaustive is None else HEURISTIC_NOTE
-                return Infeasible(result)
-            second = exhaustive
-        result = second
-    placements, nodes = result
-    node_plans: list[NodePlan] = []
+    early = _refuse_early(requests, snapshot, known_profiles)
+    if early is not None:
+        return early
+    placed = _place(requests, snapshot, can_change_geometry)
+    if isinstance(placed, Infeasible):
+        return placed
+    placements, nodes = placed
     touched = {p.node for p in placements}
-    for node in nodes:
-        if node.name not in touched:
-            continue
-        if node.geometry and node.plan is not None:
-            total: dict[str, int] = {}
-            for layout in node.plan.layouts:
-                for profile, count in layout.items():
-                    total[profile] = total.get(profile, 0) + count
-            node_plans.append(
-                NodePlan(
-                    node=node.name,
-                    resource_version=node.view.resource_version,
-                    geometry_change=True,
-                    mig_layout=total,
-                    card_layouts=tuple(dict(layout) for layout in node.plan.layouts),
-                )
-            )
-        else:
-            node_plans.append(NodePlan(node=node.name, resource_version=node.view.resource_version))
     return FeasiblePlan(
         plan_id=plan_id,
         snapshot_id=snapshot.snapshot_id,
         placements=tuple(placements),
-        nodes=tuple(node_plans),
+        nodes=tuple(node.node_plan() for node in nodes if node.name in touched),
     )
+
+
+def _refuse_early(
+    requests: Sequence[WorkloadRequest],
+    snapshot: InventorySnapshot,
+    known_profiles: AbstractSet[str] | None,
+) -> Infeasible | None:
+    """Refusals that need no search: unknown occupancy, an unknown MIG profile name."""
+    if requests and "pods" in snapshot.missing:
+        return Infeasible(OCCUPANCY_UNKNOWN)
+    known = profile_names() if known_profiles is None else known_profiles
+    for req in requests:
+        if req.mig_profile is not None and req.mig_profile not in known:
+            return Infeasible(f"unknown MIG profile {req.mig_profile!r} for {req.workload_id!r}")
+    return None
+
+
+def _place(
+    requests: Sequence[WorkloadRequest], snapshot: InventorySnapshot, can_change_geometry: bool
+) -> tuple[list[Placement], list[_Node]] | Infeasible:
+    """The greedy planner in both orders, then (whole devices only, small inventories) the
+    exhaustive packing; the first refusal's reason, marked exact or heuristic when it says
+    ``fragmented``."""
+    planner = _Planner(requests, snapshot, can_change_geometry)
+    first = planner.run(mig_first=False)
+    if not isinstance(first, str):
+        return first
+    second = planner.run(mig_first=True)
+    if not isinstance(second, str):
+        return second
+    exhaustive = _exhaustive_whole(requests, snapshot, planner)
+    if exhaustive is not None and exhaustive is not False:
+        return exhaustive
+    if first.startswith("fragmented"):
+        first += EXHAUSTIVE_NOTE if exhaustive is None else HEURISTIC_NOTE
+    return Infeasible(first)
 
 
 def _exhaustive_whole(
@@ -379,9 +441,11 @@ def _exhaustive_whole(
     nodes = [n for n in planner.nodes() if n.free_whole > 0]
     if len(nodes) > EXHAUSTIVE_HOSTS:
         return False
-    free = {n.name: n.free_whole for n in nodes}
-    eligible = {r.workload_id: {n.name for n in nodes if _matches(r, n.view)} for r in requests}
-    got = pack_whole_devices([(r.workload_id, r.devices) for r in requests], free, eligible)
+    got = pack_whole_devices(
+        [(r.workload_id, r.devices) for r in requests],
+        {n.name: n.free_whole for n in nodes},
+        {r.workload_id: _hosts_for(r, nodes) for r in requests},
+    )
     if got is None:
         return None
     placements = [
@@ -389,6 +453,10 @@ def _exhaustive_whole(
         for r in requests
     ]
     return placements, nodes
+
+
+def _hosts_for(req: WorkloadRequest, nodes: Sequence[_Node]) -> set[str]:
+    return {n.name for n in nodes if _matches(req, n.view)}
 
 
 __all__ = [
