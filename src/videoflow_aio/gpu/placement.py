@@ -441,22 +441,23 @@ def _exhaustive_whole(
     nodes = [n for n in planner.nodes() if n.free_whole > 0]
     if len(nodes) > EXHAUSTIVE_HOSTS:
         return False
+    placements = _packed(requests, nodes)
+    return None if placements is None else (placements, nodes)
+
+
+def _packed(requests: Sequence[WorkloadRequest], nodes: Sequence[_Node]) -> list[Placement] | None:
+    """``pack_whole_devices`` over ``nodes``' free devices, each request on a matching host."""
     got = pack_whole_devices(
         [(r.workload_id, r.devices) for r in requests],
         {n.name: n.free_whole for n in nodes},
-        {r.workload_id: _hosts_for(r, nodes) for r in requests},
+        {r.workload_id: {n.name for n in nodes if _matches(r, n.view)} for r in requests},
     )
     if got is None:
         return None
-    placements = [
+    return [
         Placement(workload_id=r.workload_id, node=got[r.workload_id], devices=r.devices)
         for r in requests
     ]
-    return placements, nodes
-
-
-def _hosts_for(req: WorkloadRequest, nodes: Sequence[_Node]) -> set[str]:
-    return {n.name for n in nodes if _matches(req, n.view)}
 
 
 __all__ = [

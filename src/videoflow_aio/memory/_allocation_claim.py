@@ -82,17 +82,23 @@ def _named(nodes: list[ClaimNode], what: str, pick: set[str]) -> str:
     return what + ", ".join(n.node for n in nodes if n.geometry in pick)
 
 
+def _released_phase(c: Cluster, claim: Claim) -> ClaimPhase:
+    """``retained`` while a workload of the claim still runs or a node still shows its
+    geometry, else ``released``."""
+    retained = any(p.workload_id in c.nodes[p.node].workloads for p in claim.placements)
+    pinned = any(c.nodes[n].mig_config == e for n, e in claim.entries.items())
+    return "retained" if retained or pinned else "released"
+
+
 def _phase(c: Cluster, claim: Claim, nodes: list[ClaimNode]) -> tuple[ClaimPhase, str | None]:
-    states = {n.geometry for n in nodes}
     if claim.released:
-        retained = any(p.workload_id in c.nodes[p.node].workloads for p in claim.placements)
-        pinned = any(c.nodes[n].mig_config == e for n, e in claim.entries.items())
-        return ("retained" if retained or pinned else "released"), None
+        return _released_phase(c, claim), None
+    states = {n.geometry for n in nodes}
     if "failed" in states:
         return "failed", _named(nodes, "geometry failed on ", {"failed"})
-    if not all(n.owned for n in nodes) or "superseded" in states:
-        lost = ", ".join(n.node for n in nodes if not n.owned or n.geometry == "superseded")
-        return "lost", f"no longer owns or configures {lost}"
+    lost = [n.node for n in nodes if not n.owned or n.geometry == "superseded"]
+    if lost:
+        return "lost", "no longer owns or configures " + ", ".join(lost)
     if "pending" in states:
         return "preparing", _named(nodes, "geometry pending on ", {"pending"})
     return ("ready" if claim.workloads_ready else "allocated"), None

@@ -173,14 +173,7 @@ class Cluster:
                 by,
                 "tombstone" if not entries else ",".join(sorted(entries)),
             )
-            if entries and self.pointer != SHARED_CONFIG:
-                self.pointer_original = self.pointer
-                self.pointer = SHARED_CONFIG
-                self.mutate("config.pointer", SHARED_CONFIG, by, SHARED_CONFIG)
-            elif not entries and self.pointer == SHARED_CONFIG:
-                self.pointer = self.pointer_original or DEFAULT_POINTER
-                self.pointer_original = None
-                self.mutate("config.pointer", SHARED_CONFIG, by, self.pointer)
+            self._repoint(by, bool(entries))
             return not entries
         raise OwnershipConflict(
             f"shared config kept moving ({CONFIG_RETRIES} conflicts)",
@@ -188,6 +181,17 @@ class Cluster:
             expected=None,
             actual=self.config_version,
         )
+
+    def _repoint(self, by: str, live: bool) -> None:
+        """The manager reads the shared config while it has entries, the original after."""
+        if live and self.pointer != SHARED_CONFIG:
+            self.pointer_original = self.pointer
+            self.pointer = SHARED_CONFIG
+            self.mutate("config.pointer", SHARED_CONFIG, by, SHARED_CONFIG)
+        elif not live and self.pointer == SHARED_CONFIG:
+            self.pointer = self.pointer_original or DEFAULT_POINTER
+            self.pointer_original = None
+            self.mutate("config.pointer", SHARED_CONFIG, by, self.pointer)
 
     def point(self, name: str, config: str, layout: dict[str, int], by: str) -> int:
         """Point ``name`` at config entry ``config`` (remembering the original pointer and

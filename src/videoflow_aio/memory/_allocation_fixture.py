@@ -23,6 +23,18 @@ def _check_count(value: object, field_name: str, where: str) -> None:
         )
 
 
+def _check_memory(value: object, where: str) -> None:
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or not math.isfinite(value)
+        or value < 0
+    ):
+        raise ValidationError(
+            f"{where}: memory_gib must be a finite number >= 0", field="memory_gib", value=value
+        )
+
+
 @dataclass(eq=False)
 class NodeFixture:
     """One GPU node. ``labels`` follow GPU Feature Discovery's vocabulary.
@@ -55,6 +67,18 @@ class NodeFixture:
     applied_by_model: bool = field(default=False, init=False, repr=False)
 
     def __post_init__(self) -> None:
+        self._validate()
+        self.labels = dict(self.labels)
+        self.mig_layout = {p: c for p, c in self.mig_layout.items() if c > 0}
+        self.workloads = dict(self.workloads)
+        if self.mig_config == "all-disabled" and self.labels.get(gfd.MIG_CONFIG):
+            self.mig_config = self.labels[gfd.MIG_CONFIG]
+        if self.mig_state == "success" and self.labels.get(gfd.MIG_STATE) in gfd.MIG_STATES:
+            self.mig_state = self.labels[gfd.MIG_STATE]
+        if not self.mig_layout:
+            self.mig_layout = labelled_geometry(self.labels)
+
+    def _validate(self) -> None:
         where = f"node {self.name!r}"
         if not isinstance(self.name, str) or not self.name:
             raise ValidationError(
@@ -65,17 +89,7 @@ class NodeFixture:
                 f"{where}: product must be a non-empty string", field="product", value=self.product
             )
         _check_count(self.gpu_count, "gpu_count", where)
-        if (
-            isinstance(self.memory_gib, bool)
-            or not isinstance(self.memory_gib, int | float)
-            or not math.isfinite(self.memory_gib)
-            or self.memory_gib < 0
-        ):
-            raise ValidationError(
-                f"{where}: memory_gib must be a finite number >= 0",
-                field="memory_gib",
-                value=self.memory_gib,
-            )
+        _check_memory(self.memory_gib, where)
         _check_count(self.resource_version, "resource_version", where)
         _check_count(self.mig_state_generation, "mig_state_generation", where)
         if self.mig_state not in gfd.MIG_STATES:
@@ -88,15 +102,6 @@ class NodeFixture:
             _check_count(count, f"mig_layout[{profile}]", where)
         for workload, units in self.workloads.items():
             _check_count(units, f"workloads[{workload}]", where)
-        self.labels = dict(self.labels)
-        self.mig_layout = {p: c for p, c in self.mig_layout.items() if c > 0}
-        self.workloads = dict(self.workloads)
-        if self.mig_config == "all-disabled" and self.labels.get(gfd.MIG_CONFIG):
-            self.mig_config = self.labels[gfd.MIG_CONFIG]
-        if self.mig_state == "success" and self.labels.get(gfd.MIG_STATE) in gfd.MIG_STATES:
-            self.mig_state = self.labels[gfd.MIG_STATE]
-        if not self.mig_layout:
-            self.mig_layout = labelled_geometry(self.labels)
 
     # -- judging -----------------------------------------------------------------------------
     def effective_labels(self) -> dict[str, str]:
@@ -113,15 +118,20 @@ class NodeFixture:
         ):
             out[gfd.MIG_STATE] = self.mig_state
         if self.applied_by_model and self.mig_state == "success":
-            for key in [k for k in out if _MIXED_KEY.match(k)]:
-                del out[key]
-            out[gfd.PRODUCT] = _MIG_SUFFIX.sub("", out.get(gfd.PRODUCT, self.product))
-            out[gfd.COUNT] = str(self.gpu_count)
-            if self.mig_layout:
-                out[gfd.STRATEGY] = "mixed"
-                for profile, count in sorted(self.mig_layout.items()):
-                    out[f"nvidia.com/mig-{gfd.profile_label(profile)}.count"] = str(count)
+            self._show_applied_geometry(out)
         return out
+
+    def _show_applied_geometry(self, out: dict[str, str]) -> None:
+        """Relabel ``out`` as GFD shows the geometry the model applied: ``mixed`` slices, or
+        whole GPUs when it applied none."""
+        for key in [k for k in out if _MIXED_KEY.match(k)]:
+            del out[key]
+        out[gfd.PRODUCT] = _MIG_SUFFIX.sub("", out.get(gfd.PRODUCT, self.product))
+        out[gfd.COUNT] = str(self.gpu_count)
+        if self.mig_layout:
+            out[gfd.STRATEGY] = "mixed"
+            for profile, count in sorted(self.mig_layout.items()):
+                out[f"nvidia.com/mig-{gfd.profile_label(profile)}.count"] = str(count)
 
     def classification(self) -> str:
         """The same per-node rule the cluster reader applies to GPU Feature Discovery labels
