@@ -194,26 +194,33 @@ def _count_problem(fam: Family, name: str, count: object) -> str | None:
     return None
 
 
-def _instances(
+def _tally(
     fam: Family, layout: Mapping[str, int], problems: list[str]
-) -> list[tuple[Profile, int]]:
-    """The layout's (profile, count > 0) pairs; malformed counts, unknown names and per-profile
-    caps are appended to ``problems`` (a malformed entry is left out of the pairs)."""
+) -> tuple[list[tuple[Profile, int]], int, int]:
+    """The layout's (profile, count > 0) pairs and their compute and memory slices; malformed
+    counts, unknown names and per-profile caps are appended to ``problems`` (a malformed entry
+    counts for nothing)."""
     items: list[tuple[Profile, int]] = []
+    compute = memory = 0
+    profiles = fam.profiles
     for name, count in layout.items():
-        why = _count_problem(fam, name, count)
-        if why is not None:
-            problems.append(why)
-            continue
-        if count == 0:
-            continue
-        prof = fam.profiles[name]
+        prof = profiles.get(name)
+        if prof is None or type(count) is not int or count <= 0:  # the rare cases, in order
+            why = _count_problem(fam, name, count)
+            if why is not None:
+                problems.append(why)
+                continue
+            if count == 0:
+                continue
+            prof = profiles[name]
         if count > prof.max_instances:
             problems.append(
                 f"instance cap exceeded: {count} x {name} on one card, at most {prof.max_instances}"
             )
         items.append((prof, count))
-    return items
+        compute += count * prof.compute_slices
+        memory += count * prof.memory_slices
+    return items, compute, memory
 
 
 def check_layout(product: str, layout: Mapping[str, int]) -> list[str]:
@@ -230,9 +237,7 @@ def check_layout(product: str, layout: Mapping[str, int]) -> list[str]:
     if fam is None:
         return [f"unknown product {product!r}: no MIG family key matches"]
     problems: list[str] = []
-    items = _instances(fam, layout, problems)
-    compute = sum(count * prof.compute_slices for prof, count in items)
-    memory = sum(count * prof.memory_slices for prof, count in items)
+    items, compute, memory = _tally(fam, layout, problems)
     if memory > fam.memory_slices:
         problems.append(
             f"memory over capacity: {memory} memory slices requested, {fam.key} has "
