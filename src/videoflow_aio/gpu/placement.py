@@ -16,7 +16,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from collections.abc import Set as AbstractSet
-from dataclasses import dataclass, field
 from typing import Literal
 
 from ..contracts.allocation import (
@@ -41,17 +40,41 @@ HEURISTIC_NOTE = " (greedy search; an assignment may exist)"
 CONFIG_UNKNOWN = "mig config unknown"
 
 
-@dataclass
 class _Node:
-    view: NodeView
-    free_whole: int
-    free_mig: dict[str, int]
-    idle: bool
-    changeable: bool
-    geometry: list[str] = field(default_factory=list)  # profiles placed by a geometry change
-    geometry_for: list[str] = field(default_factory=list)  # their workload ids, in order
-    plan: NodeMigPlan | None = None
-    taken_whole: bool = False  # whole devices placed here (no geometry change then)
+    """The planner's working state of one eligible node: what is still free (MIG instances,
+    foreign workloads counted against every profile; or whole GPUs) and the geometry change
+    planned on it, if any."""
+
+    __slots__ = (
+        "changeable",
+        "free_mig",
+        "free_whole",
+        "geometry",
+        "geometry_for",
+        "idle",
+        "plan",
+        "taken_whole",
+        "view",
+    )
+
+    def __init__(self, view: NodeView, can_change: bool) -> None:
+        used = view.used_devices or 0
+        self.view = view
+        self.idle = not view.workloads
+        if view.mig_layout:
+            self.free_mig = {p: c - used for p, c in view.mig_layout.items() if c - used > 0}
+            self.free_whole = 0
+        else:
+            self.free_mig = {}
+            self.free_whole = max(view.gpu_count - used, 0)
+        # new geometry only on an idle node of a known family, with the authority for it
+        self.changeable = (
+            self.idle and can_change and view.family is not None and view.gpu_count > 0
+        )
+        self.geometry: list[str] = []  # profiles placed by a geometry change
+        self.geometry_for: list[str] = []  # their workload ids, in order
+        self.plan: NodeMigPlan | None = None
+        self.taken_whole = False  # whole devices placed here (no geometry change then)
 
     @property
     def name(self) -> str:
@@ -92,21 +115,6 @@ class _Node:
             mig_layout=total,
             card_layouts=tuple(dict(layout) for layout in self.plan.layouts),
         )
-
-
-def _candidate(view: NodeView, can_change: bool) -> _Node:
-    """``view`` as the planner's working state: what is free (MIG instances or whole GPUs,
-    foreign workloads counted against every profile) and whether new geometry may be laid."""
-    used = view.used_devices or 0
-    idle = not view.workloads
-    if view.mig_layout:
-        free_mig = {p: c - used for p, c in view.mig_layout.items() if c - used > 0}
-        free_whole = 0
-    else:
-        free_mig = {}
-        free_whole = max(view.gpu_count - used, 0)
-    changeable = idle and can_change and view.family is not None and view.gpu_count > 0
-    return _Node(view, free_whole, free_mig, idle, changeable)
 
 
 class _FreeWhole:
@@ -165,7 +173,7 @@ class _Planner:
     def nodes(self) -> list[_Node]:
         """Fresh working state of every eligible node: unowned and classified whole/MIG."""
         return [
-            _candidate(view, self.can_change)
+            _Node(view, self.can_change)
             for view in self.snapshot.nodes
             if view.owner is None and view.classification in ELIGIBLE_CLASSES
         ]
