@@ -188,8 +188,8 @@ async def test_reserve_refuses_a_reused_operation_id_with_a_different_plan() -> 
     for wrong in (other, altered):
         with pytest.raises(ValidationError) as info:
             await b.reserve(wrong, "op", None)
-        assert info.value.field == "plan" and info.value.operation_id == "op"
-        assert info.value.claim_id == first.claim_id
+        assert info.value.field == "plan" and info.value.fields["operation_id"] == "op"
+        assert info.value.fields["claim_id"] == first.claim_id
         assert (b.mutations(), b.node("n1").owner, b.node("n2").owner) == state
     # the same plan again is still the idempotent retry
     again = await b.reserve(plan, "op", first.generation)
