@@ -28,6 +28,7 @@ the requests to the cards (exhaustive search) gives layouts that all pass ``chec
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Mapping, Sequence
 
 from videoflow_aio.gpu.geometry import Family, check_layout, family_for
@@ -236,12 +237,10 @@ def _confirm_node_reason(
         cards = [existing[i] if i < len(existing) else {} for i in range(gpu_count)]
         ok = all(check_layout(product, combine(c, [name])) for c in cards)
     else:
-        totals: dict[str, int] = {}
+        totals: Counter[str] = Counter()
         for layout in existing:
-            for n, c in layout.items():
-                totals[n] = totals.get(n, 0) + c
-        for n in requests:
-            totals[n] = totals.get(n, 0) + 1
+            totals.update(layout)  # adds the counts
+        totals.update(requests)  # one per request
         ok = _node_total_confirmed(fam, reason, gpu_count, totals)
     return [] if ok else [f"refusal {reason!r} not confirmed by the oracle"]
 

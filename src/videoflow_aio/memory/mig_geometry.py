@@ -8,11 +8,4 @@ from __future__ import annotations
 
 from ..gpu.geometry import Family, Profile, check_layout, families, family_for, smallest_profile
 
-__all__ = [
-    "Family",
-    "Profile",
-    "check_layout",
-    "families",
-    "family_for",
-    "smallest_profile",
-]
+__all__ = ["Family", "Profile", "check_layout", "families", "family_for", "smallest_profile"]
