@@ -274,7 +274,8 @@ def _node_layouts(
         return MigRefusal(f"existing describes {len(existing)} cards, the node has {gpu_count}")
     layouts: list[dict[str, int]] = []
     for i, layout in enumerate(existing):
-        cleaned = _existing_card(card, i, layout)
+        empty = type(layout) is dict and not layout  # the common case, answered without a call
+        cleaned = {} if empty else _existing_card(card, i, layout)
         if isinstance(cleaned, MigRefusal):
             return cleaned
         layouts.append(cleaned)
