@@ -20,6 +20,7 @@ import random
 import statistics
 import sys
 import time
+import zlib
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -44,7 +45,9 @@ def _labels(product: str, count: int, **extra: str) -> dict[str, str]:
         "nvidia.com/mig.strategy": "mixed",
         "nvidia.com/mig.config": "all-disabled",
         "nvidia.com/mig.config.state": "success",
-        "topology.kubernetes.io/zone": f"zone-{hash(product) % 3}",
+        # a stable zone per product: str hash() is salted per process (PYTHONHASHSEED), which
+        # made the cluster, and so the plan's figure, differ from run to run
+        "topology.kubernetes.io/zone": f"zone-{zlib.crc32(product.encode()) % 3}",
     }
     labels.update(extra)
     return labels
