@@ -152,17 +152,18 @@ def fold_advisory(chs: ChanState, subject: str, data: bytes) -> None:
     prefix, stream, consumer = parts
     key = (stream, consumer)
     if prefix in (ADV_CREATED, ADV_DELETED):
-        chs.ledgers[key] = Ledger()  # a new incarnation starts with an empty ledger
+        chs.ledgers[key] = Ledger()  # what came before belongs to a previous incarnation
         return
     try:
         adv = _api.decode(data or b"{}")
     except msgspec.DecodeError:
         return
     sseq = int(adv.get("stream_seq", 0) or 0)
+    at = parse_ts(str(adv.get("timestamp", "")))
     if prefix == ADV_MAX_DELIVERIES:
-        chs.ledger(stream, consumer).exhausted.add(sseq)
+        chs.ledger(stream, consumer).exhausted[sseq] = at
     elif prefix == ADV_TERMINATED and adv.get("reason") == DELETED_REASON:
-        chs.ledger(stream, consumer).deleted.add(sseq)
+        chs.ledger(stream, consumer).deleted[sseq] = at
 
 
 def consumer_view(ci: dict[str, Any]) -> ConsumerView:
@@ -321,14 +322,15 @@ async def _drops(
         now = anyio.current_time()
         live = {q for q, (_a, deadline) in st.leases.items() if deadline > now}
         own = Own(st.deliveries, st.settled.data.keys(), live | st.lost)
-        res = account(rec, st.spec, cv, sv, exhausted, led.deleted, own, subjects, purge)
+        deleted = led.deleted_since(st.created_ns)
+        res = account(rec, st.spec, cv, sv, exhausted, deleted, own, subjects, purge)
         if isinstance(res, Accounted) and res.inferred:
             # settled by inference (no advisory reported a lease on them): give an advisory
             # in flight a moment to land before counting on its absence
             await anyio.sleep(0.01)
             await read_advisories(c, chs)
-            led = chs.ledger(st.stream, st.consumer)
-            res = account(rec, st.spec, cv, sv, exhausted, led.deleted, own, subjects, purge)
+            deleted = chs.ledger(st.stream, st.consumer).deleted_since(st.created_ns)
+            res = account(rec, st.spec, cv, sv, exhausted, deleted, own, subjects, purge)
         if isinstance(res, Ambiguous) or not res.changed:
             return res
         if await write_record(c, st, res.record, rec_seq):
@@ -349,7 +351,8 @@ async def observe_subscription(
         cv = consumer_view(ci)
         loc = local(st)
         led = chs.ledger(st.stream, st.consumer)
-        exhausted = exhausted_now(st.spec, loc, led.exhausted)
+        advised = led.exhausted_since(st.created_ns)
+        exhausted = exhausted_now(st.spec, loc, advised)
         silent = 0
         lost: tuple[int, ...] = ()
         if st.stream == chs.stream:
@@ -360,9 +363,8 @@ async def observe_subscription(
         dead = await dead_letters(c, st)
     except CallFailed as exc:
         return Unknown(f"cannot read {subscription}: {exc}")
-    n = counts(
-        st.spec, cv, sv, exhausted, led.deleted, loc, silent, st.start_seq, led.exhausted, lost
-    )
+    deleted = led.deleted_since(st.created_ns)
+    n = counts(st.spec, cv, sv, exhausted, deleted, loc, silent, st.start_seq, advised, lost)
     return Known(
         SubscriptionObservation(
             subscription=subscription,
@@ -386,8 +388,9 @@ async def observe_ack_floor(c: Client, subscription: SubscriptionId) -> Known[in
         return Unknown(f"cannot read {subscription}: {exc}")
     sv = stream_view(si)
     led = st.chan.ledger(st.stream, st.consumer)
-    exhausted = exhausted_now(st.spec, local(st), led.exhausted)
-    unresolved = [s for s in exhausted if not sv.removed(s) and s not in led.deleted]
+    exhausted = exhausted_now(st.spec, local(st), led.exhausted_since(st.created_ns))
+    deleted = led.deleted_since(st.created_ns)
+    unresolved = [s for s in exhausted if not sv.removed(s) and s not in deleted]
     return Known(floor(int(ci["ack_floor"]["stream_seq"]), unresolved))
 
 

@@ -26,6 +26,7 @@ from ...contracts.messaging import Delivery, DeliveryToken, SubscriptionId
 from . import _api, _codec, _settle
 from ._api import unavailable
 from ._connection import Client
+from ._ledger import parse_ts
 from ._names import ADV_TERMINATED
 from ._state import ChanState, Pull, SubState
 from ._subscriptions import sub
@@ -185,7 +186,7 @@ async def watch_deletions(nc: Any, chs: ChanState) -> None:
             adv = _api.decode(msg.data)
             if adv.get("reason") == DELETED_REASON:
                 led = chs.ledger(chs.stream, str(adv["consumer"]))
-                led.deleted.add(int(adv["stream_seq"]))
+                led.deleted[int(adv["stream_seq"])] = parse_ts(str(adv.get("timestamp", "")))
 
     try:
         chs.live_adv = await nc.subscribe(f"{ADV_TERMINATED}.{chs.stream}.*", cb=on_advisory)

@@ -126,7 +126,7 @@ def delivery_seq(token: DeliveryToken) -> int:
 
 def stale_reason(st: SubState, token: DeliveryToken, now: float) -> str | None:
     seq = token.sequence
-    if seq in st.chan.ledger(st.stream, st.consumer).deleted:
+    if st.chan.ledger(st.stream, st.consumer).deleted.get(seq, -1) >= st.created_ns:
         return "message no longer retained (deleted while leased)"
     if seq in st.settled:
         return "already settled"

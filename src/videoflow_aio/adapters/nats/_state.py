@@ -12,7 +12,7 @@ Only what this client itself saw lives here; everything other clients need is on
   delay; final-attempt Retries; deliveries that arrived after their receive gave up.
 * :class:`ChanState` — per channel: the publish index (sequence → kind, partition key, body
   size) of what this client published, and the consumer advisory ledger read from ``__adv``
-  (exhausted and deleted-while-leased sequences per consumer, for its latest incarnation).
+  (exhausted and deleted-while-leased sequences per consumer, with the server time of each).
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ from ...contracts.messaging import (
     SubscriptionId,
     SubscriptionSpec,
 )
+from ._ledger import parse_ts
 
 MEMORY = 65536
 """How many settled sequences / settlement ids / publication outcomes a ledger remembers."""
@@ -79,10 +80,18 @@ class Pull:
 
 @dataclass
 class Ledger:
-    """A consumer's advisories, for its latest incarnation (reset by CREATED/DELETED)."""
+    """A consumer's advisories: sequence → the server time (ns) of its ``MAX_DELIVERIES``
+    (``exhausted``) or "deleted while leased" ``MSG_TERMINATED`` (``deleted``) advisory. An
+    advisory older than the consumer incarnation it is read for belongs to a previous one."""
 
-    exhausted: set[int] = field(default_factory=set)
-    deleted: set[int] = field(default_factory=set)
+    exhausted: dict[int, int] = field(default_factory=dict)
+    deleted: dict[int, int] = field(default_factory=dict)
+
+    def exhausted_since(self, since: int) -> set[int]:
+        return {s for s, at in self.exhausted.items() if at >= since}
+
+    def deleted_since(self, since: int) -> set[int]:
+        return {s for s, at in self.deleted.items() if at >= since}
 
 
 @dataclass
@@ -93,6 +102,7 @@ class SubState:
     consumer: str
     chan: ChanState
     created: str = ""
+    created_ns: int = 0
     start_seq: int = 1
     sampled: bool = True
     leases: dict[int, tuple[int, float]] = field(default_factory=dict)
@@ -113,6 +123,7 @@ class SubState:
     def reset(self, created: str, start_seq: int) -> None:
         """Forget everything about a previous incarnation of the consumer."""
         self.created = created
+        self.created_ns = parse_ts(created)
         self.start_seq = start_seq
         self.leases.clear()
         self.deliveries.clear()
@@ -122,6 +133,9 @@ class SubState:
         self.final_retry.clear()
         self.lost.clear()
         self.late.clear()
+
+    def __post_init__(self) -> None:
+        self.created_ns = parse_ts(self.created)
 
     def forget_deliveries_below(self, dseq: int) -> None:
         """Drop delivery records at or below ``dseq`` (already accounted)."""

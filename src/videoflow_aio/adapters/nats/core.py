@@ -124,6 +124,7 @@ class CoreNatsMessagingBackend(MessagingBackend):
             "max_reconnect_attempts": -1,
             "reconnect_time_wait": 0.2,
             "error_cb": self._on_error,
+            "reconnected_cb": self._on_reconnected,
         }
         self._nc = await connect(opts, self.servers, min(self.request_timeout, 2.0))
         return self._nc
@@ -133,6 +134,18 @@ class CoreNatsMessagingBackend(MessagingBackend):
             sub = self._by_sid.get(exc.sid)
             if sub is not None:
                 sub.dropped += 1
+
+    async def _on_reconnected(self) -> None:
+        """Messages in flight when the connection dropped never arrive: stop waiting for this
+        client's own publications the server may have routed before it went away."""
+        for sub in self._subs.values():
+            sub.expected = sub.seen
+
+    @property
+    def connected(self) -> bool:
+        """False while the connection is down (nats-py reconnecting); True otherwise, also
+        before the first call opened it."""
+        return self._nc is None or bool(self._nc.is_connected)
 
     @property
     def max_payload(self) -> int:
@@ -213,7 +226,13 @@ class CoreNatsMessagingBackend(MessagingBackend):
             sub.nsub = await nc.subscribe(
                 subject, queue=queue, cb=deliver, pending_msgs_limit=1 << 20, pending_bytes_limit=0
             )
-        except nats.errors.Error as exc:
+            # attached means the server has it: a publication from another connection after
+            # this returns reaches the subscription (the SUB alone may still be in flight)
+            await nc.flush(timeout=self.request_timeout)
+        except (nats.errors.Error, TimeoutError) as exc:
+            if sub.nsub is not None:
+                with contextlib.suppress(Exception):
+                    await sub.nsub.unsubscribe()
             raise BackendUnavailable(f"cannot subscribe {spec.id}: {exc}", backend="nats") from exc
         self._subs[spec.id] = sub
         self._by_sid[sub.nsub._id] = sub

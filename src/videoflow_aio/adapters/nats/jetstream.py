@@ -146,6 +146,13 @@ class JetStreamMessagingBackend(MessagingBackend):
         return self._c.servers
 
     @property
+    def connected(self) -> bool:
+        """False while the connection is down (nats-py reconnecting); True otherwise, also
+        before the first call opened it."""
+        nc = self._c.nc
+        return nc is None or bool(nc.is_connected)
+
+    @property
     def connection_errors(self) -> list[str]:
         """The last connection errors nats-py reported (newest last)."""
         return self._c.connection_errors
