@@ -41,9 +41,10 @@ NS = 1_000_000_000
 MIN_DUPLICATE_WINDOW = NS // 10
 """The server's smallest ``duplicate_window`` (100 ms); a channel without dedup sends no
 ``Nats-Msg-Id``, so its window never applies."""
-INDEX_MAX_MSGS = 1 << 20
-"""How many header-only copies the index stream keeps; an evicted sequence older than that
-cannot be attributed (its drop is ``Unknown``)."""
+INDEX_MAX_MSGS = 1 << 16
+"""How many index records (each up to ``_publish.INDEX_BATCH`` publications) the index stream
+keeps; an evicted sequence whose record is gone cannot be attributed (its drop is
+``Unknown``)."""
 CREATED_BY = "videoflow.created_by"
 
 
@@ -82,7 +83,6 @@ def stream_config(c: Client, spec: ChannelSpec, dedup_limit: int) -> dict[str, A
         "discard": "new" if spec.overflow == "reject" else "old",
         "discard_new_per_subject": spec.overflow == "reject" and spec.per_subject_limits,
         "duplicate_window": win * NS if win > 0 else MIN_DUPLICATE_WINDOW,
-        "republish": c.names.republish(ch),
         "metadata": {
             "videoflow.profile": spec.profile,
             "videoflow.max_msgs": str(spec.max_msgs),
@@ -143,7 +143,7 @@ def side_configs(
         {
             **base,
             "name": names.idx_stream(ch),
-            "subjects": names.index_subjects(ch),
+            "subjects": [names.index_subject(ch)],
             "max_msgs": INDEX_MAX_MSGS,
             "allow_direct": True,
         },
@@ -269,10 +269,10 @@ async def ensure_channel(
             check_immutable(IMMUTABLE_CHANNEL_FIELDS, current, effective, "channel", ch)
             await ensure_side_streams(c, side)
             raw = info["config"]
-            if current != effective or raw.get("republish") != want["republish"]:
+            if current != effective:
                 stamp = (raw.get("metadata") or {}).get(CREATED_BY, "")
                 info = await c.api(f"STREAM.UPDATE.{name}", stamped(want, stamp))
-                updated = current != effective
+                updated = True
                 current = spec_from(ch, info["config"])
         for req in spec.required:
             await placeholder(c, ch, req, sample)

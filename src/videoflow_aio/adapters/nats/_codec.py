@@ -33,6 +33,14 @@ _EMPTY = Meta()
 def headers(env: Envelope, dedup: bool) -> dict[str, str]:
     """The headers publishing ``env`` sends (``Nats-Msg-Id`` only when the channel dedups)."""
     hdrs = {"Nats-Msg-Id" if dedup else "Vf-Pid": env.publication_id}
+    if (
+        env.event_id == env.publication_id
+        and env.event_ts is None
+        and env.source_epoch is None
+        and env.source_offset is None
+        and not env.headers
+    ):
+        return hdrs  # nothing beyond the id (the common case: no Meta to build)
     meta = Meta(
         e=None if env.event_id == env.publication_id else env.event_id,
         ts=env.event_ts,

@@ -13,6 +13,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import itertools
 from collections.abc import Sequence
@@ -37,6 +38,11 @@ MIXED = (
     "this NATS backend was first used from asyncio: its connection lives on that loop, "
     "so it cannot be used from trio (use one backend per async library)"
 )
+
+
+def loop_time() -> float:
+    """The running asyncio loop's clock (under trio, the bridge loop reads trio's clock)."""
+    return asyncio.get_running_loop().time()
 
 
 def on_asyncio_side() -> None:
@@ -185,6 +191,7 @@ class Client:
         self.connect_options = connect_options
         self.log = log
         self.nc: Any = None
+        self.loop: asyncio.AbstractEventLoop | None = None
         self._lock: anyio.Lock | None = None
         self.inbox = ""
         self.inbox_sub: Any = None
@@ -202,10 +209,10 @@ class Client:
         self.on_pull_reply: Any = None  # set by the backend: the inbox callback
 
     async def conn(self) -> Any:
-        on_asyncio_side()
         nc = self.nc
-        if nc is not None and not nc.is_closed:
-            return nc
+        if nc is not None and not nc.is_closed and self.loop is asyncio._get_running_loop():
+            return nc  # on the loop it was made on (asyncio's, or the bridge's)
+        on_asyncio_side()
         if self._lock is None:
             self._lock = anyio.Lock()
         async with self._lock:
@@ -236,6 +243,7 @@ class Client:
                     f"cannot subscribe on {', '.join(self.servers)}: {exc}", backend="nats"
                 ) from exc
             self.nc = nc
+            self.loop = asyncio.get_running_loop()
             return nc
 
     async def _on_error(self, exc: Exception) -> None:

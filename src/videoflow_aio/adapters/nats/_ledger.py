@@ -15,7 +15,7 @@ itself, and answers "cannot tell" rather than guess:
 
   - never delivered (beyond the consumer's delivered position, or proved by this client's own
     contiguous deliveries) → a drop if it matched the subscription (kind and partition, from
-    the index stream or this client's publish index), else nothing;
+    the publishers' index records or this client's publish index), else nothing;
   - delivered while retained (at or below the record's mark) → settled unless a purge could
     have removed it unsettled (a purge emits no advisory); a sequence at or below the record's
     ack floor, or one this client settled with the server's confirmation, is settled anyway;
@@ -190,8 +190,8 @@ def account(
             if subject is None:
                 return Ambiguous(
                     f"sequence {s} was removed before delivery and its subject is not known "
-                    "(trimmed from the index, or published while none was kept): drops cannot "
-                    "be counted"
+                    "(published other than through this adapter, or its index record was lost "
+                    "or trimmed): drops cannot be counted"
                 )
             if matches(spec, *subject):
                 silent += 1

@@ -3,11 +3,10 @@
 A channel ``flow.run.node`` has these streams (``<base>`` is ``<p>.<flow>.<run>.<node>``):
 
 * ``<P>__<flow>__<run>__<node>`` on subjects ``<base>.{data,eos,control}.>`` (the run's slot:
-  its limits apply to these kinds together); it republishes the headers of every stored
-  message to ``<ip>.<base>.…``;
-* ``…__idx`` capturing those header-only copies: sequence → subject for every message the
-  server stored, whoever published it (attributes an evicted sequence to its kind and
-  partition; its sequences run in step with the slot's);
+  its limits apply to these kinds together);
+* ``…__idx`` on ``<base>.idx``: the index records the adapter's publishers write in batches
+  (stream sequence → kind and partition key of each publication they stored), so any client
+  attributes an evicted sequence to the subscriptions it matched;
 * ``…__dlq`` on ``<base>.dlq.<consumer>.…`` (dead letters, outside the slot; the settling
   subscription in the subject, so they are counted per subscription on the server);
 * ``…__adv`` capturing this channel's consumer advisories durably (``MAX_DELIVERIES``,
@@ -65,9 +64,7 @@ def unescape(part: str) -> str:
 class Names:
     """Every server-side name of this library under one ``stream_prefix``/``subject_prefix``."""
 
-    def __init__(
-        self, stream_prefix: str = "VF", subject_prefix: str = "vf", index_prefix: str = ""
-    ) -> None:
+    def __init__(self, stream_prefix: str = "VF", subject_prefix: str = "vf") -> None:
         if not stream_prefix or escape(stream_prefix) != stream_prefix:
             raise ValueError(f"stream_prefix must match [A-Za-z0-9-]+: {stream_prefix!r}")
         if not subject_prefix or any(c in subject_prefix for c in " *>\t\n"):
@@ -76,7 +73,6 @@ class Names:
             )
         self.stream_prefix = stream_prefix
         self.subject_prefix = subject_prefix
-        self.index_prefix = index_prefix or f"_vfidx_{stream_prefix}"
 
     # streams
     def stream(self, ch: ChannelId) -> str:
@@ -117,12 +113,8 @@ class Names:
     def dlq_subjects(self, ch: ChannelId) -> list[str]:
         return [f"{self.base(ch)}.dlq.>"]
 
-    def index_subjects(self, ch: ChannelId) -> list[str]:
-        return [f"{self.index_prefix}.{self.base(ch)}.>"]
-
-    def republish(self, ch: ChannelId) -> dict[str, object]:
-        """The slot stream's header-only republish into the index stream."""
-        return {"src": ">", "dest": f"{self.index_prefix}.>", "headers_only": True}
+    def index_subject(self, ch: ChannelId) -> str:
+        return f"{self.base(ch)}.idx"
 
     def adv_subjects(self, ch: ChannelId) -> list[str]:
         s = self.stream(ch)
@@ -155,10 +147,7 @@ class Names:
         return f"{b}.{kind}.>" if partition is None else f"{b}.{kind}.k.{partition}"
 
     def kind_of(self, ch: ChannelId, subject: str) -> tuple[str, str | None]:
-        """``(kind, partition_key)`` of a message subject of channel ``ch`` (an index copy's
-        subject too: the index prefix is skipped)."""
-        if subject.startswith(self.index_prefix + "."):
-            subject = subject[len(self.index_prefix) + 1 :]
+        """``(kind, partition_key)`` of a message subject of channel ``ch``."""
         rest = subject[len(self.base(ch)) + 1 :]
         kind, _, tail = rest.partition(".")
         if kind == "dlq":  # dlq.<consumer>.n | dlq.<consumer>.k.<key>

@@ -3,7 +3,7 @@
 An observation reads the consumer and its stream (again, briefly, while the consumer visibly
 trails the stream), folds new advisories from ``__adv`` into the channel's ledger, reads the
 subscription's shared accounting record from ``__acct`` and — for removed sequences whose
-subject it needs — their copies in ``__idx``; :mod:`._ledger` decides; an advanced record is
+subject it needs — the index records in ``__idx``; :mod:`._ledger` decides; an advanced record is
 written back under compare-and-set (``Nats-Expected-Last-Subject-Sequence``), re-decided when
 another client wrote first. Any failed read is ``Unknown``, never a zero.
 """
@@ -29,7 +29,7 @@ from ...contracts.messaging import (
 from . import _api
 from ._api import ApiError, CallFailed
 from ._channels import chan
-from ._connection import Client
+from ._connection import Client, loop_time
 from ._ledger import (
     Accounted,
     Ambiguous,
@@ -48,6 +48,7 @@ from ._ledger import (
     parse_ts,
 )
 from ._names import ADV_CREATED, ADV_DELETED, ADV_MAX_DELIVERIES, ADV_TERMINATED
+from ._publish import INDEX_LINGER, flush_all
 from ._pull import DELETED_REASON
 from ._state import ChanState, Ledger, SubState
 from ._subscriptions import sub
@@ -55,7 +56,8 @@ from ._subscriptions import sub
 CATCH_UP_TRIES = 20
 CATCH_UP_PAUSE = 0.005
 CATCH_UP_WINDOW = 256
-INDEX_WAIT_TRIES = 20
+INDEX_WAIT_TRIES = 6
+ATTRIB_LIMIT = 1 << 20
 BATCH = 1024
 WRONG_LAST_SEQUENCE = 10071
 CAS_TRIES = 4
@@ -247,34 +249,51 @@ async def write_record(c: Client, st: SubState, rec: Record, last: int) -> bool:
     return True
 
 
+_index_dec = msgspec.json.Decoder(list[tuple[int, str, str | None]]).decode
+
+
+async def read_index(c: Client, chs: ChanState) -> None:
+    """Fold new index records from ``__idx`` (every adapter publisher's) into ``chs.attrib``."""
+    info = await c.stream_info(chs.idx)
+    if info is None:
+        return
+    last = int(info["state"].get("last_seq", 0) or 0)
+    if chs.idx_next > last:
+        return
+    for seq, _subject, data in await batch_get(c, chs.idx, chs.idx_next, last):
+        try:
+            for s, kind, key in _index_dec(data):
+                chs.attrib[s] = (kind, key)
+        except msgspec.DecodeError:
+            pass  # not a record of ours: its sequences stay unattributed
+        chs.idx_next = max(chs.idx_next, seq + 1)
+    chs.idx_next = max(chs.idx_next, last + 1)
+    if len(chs.attrib) > ATTRIB_LIMIT:
+        for s in sorted(chs.attrib)[: ATTRIB_LIMIT // 2]:
+            del chs.attrib[s]
+
+
 async def subjects_of(
-    c: Client, chs: ChanState, seqs: list[int], last: int
+    c: Client, chs: ChanState, seqs: list[int]
 ) -> dict[int, tuple[str, str | None]]:
-    """Kind and partition key of each of ``seqs``, from this client's publish index, else from
-    the index stream — only while it runs in step with the slot (its last sequence reaches
-    the slot's: no copy was lost)."""
+    """Kind and partition key of each of ``seqs`` this client can know: from its own publish
+    index, else from the index records of the other publishers (written within
+    ``INDEX_LINGER`` of each publication: waited for briefly)."""
     out: dict[int, tuple[str, str | None]] = {}
-    rest = []
-    for s in seqs:
-        entry = chs.index.get(s)
-        if entry is not None:
-            out[s] = (entry[0], entry[1])
-        else:
-            rest.append(s)
-    if not rest:
-        return out
-    for _ in range(INDEX_WAIT_TRIES):
-        info = await c.stream_info(chs.idx)
-        if info is None:
+    for attempt in range(INDEX_WAIT_TRIES):
+        for s in seqs:
+            entry = chs.index.get(s)
+            if entry is not None:
+                out[s] = (entry[0], entry[1])
+            else:
+                got = chs.attrib.get(s)
+                if got is not None:
+                    out[s] = got
+        if len(out) == len(seqs) or attempt + 1 == INDEX_WAIT_TRIES:
             return out
-        idx_last = int(info["state"].get("last_seq", 0) or 0)
-        if idx_last >= last:
-            break
-        await anyio.sleep(0.005)  # the copies follow the stored messages by a moment
-    if idx_last != last:
-        return out  # a copy was lost (or the index began late): it cannot be trusted
-    for seq, subject, _ in await batch_get(c, chs.idx, min(rest), max(rest)):
-        out.setdefault(seq, c.names.kind_of(chs.id, subject))
+        if attempt:
+            await anyio.sleep(INDEX_LINGER)
+        await read_index(c, chs)
     return out
 
 
@@ -301,7 +320,7 @@ def local(st: SubState) -> Local:
         retry_wait=st.retry_wait,
         final_retry=st.final_retry,
         settled=st.settled.data.keys(),
-        now=anyio.current_time(),
+        now=loop_time(),
     )
 
 
@@ -315,11 +334,11 @@ async def _drops(
         if rec is None or rec.inc != st.created:
             rec = initial_record(st.created, st.start_seq, parse_ts(st.created))
         need = needs_subject(rec, sv)
-        subjects = await subjects_of(c, chs, need, sv.last) if need else {}
+        subjects = await subjects_of(c, chs, need) if need else {}
         await c.audit.settle_queue()
         purge = c.audit.purge_possible(st.stream, rec.ts)
         led = chs.ledger(st.stream, st.consumer)
-        now = anyio.current_time()
+        now = loop_time()
         live = {q for q, (_a, deadline) in st.leases.items() if deadline > now}
         own = Own(st.deliveries, st.settled.data.keys(), live | st.lost)
         deleted = led.deleted_since(st.created_ns)
@@ -344,6 +363,7 @@ async def observe_subscription(
 ) -> Known[SubscriptionObservation] | Unknown:
     st = await sub(c, subscription)
     chs = st.chan
+    await flush_all(c)  # what this client published is attributable by everyone now
     try:
         ci, si = await infos(c, st)
         await read_advisories(c, chs)

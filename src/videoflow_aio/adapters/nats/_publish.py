@@ -11,9 +11,10 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 from typing import Any
 
-import anyio
 import msgspec
 
 from ...contracts.errors import NotFound, ValidationError
@@ -28,12 +29,58 @@ from ...contracts.messaging import (
 from . import _api, _codec, _profiles
 from ._api import CallFailed, NoAnswer, NoResponders, NotSent
 from ._channels import chan
-from ._connection import Client
+from ._connection import Client, loop_time
 from ._state import ChanState
+
+_index_enc = msgspec.json.Encoder().encode
 
 INDEX_LIMIT = 1 << 20
 """Most sequences kept in a channel's publish index; past it the oldest half is forgotten
 (their subjects then come from the index stream)."""
+INDEX_BATCH = 256
+"""Publications per index record: a full batch is written at once."""
+INDEX_LINGER = 0.02
+"""Seconds a partial batch waits before it is written."""
+_tasks: set[asyncio.Task[None]] = set()
+
+
+def _index(c: Client, chs: ChanState, seq: int, env: Envelope) -> None:
+    """Record a stored publication in this client's index and in the next index record."""
+    chs.index[seq] = (env.kind, env.partition_key, len(env.body))
+    if len(chs.index) > INDEX_LIMIT:
+        chs.trim_index(INDEX_LIMIT // 2)
+    chs.unindexed.append((seq, env.kind, env.partition_key))
+    if len(chs.unindexed) >= INDEX_BATCH:
+        _spawn(c, chs)
+    elif chs.index_timer is None:
+        loop = asyncio.get_running_loop()
+        chs.index_timer = loop.call_later(INDEX_LINGER, _spawn, c, chs)
+
+
+def _spawn(c: Client, chs: ChanState) -> None:
+    task = asyncio.get_running_loop().create_task(flush_index(c, chs))
+    _tasks.add(task)
+    task.add_done_callback(_tasks.discard)
+
+
+async def flush_index(c: Client, chs: ChanState) -> None:
+    """Write this client's pending index entries of ``chs`` as one record (fire and forget: a
+    record lost with the connection leaves those sequences unattributable, never wrong)."""
+    if chs.index_timer is not None:
+        chs.index_timer.cancel()
+        chs.index_timer = None
+    batch, chs.unindexed = chs.unindexed, []
+    nc = c.nc
+    if not batch or nc is None or nc.is_closed:
+        return
+    with contextlib.suppress(CallFailed):
+        await _api.publish(nc, c.names.index_subject(chs.id), _index_enc(batch))
+
+
+async def flush_all(c: Client) -> None:
+    for chs in list(c.chans.values()):
+        if chs.unindexed:
+            await flush_index(c, chs)
 
 
 async def send(c: Client, nc: Any, chs: ChanState, env: Envelope, seconds: float) -> PublishOutcome:
@@ -79,7 +126,7 @@ async def publish(
     size = len(envelope.body)
     if size > limit:
         return Rejected(pid, f"payload {size} bytes exceeds max_payload_bytes {limit}")
-    now = anyio.current_time()
+    now = loop_time()
     if deadline <= now:
         return Rejected(pid, "deadline passed before the publication was sent")
     out = await send(c, nc, chs, envelope, deadline - now)
@@ -87,9 +134,7 @@ async def publish(
     if first is None or not isinstance(first[0], Accepted):  # once stored, it stays stored
         c.pubs.put(pid, (out, now if first is None else first[1], envelope))
     if isinstance(out, Accepted) and not out.duplicate:
-        chs.index[out.sequence] = (envelope.kind, envelope.partition_key, size)
-        if len(chs.index) > INDEX_LIMIT:
-            chs.trim_index(INDEX_LIMIT // 2)
+        _index(c, chs, out.sequence, envelope)
         if archive:
             await archive_copy(c, nc, chs, envelope)
     return out
@@ -125,7 +170,7 @@ async def observe_publication(c: Client, envelope: Envelope) -> PublishOutcome:
     if not isinstance(out, PublicationUnknown):
         return out  # type: ignore[no-any-return]
     window = chs.spec.dedup_window_seconds
-    now = anyio.current_time()
+    now = loop_time()
     if window <= 0 or now >= first_at + window:
         return PublicationUnresolvable(
             pid, "outside the dedup window: a re-publish would store a second copy"
@@ -136,7 +181,7 @@ async def observe_publication(c: Client, envelope: Envelope) -> PublishOutcome:
     if isinstance(res, Accepted):
         c.pubs.put(pid, (res, first_at, env))
         # stored at res.sequence is our own envelope (first write wins, and it was ours)
-        chs.index[res.sequence] = (env.kind, env.partition_key, len(env.body))
+        _index(c, chs, res.sequence, env)
         return Accepted(pid, res.sequence, False)
     if isinstance(res, Rejected) and res.reason.startswith("not sent"):
         return PublicationUnknown(pid, f"still unknown: {res.reason}")

@@ -25,7 +25,7 @@ from ...contracts.errors import BackendUnavailable, NotFound, ValidationError
 from ...contracts.messaging import Delivery, DeliveryToken, SubscriptionId
 from . import _api, _codec, _settle
 from ._api import unavailable
-from ._connection import Client
+from ._connection import Client, loop_time
 from ._ledger import parse_ts
 from ._names import ADV_TERMINATED
 from ._state import ChanState, Pull, SubState
@@ -83,7 +83,7 @@ def delivery(c: Client, st: SubState, msg: Any, sent_at: float) -> Delivery:
     env = _codec.envelope(c.names, st.id.channel, msg.subject, bytes(msg.data), msg.headers, seq)
     # the server started the lease between our request and this arrival: count it from the
     # arrival minus a margin for the one-way latency, never before the request
-    start = max(sent_at, anyio.current_time() - c.lease_margin)
+    start = max(sent_at, loop_time() - c.lease_margin)
     deadline = start + st.spec.ack_wait_seconds
     st.leases[seq] = (attempt, deadline)
     if st.deliveries.get(dseq, seq) != seq:
@@ -101,7 +101,7 @@ async def pull(
     c: Client, nc: Any, st: SubState, batch: int, max_bytes: int, deadline: float
 ) -> Pull:
     """One pull request (see the module docstring). The caller holds ``st.lock``."""
-    now = anyio.current_time()
+    now = loop_time()
     token = str(next(c.pull_ids))
     expires = max(deadline - now - 0.005, 0.001)
     p = Pull(st, batch, now, now + expires)
@@ -118,7 +118,7 @@ async def pull(
         if p.status is None and p.msgs and len(p.msgs) < batch:
             # the rest of a burst arrives together; a request blocked by the shared credit
             # (max_ack_pending) would wait for its expiry, so do not wait for its status
-            with anyio.CancelScope(deadline=min(limit, anyio.current_time() + LINGER)):
+            with anyio.CancelScope(deadline=min(limit, loop_time() + LINGER)):
                 await p.done.wait()
     except nats.errors.Error as exc:
         p.status = ("error", f"{type(exc).__name__}: {exc}")
@@ -132,7 +132,7 @@ async def pull(
 
 def take_late(st: SubState, n: int, budget: int) -> list[Delivery]:
     out: list[Delivery] = []
-    now = anyio.current_time()
+    now = loop_time()
     keep = []
     while st.late:
         d = st.late.popleft()
@@ -236,7 +236,7 @@ async def _receive(
         code, desc = p.status
         if code == "409" and "MaxBytes" in desc:
             return out  # the head does not fit this byte credit
-        if anyio.current_time() >= deadline - 0.006:
+        if loop_time() >= deadline - 0.006:
             return out
         if code not in ("404", "408"):
             await anyio.sleep(0.01)  # e.g. 409 Exceeded MaxWaiting: back off briefly

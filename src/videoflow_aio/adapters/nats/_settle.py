@@ -6,8 +6,9 @@ past ``max_deliver`` looks exactly like one that applied. But the server emits, 
 reply and in order with it, an ack metric (``$JS.EVENT.METRIC.CONSUMER.ACK.<stream>.<consumer>``,
 every consumer samples all acks) for an ack that removed a pending delivery, and a
 ``MSG_NAKED`` advisory for a nak that found one. :class:`Evidence` follows both for the
-consumer; after the reply it lets the subscription callbacks catch up and looks for the
-delivery's own (stream sequence, delivery sequence):
+consumer; a settle is sent without asking for a reply and waits for the delivery's own
+(stream sequence, delivery sequence) — one message back, as a plain confirmed ack — or, when
+it does not come soon, for the reply to a barrier sent behind it:
 
 * ``Completed`` — ``+ACK``; ``SettleConfirmed`` only with its metric, else ``SettleStale``;
 * ``Terminal`` — the dead letter is stored first (deduplicated per consumer and sequence),
@@ -51,13 +52,18 @@ from ...contracts.messaging import (
 )
 from . import _api, _codec
 from ._api import ApiError, CallFailed, NoResponders
-from ._connection import Client
+from ._connection import Client, loop_time
 from ._names import ADV_NAKED, METRIC_ACK
 from ._state import Bounded, SubState
 from ._subscriptions import sub
 
 NS = 1_000_000_000
 ACK = b"+ACK"
+BARRIER = b"+VFB"
+"""Not an ack verb: the server ignores it and replies, after whatever it did for the acks
+sent before it on the same consumer."""
+EVIDENCE_WAIT = 0.02
+"""Seconds to wait for a settle's evidence before asking with a barrier."""
 
 
 class _Seen(msgspec.Struct):
@@ -69,28 +75,32 @@ _seen_dec = msgspec.json.Decoder(_Seen).decode
 
 
 class Evidence:
-    """The ack metrics and nak advisories of one consumer, as (stream seq, delivery seq)."""
+    """The ack metrics and nak advisories of one consumer, by (stream seq, delivery seq): a
+    settle waiting for its own is woken by it; others are kept (bounded) for a late check."""
 
     def __init__(self) -> None:
-        self.acks = Bounded(8192)
-        self.naks = Bounded(8192)
+        self.seen = {False: Bounded(8192), True: Bounded(8192)}  # nak? -> keys seen
+        self.waiting: dict[tuple[bool, int, int], anyio.Event] = {}
         self.subs: list[Any] = []
 
     async def start(self, nc: Any, stream: str, consumer: str) -> None:
-        for subject, into in (
-            (f"{METRIC_ACK}.{stream}.{consumer}", self.acks),
-            (f"{ADV_NAKED}.{stream}.{consumer}", self.naks),
+        for subject, nak in (
+            (f"{METRIC_ACK}.{stream}.{consumer}", False),
+            (f"{ADV_NAKED}.{stream}.{consumer}", True),
         ):
-            self.subs.append(await nc.subscribe(subject, cb=self._recorder(into)))
+            self.subs.append(await nc.subscribe(subject, cb=self._recorder(nak)))
 
-    @staticmethod
-    def _recorder(into: Bounded) -> Any:
+    def _recorder(self, nak: bool) -> Any:
         async def record(msg: Any) -> None:  # no await inside: one queue item at a time
             try:
                 seen = _seen_dec(msg.data)
             except msgspec.DecodeError:
                 return
-            into.put((seen.stream_seq, seen.consumer_seq), True)
+            waiter = self.waiting.pop((nak, seen.stream_seq, seen.consumer_seq), None)
+            if waiter is not None:
+                waiter.set()
+            else:
+                self.seen[nak].put((seen.stream_seq, seen.consumer_seq), True)
 
         return record
 
@@ -101,10 +111,6 @@ class Evidence:
             if not any(s.pending_msgs for s in self.subs):
                 return
             await anyio.lowlevel.checkpoint()
-
-    async def applied(self, into: Bounded, seq: int, dseq: int) -> bool:
-        await self.caught_up()
-        return into.pop((seq, dseq)) is not None
 
 
 async def evidence(c: Client, st: SubState) -> Evidence:
@@ -162,18 +168,46 @@ async def _send(
     c: Client, st: SubState, token: DeliveryToken, payload: bytes, nak: bool
 ) -> SettleAnswer | bool:
     """Send ``payload`` on the token's ack subject; True when the server's evidence shows it
-    applied, False when it did not, or the answer to give when there was no confirmation."""
+    applied, False when it did not, or the answer to give when there was no confirmation.
+
+    The evidence usually arrives one round trip later and is all that comes back. When it
+    has not within ``EVIDENCE_WAIT``, a barrier follows on the same subject (a payload the
+    server ignores but answers, after everything it did for the settle): once its reply is
+    in, the evidence is in too, or never comes.
+    """
     nc = await c.conn()
+    if not st.sampled and not nak:  # a consumer made before sampling: the reply is all
+        return await _barrier(c, nc, token, payload) or True
     ev = await evidence(c, st)
+    key = (nak, token.sequence, delivery_seq(token))
+    waiter = ev.waiting[key] = anyio.Event()
+    try:
+        try:
+            await _api.publish(nc, token.opaque, payload)
+        except CallFailed as exc:
+            return SettleUnknown(f"not sent: {exc}")
+        with anyio.move_on_after(EVIDENCE_WAIT):
+            await waiter.wait()
+        if waiter.is_set():
+            return True
+        failed = await _barrier(c, nc, token, BARRIER)
+        if failed is not None:
+            return failed
+        await ev.caught_up()
+        return waiter.is_set() or ev.seen[nak].pop(key[1:]) is not None
+    finally:
+        ev.waiting.pop(key, None)
+
+
+async def _barrier(c: Client, nc: Any, token: DeliveryToken, payload: bytes) -> SettleAnswer | None:
+    """``payload`` as a request on the token's ack subject; None once answered."""
     try:
         await _api.request(nc, token.opaque, payload, c.request_timeout)
     except NoResponders:
         return SettleStale("the subscription's consumer no longer exists")
     except CallFailed as exc:
         return SettleUnknown(f"no confirmation: {exc}")
-    if not st.sampled and not nak:
-        return True  # a consumer made before sampling: the reply is all the server says
-    return await ev.applied(ev.naks if nak else ev.acks, token.sequence, delivery_seq(token))
+    return None
 
 
 async def nudge(c: Client, st: SubState) -> bool:
@@ -209,7 +243,7 @@ async def settle(
                 field="settlement_id",
             )
         return SettleConfirmed(seq, duplicate=True)
-    now = anyio.current_time()
+    now = loop_time()
     stale = stale_reason(st, token, now)
     if stale is not None:
         return SettleStale(stale)
@@ -267,7 +301,7 @@ async def renew(c: Client, token: DeliveryToken) -> LeaseObservation:
     if not token.opaque.startswith("$JS.ACK."):
         raise ValidationError("token was not issued by a JetStream receive", field="token")
     st = await sub(c, token.subscription)
-    now = anyio.current_time()
+    now = loop_time()
     stale = stale_reason(st, token, now)
     if stale is not None:
         return LeaseObservation(False, None, token.attempt, stale)

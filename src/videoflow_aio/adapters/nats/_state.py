@@ -11,7 +11,8 @@ Only what this client itself saw lives here; everything other clients need is on
   sequences confirmed by the server's own evidence; settlement ids; Retries waiting out their
   delay; final-attempt Retries; deliveries that arrived after their receive gave up.
 * :class:`ChanState` — per channel: the publish index (sequence → kind, partition key, body
-  size) of what this client published, and the consumer advisory ledger read from ``__adv``
+  size) of what this client published, and the part of it not yet written to ``__idx``; what
+  it read of other publishers' index records; the consumer advisory ledger read from ``__adv``
   (exhausted and deleted-while-leased sequences per consumer, with the server time of each).
 """
 
@@ -153,6 +154,10 @@ class ChanState:
     idx: str
     acct: str
     index: dict[int, tuple[str, str | None, int]] = field(default_factory=dict)
+    unindexed: list[tuple[int, str, str | None]] = field(default_factory=list)
+    index_timer: Any = None
+    attrib: dict[int, tuple[str, str | None]] = field(default_factory=dict)
+    idx_next: int = 1
     adv_next: int = 1
     ledgers: dict[tuple[str, str], Ledger] = field(default_factory=dict)
     live_adv: Any = None

@@ -63,7 +63,7 @@ from ...contracts.messaging import (
 )
 from .._trio_bridge import Affinity
 from ._bridge import bridged
-from ._connection import connect, on_asyncio_side
+from ._connection import connect, loop_time, on_asyncio_side
 from ._names import Names
 
 
@@ -250,7 +250,7 @@ class CoreNatsMessagingBackend(MessagingBackend):
             return Rejected(
                 pid, f"payload {size} bytes exceeds max_payload_bytes {self.max_payload}"
             )
-        now = anyio.current_time()
+        now = loop_time()
         if deadline <= now:
             return Rejected(pid, "deadline passed before the publication was sent")
         subject = self.names.subject(envelope.channel, envelope.kind, envelope.partition_key)
@@ -309,7 +309,7 @@ class CoreNatsMessagingBackend(MessagingBackend):
         hdrs = msg.headers or {}
         pid = hdrs.get("Vf-Pid", f"#{seq}")
         env = Envelope(ch, pid, bytes(msg.data), hdrs.get("Vf-Event", pid), kind, pk)
-        now = anyio.current_time()
+        now = loop_time()
         return Delivery(env, seq, 1, DeliveryToken(sub.spec.id, seq, 1, "core"), now)
 
     async def renew(self, token: DeliveryToken) -> LeaseObservation:

@@ -9,8 +9,9 @@ them — rather than report a guess:
   messages deleted while leased come from consumer advisories captured durably by the
   channel's ``__adv`` stream;
 * drops of messages removed without an advisory are decided in stream order against an
-  accounting record every client shares (``__acct``), with subjects from the index stream
-  (``__idx``); what cannot be decided is ``Unknown`` (``_ledger``);
+  accounting record every client shares (``__acct``), with subjects from the index records
+  the adapter's publishers write (``__idx``); what cannot be decided is ``Unknown``
+  (``_ledger``);
 * a settle or renewal is confirmed only by the server's own evidence that it applied to a
   pending delivery (``_settle``); a token this client knows is superseded or expired is
   ``SettleStale`` without being sent (the server would accept it);
@@ -168,6 +169,8 @@ class JetStreamMessagingBackend(MessagingBackend):
         return min(self.max_payload_bytes, server) if server else self.max_payload_bytes
 
     async def aclose(self) -> None:
+        if self._c.nc is not None:
+            await _publish.flush_all(self._c)  # the index records still pending
         await self._c.aclose()
 
     # -- configuration -------------------------------------------------------------------------
