@@ -11,6 +11,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import anyio
+import grpc  # type: ignore[import-untyped]
 import pytest
 from aetcd import rpc
 
@@ -195,3 +196,34 @@ async def test_pages_larger_than_the_grpc_receive_limit_are_split(store: EtcdRun
     got = await store.scan("big/")
     assert [(k, len(v)) for k, v, _ in got] == [(f"big/{i}", big) for i in range(4)]
     assert [r[:1] for r in await store.log_entries("biglog")] == [bytes([i]) for i in range(4)]
+
+
+# -- the one exception map (no server) ------------------------------------------------------------
+def _rpc_error(code: grpc.StatusCode, details: str) -> grpc.aio.AioRpcError:
+    return grpc.aio.AioRpcError(code, grpc.aio.Metadata(), grpc.aio.Metadata(), details=details)
+
+
+@pytest.mark.parametrize(
+    ("code", "details", "write", "expected", "applied"),
+    [
+        (grpc.StatusCode.INVALID_ARGUMENT, "etcdserver: request is too large", True,
+         ValidationError, None),
+        (grpc.StatusCode.UNAVAILABLE, "failed to connect to all addresses", True,
+         BackendUnavailable, False),
+        (grpc.StatusCode.DEADLINE_EXCEEDED, "Deadline Exceeded", True, etcd_mod.ReplyLost, None),
+        (grpc.StatusCode.UNAVAILABLE, "Socket closed", True, etcd_mod.ReplyLost, None),
+        (grpc.StatusCode.DEADLINE_EXCEEDED, "Deadline Exceeded", False, BackendUnavailable, None),
+        (grpc.StatusCode.FAILED_PRECONDITION, "etcdserver: no leader", True,
+         BackendUnavailable, None),
+    ],
+)  # fmt: skip
+def test_errors_map_by_what_the_server_may_have_done(
+    code: grpc.StatusCode, details: str, write: bool, expected: type[Exception], applied: object
+) -> None:
+    store = EtcdRuntimeStore("http://127.0.0.1:1")
+    raised = _rpc_error(code, details)
+    with pytest.raises(expected) as info, store._errors("cas", write=write):
+        raise raised
+    assert info.value.__cause__ is raised
+    if isinstance(info.value, BackendUnavailable):
+        assert info.value.fields.get("applied") is applied

@@ -6,19 +6,21 @@ provider in tests/test_conformance.py. Replies and requests are cut with a holdi
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
 
 import anyio
 import pytest
+from redis import exceptions as rexc
 
 from _servers_fixtures import need_binary, redis_srv  # noqa: F401 - fixture
 from _store_proxy import HoldingProxy
 from videoflow_aio.adapters._servers import ServerProcess, free_port, redis_server
 from videoflow_aio.adapters.redis import RedisRuntimeStore
 from videoflow_aio.adapters.redis import runtime_store as rts_mod
-from videoflow_aio.adapters.redis._client import WaitingConnectionPool
+from videoflow_aio.adapters.redis._client import ReplyLost, WaitingConnectionPool, map_exceptions
 from videoflow_aio.contracts.errors import BackendUnavailable, OutcomeUnknown, ValidationError
 
 pytestmark = [pytest.mark.anyio, pytest.mark.server]
@@ -101,7 +103,7 @@ async def test_bad_input_is_refused(store: RedisRuntimeStore) -> None:
 
 async def test_foreign_data_is_mapped_not_leaked(store: RedisRuntimeStore) -> None:
     # a key of the wrong type behind the store's back: Redis answers WRONGTYPE
-    await store.client.set(f"{store._conn.ns}:rs:k:broken", b"not a hash")
+    await store.client.set(f"{store.namespace}:rs:k:broken", b"not a hash")
     with pytest.raises(BackendUnavailable) as info:
         await store.get("broken")
     assert "WRONGTYPE" in str(info.value)
@@ -165,7 +167,7 @@ async def test_unresolvable_loss_is_outcome_unknown(redis_srv: ServerProcess) ->
             await s.cas("k", None, b"v")
         assert info.value.operation == "cas"
         proxy.release()
-        direct = RedisRuntimeStore(redis_srv.url, namespace=s._conn.ns)
+        direct = RedisRuntimeStore(redis_srv.url, namespace=s.namespace)
         assert (await direct.get("k"))[0] == b"v"  # it had committed: unknown was the truth
         await direct.aclose()
         await s.aclose()
@@ -234,3 +236,39 @@ async def test_scan_pages_are_bounded_in_bytes(
         assert await store.cas(f"b/{i}", None, b"x" * 8)  # two values per 10-byte page
     got = await store.scan("b/")
     assert [k for k, _, _ in got] == [f"b/{i}" for i in range(5)]
+
+
+# -- the one exception map (no server) ------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("raised", "write", "expected", "applied"),
+    [
+        (rexc.ResponseError("OOM command not allowed"), True, BackendUnavailable, None),
+        (rexc.ConnectionError("No connection available."), True, BackendUnavailable, False),
+        (
+            rexc.ConnectionError("Error 111 connecting to 127.0.0.1:1."),
+            True,
+            BackendUnavailable,
+            False,
+        ),
+        (rexc.ConnectionError("Connection reset by peer"), True, ReplyLost, None),
+        (TimeoutError(), True, ReplyLost, None),
+        (rexc.TimeoutError(), False, BackendUnavailable, None),
+        (ConnectionResetError(), False, BackendUnavailable, None),
+        (rexc.ConnectionError("Connection reset by peer"), False, BackendUnavailable, None),
+    ],
+)
+def test_map_exceptions_classifies_by_what_the_server_may_have_done(
+    raised: Exception, write: bool, expected: type[Exception], applied: bool | None
+) -> None:
+    with pytest.raises(expected) as info, map_exceptions("cas", timeout=1.0, write=write):
+        raise raised
+    assert info.value.__cause__ is raised
+    if isinstance(info.value, BackendUnavailable):
+        assert info.value.fields.get("applied") is applied
+
+
+def test_map_exceptions_lets_cancellation_and_other_errors_through() -> None:
+    with pytest.raises(KeyError), map_exceptions("get", timeout=1.0):
+        raise KeyError("not a redis error")
+    with pytest.raises(asyncio.CancelledError), map_exceptions("get", timeout=1.0):
+        raise asyncio.CancelledError()

@@ -100,7 +100,7 @@ class RedisProvider(Provider):
                 if options:
                     raise Skip(f"redis runtime store takes no options {sorted(options)}")
                 if reopen_of is not None:
-                    ns = reopen_of._conn.ns
+                    ns = reopen_of.namespace
                 store: Any = RedisRuntimeStore(self.url or "", namespace=ns)
                 opened.append((store, self.url or ""))
                 return store
@@ -112,7 +112,7 @@ class RedisProvider(Provider):
             except TypeError as exc:
                 raise Skip(f"RedisPayloadStore cannot be configured with {options}: {exc}") from exc
             try:
-                await store._ensure_policy()
+                await store.ensure_policy()
             except IncompatibleProfile as exc:
                 await store.aclose()
                 raise Skip(
@@ -133,30 +133,9 @@ class RedisProvider(Provider):
             )
         finally:
             for store, _url in reversed(opened):
-                await _drop_namespace(store)
+                with suppress(Exception):  # best effort: the case is over
+                    await store.drop_namespace()
                 await store.aclose()
-
-
-async def _drop_namespace(store: Any) -> None:
-    """Delete every key of the store's namespace (best effort: the case is over)."""
-    with suppress(Exception):
-        await store._conn.call(_drop_keys, store)
-
-
-async def _drop_keys(store: Any) -> None:
-    ns = store._conn.ns
-    client = store.client
-    try:
-        batch: list[Any] = []
-        async for k in client.scan_iter(match=f"{ns}:*", count=1000):
-            batch.append(k)
-            if len(batch) >= 500:
-                await client.unlink(*batch)
-                batch.clear()
-        if batch:
-            await client.unlink(*batch)
-    except Exception:
-        pass
 
 
 register_provider("redis", RedisProvider)
