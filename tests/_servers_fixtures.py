@@ -10,7 +10,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from videoflow_aio.adapters._servers import (
+from videoflow_aio.testing.servers import (
     ServerProcess,
     binary_unavailable,
     servers_required,

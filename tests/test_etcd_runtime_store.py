@@ -17,10 +17,10 @@ from aetcd import rpc
 
 from _servers_fixtures import etcd_srv, need_binary  # noqa: F401 - fixture
 from _store_proxy import HoldingProxy
-from videoflow_aio.adapters._servers import ServerProcess, etcd_server, free_port
 from videoflow_aio.adapters.etcd import EtcdRuntimeStore
 from videoflow_aio.adapters.etcd import runtime_store as etcd_mod
 from videoflow_aio.contracts.errors import BackendUnavailable, OutcomeUnknown, ValidationError
+from videoflow_aio.testing.servers import EtcdServer, ServerProcess, free_port
 
 pytestmark = [pytest.mark.anyio, pytest.mark.server]
 
@@ -171,13 +171,13 @@ async def test_cancelled_cas_is_settled(etcd_srv: ServerProcess) -> None:  # noq
 
 async def test_records_versions_and_logs_survive_a_server_restart(tmp_path: Path) -> None:
     need_binary("etcd")
-    async with etcd_server(data_dir=tmp_path / "etcd") as srv:
+    async with EtcdServer(data_dir=tmp_path / "etcd") as srv:
         s = EtcdRuntimeStore(srv.url, namespace="dur")
         assert await s.cas("k", None, b"v1")
         _, v1 = await s.get("k")
         first = await s.append("log", b"r1")
         await s.aclose()
-    async with etcd_server(data_dir=tmp_path / "etcd") as srv2:
+    async with EtcdServer(data_dir=tmp_path / "etcd") as srv2:
         s = EtcdRuntimeStore(srv2.url, namespace="dur")
         assert await s.get("k") == (b"v1", v1)
         assert await s.cas("k", v1, b"v2")

@@ -15,7 +15,6 @@ import pytest
 
 from _servers_fixtures import need_binary, redis_durable_srv, redis_evictable_srv  # noqa: F401
 from _store_proxy import HoldingProxy
-from videoflow_aio.adapters._servers import ServerProcess, redis_server
 from videoflow_aio.adapters.redis import RedisPayloadStore
 from videoflow_aio.adapters.redis._payload_controls import RedisPayloadControls
 from videoflow_aio.contracts._base import Known
@@ -27,6 +26,7 @@ from videoflow_aio.contracts.payload import (
     PayloadBytes,
     RetentionContract,
 )
+from videoflow_aio.testing.servers import RedisServer, ServerProcess
 
 pytestmark = pytest.mark.server
 
@@ -100,7 +100,7 @@ async def test_tier_must_match_the_server_policy(
 @pytest.mark.anyio
 async def test_real_oom_is_backpressure_and_release_still_runs() -> None:
     need_binary("redis-server")
-    async with redis_server(maxmemory="3mb", policy="noeviction") as srv:
+    async with RedisServer(maxmemory="3mb", policy="noeviction") as srv:
         s = RedisPayloadStore(srv.url, namespace=_ns())
         refs = []
         with pytest.raises(PayloadBackpressure) as info:
@@ -147,7 +147,7 @@ async def test_release_replay_returns_the_recorded_outcome(durable: RedisPayload
 @pytest.mark.anyio
 async def test_redis_own_eviction_reads_as_missing_and_reconcile_cleans_up() -> None:
     need_binary("redis-server")
-    async with redis_server(maxmemory="4mb", policy="volatile-lru") as srv:
+    async with RedisServer(maxmemory="4mb", policy="volatile-lru") as srv:
         s = RedisPayloadStore(srv.url, tier="evictable", namespace=_ns())
         refs = [
             await s.put(
@@ -201,12 +201,12 @@ async def test_durable_tier_on_aof_always_survives_a_server_restart(tmp_path: Pa
         "data_dir": tmp_path / "aof",
     }
     contract = RetentionContract(ttl_seconds=600, obligations=("a", "b"))
-    async with redis_server(**opts) as srv:
+    async with RedisServer(**opts) as srv:
         s = RedisPayloadStore(srv.url, namespace="dur", max_bytes=10_000)
         ref = await s.put(b"x" * 1000, "k", contract)
         assert (await s.release_obligation(ref, "a", "done")).outcome == "released"
         await s.aclose()
-    async with redis_server(**opts) as srv2:  # a new server process on the same AOF
+    async with RedisServer(**opts) as srv2:  # a new server process on the same AOF
         s = RedisPayloadStore(srv2.url, namespace="dur", max_bytes=10_000)
         result = await s.read(ref)
         assert isinstance(result, PayloadBytes) and result.verified

@@ -17,11 +17,11 @@ from redis import exceptions as rexc
 
 from _servers_fixtures import need_binary, redis_srv  # noqa: F401 - fixture
 from _store_proxy import HoldingProxy
-from videoflow_aio.adapters._servers import ServerProcess, free_port, redis_server
 from videoflow_aio.adapters.redis import RedisRuntimeStore
 from videoflow_aio.adapters.redis import runtime_store as rts_mod
 from videoflow_aio.adapters.redis._client import ReplyLost, WaitingConnectionPool, map_exceptions
 from videoflow_aio.contracts.errors import BackendUnavailable, OutcomeUnknown, ValidationError
+from videoflow_aio.testing.servers import RedisServer, ServerProcess, free_port
 
 pytestmark = [pytest.mark.anyio, pytest.mark.server]
 
@@ -210,14 +210,14 @@ async def test_aof_always_server_keeps_records_and_versions_across_a_restart(
 ) -> None:
     need_binary("redis-server")
     opts = {"appendonly": True, "appendfsync": "always", "data_dir": tmp_path / "aof"}
-    async with redis_server(**opts) as srv:
+    async with RedisServer(**opts) as srv:
         s = RedisRuntimeStore(srv.url, namespace="dur")
         assert (await s.capabilities()).durable
         assert await s.cas("k", None, b"v1")
         _, v1 = await s.get("k")
         assert await s.append("log", b"r1") == 1
         await s.aclose()
-    async with redis_server(**opts) as srv2:  # a new process on the same AOF
+    async with RedisServer(**opts) as srv2:  # a new process on the same AOF
         s = RedisRuntimeStore(srv2.url, namespace="dur")
         assert await s.get("k") == (b"v1", v1)
         assert await s.cas("k", v1, b"v2")

@@ -20,7 +20,6 @@ import trio
 from _servers_fixtures import etcd_srv, need_binary, redis_durable_srv, redis_srv  # noqa: F401
 from _store_proxy import HoldingProxy
 from videoflow_aio.adapters import _trio_bridge
-from videoflow_aio.adapters._servers import ServerProcess, free_port
 from videoflow_aio.adapters._trio_bridge import Affinity, bridged, bridged_names, run_on_asyncio
 from videoflow_aio.adapters.etcd import EtcdRuntimeStore
 from videoflow_aio.adapters.redis import RedisPayloadStore, RedisRuntimeStore
@@ -31,6 +30,7 @@ from videoflow_aio.contracts._base import Known
 from videoflow_aio.contracts.errors import BackendUnavailable, Unsupported, ValidationError
 from videoflow_aio.contracts.payload import Corrupt, PayloadBytes, PayloadStore, RetentionContract
 from videoflow_aio.contracts.runtime_store import RuntimeStore
+from videoflow_aio.testing.servers import ServerProcess, free_port
 
 pytestmark = pytest.mark.server
 

@@ -18,7 +18,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
-from ...adapters._servers import ServerProcess, binary_unavailable, start_etcd
+from ...testing.servers import ServerProcess, binary_unavailable, start_etcd
 from .._case import Case
 from .._harness import Harness, Skip
 from .._provider import Provider, register_provider

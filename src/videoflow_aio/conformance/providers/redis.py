@@ -22,8 +22,8 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager, suppress
 from typing import Any
 
-from ...adapters._servers import ServerProcess, binary_unavailable, start_redis
 from ...contracts.errors import IncompatibleProfile
+from ...testing.servers import ServerProcess, binary_unavailable, start_redis
 from .._case import Case
 from .._harness import Harness, Skip
 from .._provider import Provider, register_provider
