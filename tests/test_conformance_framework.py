@@ -6,6 +6,8 @@ import contextlib
 import json
 import sys
 import warnings
+from pathlib import Path
+from typing import Any, ClassVar
 
 import anyio
 import anyio.lowlevel
@@ -16,8 +18,10 @@ from videoflow_aio import conformance, faults
 from videoflow_aio.conformance import (
     BACKENDS,
     REQUIRE_SERVERS_ENV,
+    Case,
     CaseFailure,
     Harness,
+    ServerProvider,
     Skip,
     get_provider,
     plan,
@@ -29,6 +33,7 @@ from videoflow_aio.conformance import _runner as runner_mod
 from videoflow_aio.conformance._provider import PROVIDERS
 from videoflow_aio.conformance._report import load_report, report_json
 from videoflow_aio.conformance.providers import UnimportableProvider
+from videoflow_aio.testing.servers import Server, ServerProcess
 
 pytest_plugins = ["pytester"]
 
@@ -712,3 +717,114 @@ def test_plugin_sets_up_and_closes_provider_instances_once(pytester: pytest.Pyte
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
     result.assert_outcomes(passed=2)
     assert (pytester.path / "events.txt").read_text().split() == ["setup", "close"]
+
+
+# -- the base of server-backed providers ---------------------------------------------------------
+class _FakeServer(Server):
+    kind: ClassVar[str] = "fake"
+    binary: ClassVar[str] = "python3"
+
+    def __init__(self, root: Path, started: list[str]) -> None:
+        super().__init__()
+        self.root = root
+        self.started_urls = started
+
+    def start(self) -> ServerProcess:
+        n = len(self.started_urls)
+        d = self.root / f"srv{n}"
+        d.mkdir()
+        url = f"fake://127.0.0.1:{1000 + n}"
+        self.started_urls.append(url)
+        return ServerProcess("fake", 0, 1000 + n, url, d)
+
+    def _argv(self, tmp: Path, port: int) -> list[str]:
+        return []
+
+    def _probe(self, srv: ServerProcess) -> bool:
+        return True
+
+
+class _NsBackend(FakeBackend):
+    def __init__(self, namespace: str, url: str, log: list[str]) -> None:
+        super().__init__()
+        self.namespace = namespace
+        self.url = url
+        self.log = log
+
+    async def drop_namespace(self) -> None:
+        self.log.append(f"drop {self.namespace}")
+        raise OSError("server went away")  # best effort: does not stop the close
+
+    async def aclose(self) -> None:
+        self.log.append(f"close {self.namespace}")
+
+
+class _TwoServers(ServerProvider):
+    name = "two"
+    client_modules = ("json",)
+
+    def __init__(self, root: Path, url: str | None = None, spare_url: str | None = None) -> None:
+        super().__init__(urls={"main": url, "spare": spare_url}, scale=0.5)
+        self.root = root
+        self.started_urls: list[str] = []
+        self.log: list[str] = []
+
+    def contracts(self) -> frozenset[str]:
+        return frozenset({"messaging"})
+
+    def server_options(self) -> dict[str, Server]:
+        spec = _FakeServer(self.root, self.started_urls)
+        return {"main": spec, "spare": spec}
+
+    async def open_backend(self, case: Case, namespace: str, options: dict[str, Any]) -> Any:
+        return _NsBackend(namespace, self.url(), self.log)
+
+
+def test_server_provider_starts_only_the_servers_not_given(tmp_path: Path) -> None:
+    given = _TwoServers(tmp_path, spare_url="fake://given")
+    assert given.unavailable() is None
+    given.setup()
+    assert given.started_urls == ["fake://127.0.0.1:1000"]
+    assert given.url("spare") == "fake://given" and given.started("spare") is None
+    started = given.started()
+    assert started is not None and started.dir.is_dir()
+    given.close()
+    assert not started.dir.exists()
+    assert given.urls == {"main": None, "spare": "fake://given"}
+    with pytest.raises(RuntimeError, match="no main server"):
+        given.url()
+
+
+def test_server_provider_is_unavailable_without_its_client_or_binary(tmp_path: Path) -> None:
+    provider = _TwoServers(tmp_path)
+    provider.client_modules = ("no_such_client_module_xyz",)
+    assert (provider.unavailable() or "").startswith("no_such_client_module_xyz is not installed")
+    provider.client_modules = ()
+    _FakeServer.binary = "no-such-server-binary-xyz"
+    try:
+        assert "no-such-server-binary-xyz" in (provider.unavailable() or "")
+        assert _TwoServers(tmp_path, "fake://a", "fake://b").unavailable() is None
+    finally:
+        _FakeServer.binary = "python3"
+
+
+def test_server_provider_harness_namespaces_reopens_and_cleans_up(tmp_path: Path) -> None:
+    provider = _TwoServers(tmp_path)
+
+    async def reopen(h: Harness) -> None:
+        first = await h.open()
+        again = await h.open(reopen_of=first)
+        other = await h.open()
+        h.equal(again.namespace, first.namespace, "reopened namespace")
+        h.check(other.namespace != first.namespace, "a fresh namespace per open")
+        h.check(first.namespace.startswith("vf-MSG-901-"), "namespace names the case")
+        h.equal(first.url, "fake://127.0.0.1:1000", "backend on the started server")
+        h.equal(h.seconds(10), 5.0, "durations scaled")
+
+    with provider:
+        r = run_case(fake_case(reopen), provider, "asyncio")
+    assert (r.outcome, r.reason) == ("pass", "")
+    drops = [e for e in provider.log if e.startswith("drop")]
+    closes = [e for e in provider.log if e.startswith("close")]
+    assert len(drops) == len(closes) == 3
+    assert provider.log[:2] == [drops[0], closes[0]]  # the last opened goes first

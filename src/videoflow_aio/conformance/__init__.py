@@ -26,6 +26,7 @@ from ._runner import (
     servers_required,
     summarize,
 )
+from ._server_provider import ServerProvider
 from ._suite import conformance_suite
 
 
@@ -56,6 +57,7 @@ __all__ = [
     "Harness",
     "Provider",
     "Report",
+    "ServerProvider",
     "Skip",
     "Summary",
     "case",
