@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import contextlib
 import json
+import subprocess
 import sys
+import textwrap
 import warnings
 from pathlib import Path
 from typing import Any, ClassVar
@@ -509,15 +511,65 @@ def test_case_ids_are_validated() -> None:
     assert "MSG-999" not in conformance.REGISTRY
 
 
-def test_cases_stays_a_function_after_the_case_folder_is_imported() -> None:
-    import videoflow_aio.conformance.cases  # noqa: F401
+def test_the_case_folder_is_the_cases_attribute_and_select_cases_lists_them() -> None:
+    import videoflow_aio.conformance.cases as folder
 
-    assert callable(conformance.cases)
-    assert sys.modules["videoflow_aio.conformance.cases"].__name__.endswith(".cases")
-    every = conformance.cases()
+    assert conformance.cases is folder  # a plain package: no module-class swap
+    every = conformance.select_cases()
     assert [c.id for c in every] == sorted(c.id for c in every)
-    some = conformance.cases(select="zzz-nothing*")
-    assert some == []
+    assert conformance.select_cases(select="zzz-nothing*") == []
+
+
+def test_registration_refuses_unknown_capabilities_and_controls() -> None:
+    with pytest.raises(ValueError, match="unknown capability 'archiv'; known: archive, "):
+        conformance.case("MSG-998", "typo", contract="messaging", needs=("archiv",))  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="messaging has no control 'corrupt'; known: "):
+        conformance.case("MSG-998", "wrong contract", contract="messaging", controls=("corrupt",))
+    with pytest.raises(ValueError, match="runtime_store has no control 'x'; known: none"):
+        conformance.case("RTS-998", "none", contract="runtime_store", controls=("x",))
+    assert "MSG-998" not in conformance.REGISTRY
+
+
+def test_every_registered_case_names_known_capabilities_and_controls() -> None:
+    for c in conformance.select_cases():
+        assert c.needs <= conformance.CAPABILITIES, c.id
+        assert c.controls <= conformance.CONTROLS[c.contract], c.id
+
+
+def test_capability_names_come_from_the_capability_structs() -> None:
+    from videoflow_aio.contracts.allocation import AllocationCapabilities
+    from videoflow_aio.contracts.messaging import MessagingCapabilities
+    from videoflow_aio.contracts.runtime_store import RuntimeCapabilities
+
+    every = MessagingCapabilities(
+        "m", core_only=True, latest_per_key=True, durable_control=True, archive=True,
+        mixed_retention=True,
+    )  # fmt: skip
+    assert every.profiles() <= conformance.CAPABILITIES  # each profile is a capability name
+    assert conformance.capability_names(every) == every.profiles()
+    assert conformance.capability_names(MessagingCapabilities("m")) == frozenset()
+    rts = RuntimeCapabilities("r", True, True, True, True, 1, 1)
+    alloc = AllocationCapabilities(
+        authority="k8s", whole_devices=True, mig_existing=True, geometry_changes=True,
+        shared_config=True, ownership_cas=True, partial_reads=True,
+    )  # fmt: skip
+    assert conformance.capability_names(rts, alloc) == {"durable", "geometry_changes"}
+
+
+def test_providers_derive_capabilities_and_controls_without_starting_anything() -> None:
+    from videoflow_aio.adapters.redis._payload_controls import RedisPayloadControls
+    from videoflow_aio.conformance._controls import offered_controls
+
+    redis = get_provider("redis")
+    assert redis.capabilities("payload") == {"evictable"}
+    assert redis.capabilities("runtime_store") == {"durable"}
+    assert redis.controls("payload") == offered_controls("payload", RedisPayloadControls)
+    assert redis.controls("payload") == conformance.CONTROLS["payload"] - {
+        "fail_reads",
+        "fail_inventory",
+    }
+    assert get_provider("etcd").capabilities("runtime_store") == {"durable"}
+    assert not vars(redis).get("_started")
 
 
 def test_select_globs_ids_and_whole_titles(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -526,10 +578,10 @@ def test_select_globs_ids_and_whole_titles(monkeypatch: pytest.MonkeyPatch) -> N
 
     for cid in ("MSG-971", "MSG-972", "MSG-981"):
         monkeypatch.setitem(conformance.REGISTRY, cid, fake_case(ok, cid))
-    ids = [c.id for c in conformance.cases(select="msg-97?, MSG-98*")]
+    ids = [c.id for c in conformance.select_cases(select="msg-97?, MSG-98*")]
     assert ids == ["MSG-971", "MSG-972", "MSG-981"]
-    assert [c.id for c in conformance.cases(select="MSG-97?", contract="payload")] == []
-    assert "MSG-971" in [c.id for c in conformance.cases(select="OK")]  # the title "ok"
+    assert [c.id for c in conformance.select_cases(select="MSG-97?", contract="payload")] == []
+    assert "MSG-971" in [c.id for c in conformance.select_cases(select="OK")]  # the title "ok"
 
 
 # -- report ---------------------------------------------------------------------------------------
@@ -828,3 +880,106 @@ def test_server_provider_harness_namespaces_reopens_and_cleans_up(tmp_path: Path
     closes = [e for e in provider.log if e.startswith("close")]
     assert len(drops) == len(closes) == 3
     assert provider.log[:2] == [drops[0], closes[0]]  # the last opened goes first
+
+
+# -- collection starts nothing; real servers carry the server marker -----------------------------
+def test_plugin_sets_up_nothing_while_collecting_and_marks_real_time_runs(
+    pytester: pytest.Pytester,
+) -> None:
+    pytester.makepyfile(
+        test_lazy="""
+        from contextlib import asynccontextmanager
+
+        from videoflow_aio.conformance import Harness, Provider, case, conformance_suite
+
+        pytest_plugins = ["videoflow_aio.conformance.pytest_plugin"]
+
+        class Engine(Provider):
+            name = "engine"
+            real_time = True
+
+            def contracts(self):
+                return frozenset({"payload"})
+
+            def capabilities(self, contract):
+                return frozenset()
+
+            def setup(self):
+                with open("events.txt", "a") as f:
+                    f.write("setup\\n")
+
+            @asynccontextmanager
+            async def harness(self, case):
+                async def factory(**options):
+                    return object()
+                yield Harness(provider=self.name, contract=case.contract, factory=factory)
+
+        @case("PAY-981", "passes", contract="payload")
+        async def passes(h: Harness) -> None:
+            h.check(True)
+
+        @case("PAY-982", "needs evictable", contract="payload", needs=("evictable",))
+        async def evictable(h: Harness) -> None:
+            h.check(True)
+
+        TestEngine = conformance_suite([Engine()], select="PAY-98*")
+        TestMemory = conformance_suite(["memory"], select="PAY-001", backends=["trio"])
+        """
+    )
+    result = pytester.runpytest_subprocess("--collect-only", "-q", "-p", "no:cacheprovider")
+    assert [ln for ln in result.outlines if "[engine-" in ln] == [
+        "test_lazy.py::TestEngine::PAY-981[engine-asyncio]",
+        "test_lazy.py::TestEngine::PAY-981[engine-trio]",
+    ]  # PAY-982 needs what the provider does not offer: known without setting it up
+    assert not (pytester.path / "events.txt").exists()
+    result = pytester.runpytest_subprocess("-m", "not server", "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=1, deselected=2)
+    assert not (pytester.path / "events.txt").exists()
+    result = pytester.runpytest_subprocess("-m", "server", "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=2, deselected=1)
+    assert (pytester.path / "events.txt").read_text().split() == ["setup"]
+
+
+_COLLECT = """
+import sys
+
+import pytest
+
+from videoflow_aio.testing import servers
+
+started = []
+real_launch = servers._launch
+
+
+def launch(*args, **kwargs):
+    started.append(args[0])
+    return real_launch(*args, **kwargs)
+
+
+servers._launch = launch
+code = pytest.main(["--collect-only", "-q", "-p", "no:cacheprovider", *sys.argv[1:]])
+print("STARTED", started)
+sys.exit(code)
+"""
+
+
+def _collect(*args: str) -> list[str]:
+    done = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(_COLLECT), *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=Path(__file__).parent.parent,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "STARTED []" in done.stdout, done.stdout  # collecting started no server
+    return [ln for ln in done.stdout.splitlines() if "::" in ln]
+
+
+def test_not_server_excludes_every_real_server_run_of_the_suite() -> None:
+    suite = str(Path(__file__).with_name("test_conformance.py"))
+    real = ("[nats-", "[redis-", "[etcd-")
+    kept = _collect("-m", "not server", suite)
+    assert kept and not [ln for ln in kept if any(r in ln for r in real)]
+    marked = _collect("-m", "server", suite)
+    assert marked and all(any(r in ln for r in real) for ln in marked)

@@ -12,10 +12,10 @@ from typing import Any
 
 import pytest
 
-from videoflow_aio.conformance import Case, Harness, Provider, Skip, cases, run_case
+from videoflow_aio.conformance import Case, Harness, Provider, Skip, run_case, select_cases
 from videoflow_aio.vtime import current_clock
 
-MIG_CASES = cases(select="MIG-*")
+MIG_CASES = select_cases(select="MIG-*")
 
 
 class PureProvider(Provider):

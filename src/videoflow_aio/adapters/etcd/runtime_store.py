@@ -126,7 +126,7 @@ class EtcdRuntimeStore(RuntimeStore):
         self._timeout = timeout
         self._max_request = max_request_bytes
         # larger values are refused up front: etcd would answer "request is too large"
-        self._max_value = max_request_bytes - MAX_KEY_BYTES - _OVERHEAD
+        self._max_value = _max_value(max_request_bytes)
         self._window = max(2, int(outcome_window_seconds))
         self._client = Client(host or "127.0.0.1", int(port or 2379), timeout=timeout)
         self.namespace = namespace
@@ -413,15 +413,7 @@ class EtcdRuntimeStore(RuntimeStore):
             min_create = int(resp.kvs[-1].create_revision) + 1
 
     async def capabilities(self) -> RuntimeCapabilities:
-        return RuntimeCapabilities(
-            store="etcd",
-            shared_across_processes=True,
-            shared_across_hosts=True,
-            durable=True,
-            dense_log_numbers=False,
-            max_key_bytes=MAX_KEY_BYTES,
-            max_value_bytes=self._max_value,
-        )
+        return runtime_capabilities(self._max_request)
 
     # -- helpers -----------------------------------------------------------------------------
     def _key(self, key: object) -> bytes:
@@ -432,3 +424,21 @@ class EtcdRuntimeStore(RuntimeStore):
         # one level per log: a raw '/' would let log 'a' read log 'a/b'
         log = log.replace("%", "%25").replace("/", "%2F")
         return self._log + log.encode() + b"/"
+
+
+def _max_value(max_request_bytes: int) -> int:
+    return max_request_bytes - MAX_KEY_BYTES - _OVERHEAD
+
+
+def runtime_capabilities(max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES) -> RuntimeCapabilities:
+    """What an :class:`EtcdRuntimeStore` for a server with ``--max-request-bytes`` guarantees
+    (etcd persists every committed write in its raft WAL: durable)."""
+    return RuntimeCapabilities(
+        store="etcd",
+        shared_across_processes=True,
+        shared_across_hosts=True,
+        durable=True,
+        dense_log_numbers=False,
+        max_key_bytes=MAX_KEY_BYTES,
+        max_value_bytes=_max_value(max_request_bytes),
+    )

@@ -4,7 +4,8 @@ Each acts on the server behind the store's back, with raw commands, as an operat
 an eviction would: corrupt or truncate an object's bytes, delete an object, drop one obligation
 or a whole obligation set, store bare bytes without metadata. Model-only controls
 (``fail_reads``, ``fail_inventory``) are not offered: a real server cannot be told to fail the
-next read, so cases using them are skipped with that reason.
+next read, so cases using them are skipped with that reason. The conformance ``redis``
+provider offers exactly the ``PayloadControls`` this class implements.
 """
 
 from __future__ import annotations
@@ -14,20 +15,6 @@ import anyio
 from .._trio_bridge import bridged
 from ._client import glob_escape
 from .payload import RedisPayloadStore
-
-CONTROLS = frozenset(
-    {
-        "corrupt",
-        "truncate",
-        "delete",
-        "expire_obligation",
-        "expire_obligation_set",
-        "put_bare",
-        "obligations",
-        "object_count",
-        "stored_bytes",
-    }
-)
 
 
 @bridged

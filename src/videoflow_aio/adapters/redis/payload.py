@@ -582,15 +582,12 @@ class RedisPayloadStore(PayloadStore):
         return obs
 
     async def capabilities(self) -> PayloadCapabilities:
-        return PayloadCapabilities(
-            store=self.store_id,
-            tier=self.tier,
-            evicts_under_pressure=self.tier == "evictable",
-            ttl_ignores_obligations=self.tier == "evictable",
+        return payload_capabilities(
+            self.tier,
+            store_id=self.store_id,
             max_bytes=self.max_bytes,
             forward_unchanged=self.forward_unchanged,
             orphan_grace_seconds=self.orphan_grace_seconds,
-            shared_across_processes=True,
         )
 
     # -- helpers -----------------------------------------------------------------------------
@@ -602,6 +599,27 @@ class RedisPayloadStore(PayloadStore):
     def _record(self, kind: str, subject: str, **attrs: Any) -> None:
         if self.log is not None:
             self.log.record(kind, subject=subject, **attrs)
+
+
+def payload_capabilities(
+    tier: Tier,
+    *,
+    store_id: str = "redis",
+    max_bytes: int | None = None,
+    forward_unchanged: bool = True,
+    orphan_grace_seconds: float = 60.0,
+) -> PayloadCapabilities:
+    """What a :class:`RedisPayloadStore` so configured guarantees (no server asked)."""
+    return PayloadCapabilities(
+        store=store_id,
+        tier=tier,
+        evicts_under_pressure=tier == "evictable",
+        ttl_ignores_obligations=tier == "evictable",
+        max_bytes=max_bytes,
+        forward_unchanged=forward_unchanged,
+        orphan_grace_seconds=orphan_grace_seconds,
+        shared_across_processes=True,
+    )
 
 
 def _text(v: Any) -> str:

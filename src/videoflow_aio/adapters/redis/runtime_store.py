@@ -192,16 +192,22 @@ class RedisRuntimeStore(RuntimeStore):
             durable = conf.get("appendonly") == "yes" and conf.get("appendfsync") == "always"
         except BackendUnavailable:  # CONFIG disabled on managed servers: promise nothing
             durable = False
-        return RuntimeCapabilities(
-            store="redis",
-            shared_across_processes=True,
-            shared_across_hosts=True,
-            durable=durable,
-            dense_log_numbers=True,
-            max_key_bytes=MAX_KEY_BYTES,
-            max_value_bytes=MAX_VALUE_BYTES,
-        )
+        return runtime_capabilities(durable=durable)
 
 
 def _s(v: Any) -> str:
     return v.decode() if isinstance(v, bytes) else str(v)
+
+
+def runtime_capabilities(*, durable: bool) -> RuntimeCapabilities:
+    """What a :class:`RedisRuntimeStore` guarantees; ``durable`` when its server runs AOF with
+    ``appendfsync always`` (``capabilities()`` reads that from the server)."""
+    return RuntimeCapabilities(
+        store="redis",
+        shared_across_processes=True,
+        shared_across_hosts=True,
+        durable=durable,
+        dense_log_numbers=True,
+        max_key_bytes=MAX_KEY_BYTES,
+        max_value_bytes=MAX_VALUE_BYTES,
+    )

@@ -12,10 +12,11 @@ Runs under asyncio and trio: aetcd is built on grpc.aio, so under trio the adapt
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ...testing.servers import EtcdServer, Server
+from .._capabilities import CapabilityStruct
 from .._case import Case
 from .._harness import Skip
 from .._provider import register_provider
@@ -37,8 +38,10 @@ class EtcdProvider(ServerProvider):
     def server_options(self) -> Mapping[str, Server]:
         return {MAIN: EtcdServer()}
 
-    def capabilities(self, contract: str) -> frozenset[str] | None:
-        return frozenset({"durable"})  # etcd persists every committed write (raft WAL)
+    def offered(self, contract: str) -> Sequence[CapabilityStruct]:
+        from ...adapters.etcd.runtime_store import runtime_capabilities
+
+        return [runtime_capabilities()]
 
     def controls(self, contract: str) -> frozenset[str] | None:
         return frozenset()

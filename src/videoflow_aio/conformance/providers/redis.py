@@ -17,12 +17,15 @@ controls: see ``adapters.redis._payload_controls``; ``fail_reads`` and
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ...contracts.errors import IncompatibleProfile
+from ...contracts.payload import TIERS
 from ...testing.servers import RedisServer, Server
+from .._capabilities import CapabilityStruct
 from .._case import Case
+from .._controls import offered_controls
 from .._harness import Skip
 from .._provider import register_provider
 from .._server_provider import MAIN, ServerProvider
@@ -54,16 +57,20 @@ class RedisProvider(ServerProvider):
             EVICTABLE: RedisServer(maxmemory="64mb", policy="volatile-lru"),
         }
 
-    def capabilities(self, contract: str) -> frozenset[str] | None:
-        # its runtime-store server runs AOF with appendfsync always: records survive a restart
-        return frozenset({"evictable"}) if contract == "payload" else frozenset({"durable"})
+    def offered(self, contract: str) -> Sequence[CapabilityStruct]:
+        from ...adapters.redis.payload import payload_capabilities
+        from ...adapters.redis.runtime_store import runtime_capabilities
+
+        if contract == "payload":  # a server per tier
+            return [payload_capabilities(tier) for tier in TIERS]
+        # the runtime-store server runs AOF with appendfsync always: records survive a restart
+        # (on a given url= server, RTS-008 checks the live capabilities() and skips if not)
+        return [runtime_capabilities(durable=True)]
 
     def controls(self, contract: str) -> frozenset[str] | None:
-        if contract == "payload":
-            from ...adapters.redis._payload_controls import CONTROLS
+        from ...adapters.redis._payload_controls import RedisPayloadControls
 
-            return CONTROLS
-        return frozenset()
+        return offered_controls(contract, RedisPayloadControls)
 
     def controls_for(self, backend: Any) -> Any:
         from ...adapters.redis._payload_controls import RedisPayloadControls
