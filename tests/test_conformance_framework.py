@@ -170,7 +170,7 @@ def test_real_time_provider_runs_on_the_real_clock_with_scaled_durations(
     provider = FakeProvider(real_time=True, scale=0.0001)
     r = run_case(fake_case(timed), provider, "trio")
     assert r.outcome == "pass"
-    assert seen == [(False, pytest.approx(0.003))]
+    assert seen == [(False, pytest.approx(0.003))]  # type: ignore[comparison-overlap]
     assert 0.003 <= r.virtual_seconds < 2.0  # real seconds: at least the scaled sleep
 
     async def too_long(h: Harness) -> None:
@@ -445,7 +445,7 @@ def test_async_aclose_runs_from_close() -> None:
             closed.append(True)
 
     with AsyncClosing() as provider:
-        assert provider.setups == 1
+        assert isinstance(provider, FakeProvider) and provider.setups == 1
     assert closed == [True]
 
 
@@ -507,7 +507,7 @@ def test_case_ids_are_validated() -> None:
         h.check(True)
 
     with pytest.raises(TypeError, match="must be an async def"):
-        conformance.case("MSG-999", "sync", contract="messaging")(not_async)  # type: ignore[arg-type]
+        conformance.case("MSG-999", "sync", contract="messaging")(not_async)  # type: ignore[type-var]
     assert "MSG-999" not in conformance.REGISTRY
 
 
@@ -561,14 +561,16 @@ def test_providers_derive_capabilities_and_controls_without_starting_anything() 
     from videoflow_aio.conformance._controls import offered_controls
 
     redis = get_provider("redis")
-    assert redis.capabilities("payload") == {"evictable"}
-    assert redis.capabilities("runtime_store") == {"durable"}
+    assert redis.capabilities("payload") == frozenset({"evictable"})
+    assert redis.capabilities("runtime_store") == frozenset({"durable"})
     assert redis.controls("payload") == offered_controls("payload", RedisPayloadControls)
-    assert redis.controls("payload") == conformance.CONTROLS["payload"] - {
-        "fail_reads",
-        "fail_inventory",
-    }
-    assert get_provider("etcd").capabilities("runtime_store") == {"durable"}
+    assert redis.controls("payload") == conformance.CONTROLS["payload"] - frozenset(
+        {
+            "fail_reads",
+            "fail_inventory",
+        }
+    )
+    assert get_provider("etcd").capabilities("runtime_store") == frozenset({"durable"})
     assert not vars(redis).get("_started")
 
 
@@ -813,7 +815,7 @@ class _NsBackend(FakeBackend):
 
 class _TwoServers(ServerProvider):
     name = "two"
-    client_modules = ("json",)
+    client_modules: tuple[str, ...] = ("json",)
 
     def __init__(self, root: Path, url: str | None = None, spare_url: str | None = None) -> None:
         super().__init__(urls={"main": url, "spare": spare_url}, scale=0.5)
@@ -957,7 +959,9 @@ def launch(*args, **kwargs):
 
 
 servers._launch = launch
-code = pytest.main(["--collect-only", "-q", "-p", "no:cacheprovider", *sys.argv[1:]])
+# videoflow_aio is imported above, before pytest could rewrite its (plugin) asserts: say so
+quiet = ["-W", "ignore::pytest.PytestAssertRewriteWarning"]
+code = pytest.main(["--collect-only", "-q", "-p", "no:cacheprovider", *quiet, *sys.argv[1:]])
 print("STARTED", started)
 sys.exit(code)
 """

@@ -15,7 +15,7 @@ import grpc  # type: ignore[import-untyped]
 import pytest
 from aetcd import rpc
 
-from _servers_fixtures import etcd_srv, need_binary  # noqa: F401 - fixture
+from _servers_fixtures import need_binary
 from _store_proxy import HoldingProxy
 from videoflow_aio.adapters.etcd import EtcdRuntimeStore
 from videoflow_aio.adapters.etcd import runtime_store as etcd_mod
@@ -31,7 +31,7 @@ def anyio_backend() -> str:
 
 
 @pytest.fixture
-async def store(etcd_srv: ServerProcess) -> AsyncIterator[EtcdRuntimeStore]:  # noqa: F811
+async def store(etcd_srv: ServerProcess) -> AsyncIterator[EtcdRuntimeStore]:
     s = EtcdRuntimeStore(etcd_srv.url, namespace=f"t-{uuid.uuid4().hex[:8]}", timeout=2.0)
     yield s
     await s.drop_namespace()
@@ -96,7 +96,7 @@ async def test_values_over_the_request_limit_are_refused(store: EtcdRuntimeStore
 
 
 async def test_server_side_limit_maps_to_validation_error(
-    etcd_srv: ServerProcess,  # noqa: F811
+    etcd_srv: ServerProcess,
 ) -> None:
     # a client configured above the server's real limit: etcd's refusal is mapped, not leaked
     s = EtcdRuntimeStore(etcd_srv.url, namespace="lim", max_request_bytes=8 << 20)
@@ -126,7 +126,7 @@ async def test_fence_stops_a_late_request(store: EtcdRuntimeStore) -> None:
     assert await store.get("k") == (None, None)
 
 
-async def test_lost_reply_is_resolved_as_applied(etcd_srv: ServerProcess) -> None:  # noqa: F811
+async def test_lost_reply_is_resolved_as_applied(etcd_srv: ServerProcess) -> None:
     async with HoldingProxy(etcd_srv.port) as proxy:
         s = EtcdRuntimeStore(f"http://127.0.0.1:{proxy.port}", namespace="lost", timeout=0.8)
         assert await s.cas("warm", None, b"up")
@@ -138,7 +138,7 @@ async def test_lost_reply_is_resolved_as_applied(etcd_srv: ServerProcess) -> Non
         await s.aclose()
 
 
-async def test_unresolvable_loss_is_outcome_unknown(etcd_srv: ServerProcess) -> None:  # noqa: F811
+async def test_unresolvable_loss_is_outcome_unknown(etcd_srv: ServerProcess) -> None:
     async with HoldingProxy(etcd_srv.port) as proxy:
         s = EtcdRuntimeStore(f"http://127.0.0.1:{proxy.port}", namespace="unk", timeout=0.2)
         assert await s.cas("warm", None, b"up")
@@ -154,7 +154,7 @@ async def test_unresolvable_loss_is_outcome_unknown(etcd_srv: ServerProcess) -> 
         await s.aclose()
 
 
-async def test_cancelled_cas_is_settled(etcd_srv: ServerProcess) -> None:  # noqa: F811
+async def test_cancelled_cas_is_settled(etcd_srv: ServerProcess) -> None:
     async with HoldingProxy(etcd_srv.port) as proxy:
         s = EtcdRuntimeStore(f"http://127.0.0.1:{proxy.port}", namespace="cxl", timeout=1.0)
         assert await s.cas("warm", None, b"up")

@@ -15,7 +15,7 @@ import anyio
 import pytest
 from redis import exceptions as rexc
 
-from _servers_fixtures import need_binary, redis_srv  # noqa: F401 - fixture
+from _servers_fixtures import need_binary
 from _store_proxy import HoldingProxy
 from videoflow_aio.adapters.redis import RedisRuntimeStore
 from videoflow_aio.adapters.redis import runtime_store as rts_mod
@@ -32,7 +32,7 @@ def anyio_backend() -> str:
 
 
 @pytest.fixture
-async def store(redis_srv: ServerProcess) -> AsyncIterator[RedisRuntimeStore]:  # noqa: F811
+async def store(redis_srv: ServerProcess) -> AsyncIterator[RedisRuntimeStore]:
     s = RedisRuntimeStore(redis_srv.url, namespace=f"t-{uuid.uuid4().hex[:8]}", timeout=2.0)
     yield s
     await s.aclose()
@@ -72,7 +72,7 @@ async def test_scan_pages_in_key_order(
     assert await store.log_entries("log") == [b"%d" % i for i in range(7)]
 
 
-async def test_protocol_is_pinned_and_pool_blocks(redis_srv: ServerProcess) -> None:  # noqa: F811
+async def test_protocol_is_pinned_and_pool_blocks(redis_srv: ServerProcess) -> None:
     for protocol in (2, 3):
         s = RedisRuntimeStore(redis_srv.url, namespace=f"p{protocol}", protocol=protocol)
         pool = s.client.connection_pool
@@ -133,7 +133,7 @@ async def _proxied(srv: ServerProcess, proxy: HoldingProxy, deadline: float) -> 
     return s
 
 
-async def test_lost_reply_is_resolved_as_applied(redis_srv: ServerProcess) -> None:  # noqa: F811
+async def test_lost_reply_is_resolved_as_applied(redis_srv: ServerProcess) -> None:
     async with HoldingProxy(redis_srv.port) as proxy:
         s = await _proxied(redis_srv, proxy, deadline=0.6)
         proxy.hold("down")  # the CAS reaches the server; its reply does not come back
@@ -144,7 +144,7 @@ async def test_lost_reply_is_resolved_as_applied(redis_srv: ServerProcess) -> No
 
 
 async def test_lost_request_is_fenced_and_never_applies_late(
-    redis_srv: ServerProcess,  # noqa: F811
+    redis_srv: ServerProcess,
 ) -> None:
     async with HoldingProxy(redis_srv.port) as proxy:
         s = await _proxied(redis_srv, proxy, deadline=0.6)
@@ -159,7 +159,7 @@ async def test_lost_request_is_fenced_and_never_applies_late(
         await s.aclose()
 
 
-async def test_unresolvable_loss_is_outcome_unknown(redis_srv: ServerProcess) -> None:  # noqa: F811
+async def test_unresolvable_loss_is_outcome_unknown(redis_srv: ServerProcess) -> None:
     async with HoldingProxy(redis_srv.port) as proxy:
         s = await _proxied(redis_srv, proxy, deadline=0.2)
         proxy.hold("down", existing_only=False)  # every reply, the read-back's included
@@ -174,7 +174,7 @@ async def test_unresolvable_loss_is_outcome_unknown(redis_srv: ServerProcess) ->
 
 
 async def test_cancelled_cas_is_settled_before_cancellation_returns(
-    redis_srv: ServerProcess,  # noqa: F811
+    redis_srv: ServerProcess,
 ) -> None:
     async with HoldingProxy(redis_srv.port) as proxy:
         s = await _proxied(redis_srv, proxy, deadline=1.0)
@@ -189,7 +189,7 @@ async def test_cancelled_cas_is_settled_before_cancellation_returns(
         await s.aclose()
 
 
-async def test_a_full_pool_waits_instead_of_raising(redis_srv: ServerProcess) -> None:  # noqa: F811
+async def test_a_full_pool_waits_instead_of_raising(redis_srv: ServerProcess) -> None:
     s = RedisRuntimeStore(
         redis_srv.url, namespace=f"pool-{uuid.uuid4().hex[:6]}", max_connections=2
     )
@@ -209,15 +209,15 @@ async def test_aof_always_server_keeps_records_and_versions_across_a_restart(
     tmp_path: Path,
 ) -> None:
     need_binary("redis-server")
-    opts = {"appendonly": True, "appendfsync": "always", "data_dir": tmp_path / "aof"}
-    async with RedisServer(**opts) as srv:
+    server = RedisServer(appendonly=True, appendfsync="always", data_dir=tmp_path / "aof")
+    async with server as srv:
         s = RedisRuntimeStore(srv.url, namespace="dur")
         assert (await s.capabilities()).durable
         assert await s.cas("k", None, b"v1")
         _, v1 = await s.get("k")
         assert await s.append("log", b"r1") == 1
         await s.aclose()
-    async with RedisServer(**opts) as srv2:  # a new process on the same AOF
+    async with server as srv2:  # a new process on the same AOF
         s = RedisRuntimeStore(srv2.url, namespace="dur")
         assert await s.get("k") == (b"v1", v1)
         assert await s.cas("k", v1, b"v2")

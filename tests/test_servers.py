@@ -142,3 +142,21 @@ def test_missing_server_skips_locally_and_fails_under_ci(monkeypatch: pytest.Mon
     monkeypatch.setenv("VIDEOFLOW_REQUIRE_SERVERS", "1")
     with pytest.raises(pytest.fail.Exception, match="VIDEOFLOW_REQUIRE_SERVERS=1"):
         need_binary("redis-server")
+
+
+@pytest.fixture
+def redis_srv() -> str:
+    """Shadows the real fixture in this module: the name alone must bring the marker."""
+    return "not started"
+
+
+def test_a_server_fixture_marks_its_user(redis_srv: str, request: pytest.FixtureRequest) -> None:
+    assert redis_srv == "not started"
+    assert request.node.get_closest_marker("server") is not None
+
+
+def test_the_server_fixtures_exist() -> None:
+    import _servers_fixtures
+
+    for name in _servers_fixtures.SERVER_FIXTURES:
+        assert callable(getattr(_servers_fixtures, name)), name

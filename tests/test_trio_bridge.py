@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 import trio
 
-from _servers_fixtures import etcd_srv, need_binary, redis_durable_srv, redis_srv  # noqa: F401
+from _servers_fixtures import need_binary
 from _store_proxy import HoldingProxy
 from videoflow_aio.adapters import _trio_bridge
 from videoflow_aio.adapters._trio_bridge import Affinity, bridged, bridged_names, run_on_asyncio
@@ -55,7 +55,7 @@ def _run(fn: Callable[[], Awaitable[Any]]) -> Any:
 # -- redis ---------------------------------------------------------------------------------------
 
 
-def test_runtime_store_from_trio(redis_srv: ServerProcess) -> None:  # noqa: F811
+def test_runtime_store_from_trio(redis_srv: ServerProcess) -> None:
     async def main() -> None:
         async with RedisRuntimeStore(redis_srv.url, namespace=_ns()) as store:
             assert await store.cas("a", None, b"1")
@@ -82,7 +82,7 @@ def test_runtime_store_from_trio(redis_srv: ServerProcess) -> None:  # noqa: F81
 
 
 def test_payload_store_and_its_controls_from_trio(
-    redis_durable_srv: ServerProcess,  # noqa: F811
+    redis_durable_srv: ServerProcess,
 ) -> None:
     async def main() -> None:
         async with RedisPayloadStore(redis_durable_srv.url, namespace=_ns()) as store:
@@ -112,7 +112,7 @@ async def _proxied_store(proxy: HoldingProxy, deadline: float) -> RedisRuntimeSt
 
 
 def test_cancelled_cas_from_trio_is_settled_before_cancellation_returns(
-    redis_srv: ServerProcess,  # noqa: F811
+    redis_srv: ServerProcess,
 ) -> None:
     """The trio caller's cancellation cancels the asyncio task, whose shielded resolution (an
     anyio scope on the asyncio side) runs to the end before ``trio.Cancelled`` propagates."""
@@ -134,7 +134,7 @@ def test_cancelled_cas_from_trio_is_settled_before_cancellation_returns(
     _run(main)
 
 
-def test_lost_request_from_trio_is_fenced(redis_srv: ServerProcess) -> None:  # noqa: F811
+def test_lost_request_from_trio_is_fenced(redis_srv: ServerProcess) -> None:
     """The deadline (kept on the asyncio side) fires and the resolution fences the request."""
 
     async def main() -> None:
@@ -174,7 +174,7 @@ def test_unreachable_servers_map_the_same_under_trio() -> None:
 # -- etcd ----------------------------------------------------------------------------------------
 
 
-def test_etcd_runtime_store_from_trio(etcd_srv: ServerProcess) -> None:  # noqa: F811
+def test_etcd_runtime_store_from_trio(etcd_srv: ServerProcess) -> None:
     async def main() -> None:
         async with EtcdRuntimeStore(etcd_srv.url, namespace=_ns()) as store:
             assert await store.cas("a", None, b"1")
@@ -191,7 +191,7 @@ def test_etcd_runtime_store_from_trio(etcd_srv: ServerProcess) -> None:  # noqa:
     _run(main)
 
 
-def test_etcd_cancelled_cas_from_trio_is_settled(etcd_srv: ServerProcess) -> None:  # noqa: F811
+def test_etcd_cancelled_cas_from_trio_is_settled(etcd_srv: ServerProcess) -> None:
     async def main() -> None:
         proxy = HoldingProxy(etcd_srv.port)
         await run_on_asyncio(proxy.__aenter__)
@@ -307,7 +307,7 @@ def test_decorating_twice_or_a_subclass_wraps_once() -> None:
     assert getattr(Sub.inner, "__videoflow_bridged__", False)
 
 
-def test_one_loop_per_run_closed_when_the_run_ends(redis_srv: ServerProcess) -> None:  # noqa: F811
+def test_one_loop_per_run_closed_when_the_run_ends(redis_srv: ServerProcess) -> None:
     async def main() -> Any:
         a = RedisRuntimeStore(redis_srv.url, namespace=_ns())
         b = EtcdRuntimeStore("http://127.0.0.1:1")  # never called: opens nothing
@@ -374,7 +374,7 @@ def test_anyio_on_the_asyncio_side_works_when_anyio_was_loaded_first() -> None:
     assert out == "True"
 
 
-def test_the_asyncio_path_does_not_load_the_bridge(redis_srv: ServerProcess) -> None:  # noqa: F811
+def test_the_asyncio_path_does_not_load_the_bridge(redis_srv: ServerProcess) -> None:
     out = _python(
         f"""
         import asyncio, sys
@@ -426,7 +426,7 @@ def test_providers_run_the_cases_under_trio(name: str) -> None:
 
 
 def test_inside_a_users_trio_asyncio_loop_either_side_works(
-    redis_srv: ServerProcess,  # noqa: F811
+    redis_srv: ServerProcess,
 ) -> None:
     """A store called from trio tasks uses the bridge's loop; one called from asyncio tasks of
     the user's own ``trio_asyncio.open_loop()`` runs directly on that loop."""

@@ -194,8 +194,10 @@ class RedisConnection:
         return self.client.register_script(source)
 
     async def aclose(self) -> None:
-        with contextlib.suppress(rexc.RedisError):  # closing a dead connection
-            await self.client.aclose()
+        """Close the client and every pooled connection (the pool is ours: redis-py would
+        leave its connections open, to be reclaimed by the garbage collector)."""
+        with contextlib.suppress(rexc.RedisError, OSError):  # closing a dead connection
+            await self.client.aclose(close_connection_pool=True)
 
     async def read(self, what: str, coro_fn: Any, *args: Any) -> Any:
         """Run a read with the deadline; failures become :class:`BackendUnavailable`."""
