@@ -84,6 +84,19 @@ async def test_protocol_is_pinned_and_pool_blocks(redis_srv: ServerProcess) -> N
         await s.aclose()
 
 
+async def test_aclose_closes_every_pooled_connection(redis_srv: ServerProcess) -> None:
+    s = RedisRuntimeStore(redis_srv.url, namespace=f"close-{uuid.uuid4().hex[:6]}")
+    pool = s.client.connection_pool
+    async with anyio.create_task_group() as tg:  # several connections at once
+        for i in range(4):
+            tg.start_soon(s.cas, f"k{i}", None, b"v")
+    opened = list(pool._available_connections)
+    assert opened and any(c.is_connected for c in opened)
+    await s.drop_namespace()
+    await s.aclose()
+    assert not any(c.is_connected for c in [*opened, *pool._in_use_connections])
+
+
 async def test_capabilities_durable_only_with_aof_always(store: RedisRuntimeStore) -> None:
     caps = await store.capabilities()
     assert caps.durable is False  # the fixture server runs without AOF
