@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Protocol
 from ..contracts.messaging import ChannelId, PublishOutcome, SubscriptionId
 
 if TYPE_CHECKING:
-    from ..memory._allocation_fixture import NodeFixture
+    from ..memory.allocation import NodeFixture
 
 
 class MessagingControls(Protocol):
