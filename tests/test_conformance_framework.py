@@ -731,42 +731,45 @@ def test_suite_without_the_plugin_fails_loudly(pytester: pytest.Pytester) -> Non
     result.stdout.fnmatch_lines(["*needs its pytest plugin*"])
 
 
+LOGGED = """
+from contextlib import asynccontextmanager
+
+from videoflow_aio.conformance import Harness, Provider, case, conformance_suite
+
+pytest_plugins = ["videoflow_aio.conformance.pytest_plugin"]
+
+
+class Logged(Provider):
+    name = "logged"
+
+    def contracts(self):
+        return frozenset({"payload"})
+
+    def setup(self):
+        with open("events.txt", "a") as f:
+            f.write("setup\\n")
+
+    def close(self):
+        with open("events.txt", "a") as f:
+            f.write("close\\n")
+
+    @asynccontextmanager
+    async def harness(self, case):
+        async def factory(**options):
+            return object()
+        yield Harness(provider=self.name, contract=case.contract, factory=factory)
+
+
+@case("PAY-981", "passes", contract="payload")
+async def passes(h: Harness) -> None:
+    h.check(True)
+"""
+"""A provider that writes its setup and close to events.txt, and a case it passes."""
+
+
 def test_plugin_sets_up_and_closes_provider_instances_once(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(
-        test_inst="""
-        from contextlib import asynccontextmanager
-        from pathlib import Path
-
-        from videoflow_aio.conformance import Harness, Provider, case, conformance_suite
-
-        pytest_plugins = ["videoflow_aio.conformance.pytest_plugin"]
-
-        class Logged(Provider):
-            name = "logged"
-
-            def contracts(self):
-                return frozenset({"payload"})
-
-            def setup(self):
-                with open("events.txt", "a") as f:
-                    f.write("setup\\n")
-
-            def close(self):
-                with open("events.txt", "a") as f:
-                    f.write("close\\n")
-
-            @asynccontextmanager
-            async def harness(self, case):
-                async def factory(**options):
-                    return object()
-                yield Harness(provider=self.name, contract=case.contract, factory=factory)
-
-        @case("PAY-981", "passes", contract="payload")
-        async def passes(h: Harness) -> None:
-            h.check(True)
-
-        TestLogged = conformance_suite([Logged()], select="PAY-981")
-        """
+        test_inst=LOGGED + '\nTestLogged = conformance_suite([Logged()], select="PAY-981")\n'
     )
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
     result.assert_outcomes(passed=2)
@@ -888,46 +891,25 @@ def test_server_provider_harness_namespaces_reopens_and_cleans_up(tmp_path: Path
 def test_plugin_sets_up_nothing_while_collecting_and_marks_real_time_runs(
     pytester: pytest.Pytester,
 ) -> None:
-    pytester.makepyfile(
-        test_lazy="""
-        from contextlib import asynccontextmanager
+    engine = """
 
-        from videoflow_aio.conformance import Harness, Provider, case, conformance_suite
+class Engine(Logged):
+    name = "engine"
+    real_time = True
 
-        pytest_plugins = ["videoflow_aio.conformance.pytest_plugin"]
+    def capabilities(self, contract):
+        return frozenset()
 
-        class Engine(Provider):
-            name = "engine"
-            real_time = True
 
-            def contracts(self):
-                return frozenset({"payload"})
+@case("PAY-982", "needs evictable", contract="payload", needs=("evictable",))
+async def evictable(h: Harness) -> None:
+    h.check(True)
 
-            def capabilities(self, contract):
-                return frozenset()
 
-            def setup(self):
-                with open("events.txt", "a") as f:
-                    f.write("setup\\n")
-
-            @asynccontextmanager
-            async def harness(self, case):
-                async def factory(**options):
-                    return object()
-                yield Harness(provider=self.name, contract=case.contract, factory=factory)
-
-        @case("PAY-981", "passes", contract="payload")
-        async def passes(h: Harness) -> None:
-            h.check(True)
-
-        @case("PAY-982", "needs evictable", contract="payload", needs=("evictable",))
-        async def evictable(h: Harness) -> None:
-            h.check(True)
-
-        TestEngine = conformance_suite([Engine()], select="PAY-98*")
-        TestMemory = conformance_suite(["memory"], select="PAY-001", backends=["trio"])
-        """
-    )
+TestEngine = conformance_suite([Engine()], select="PAY-98*")
+TestMemory = conformance_suite(["memory"], select="PAY-001", backends=["trio"])
+"""
+    pytester.makepyfile(test_lazy=LOGGED + engine)
     result = pytester.runpytest_subprocess("--collect-only", "-q", "-p", "no:cacheprovider")
     assert [ln for ln in result.outlines if "[engine-" in ln] == [
         "test_lazy.py::TestEngine::PAY-981[engine-asyncio]",
@@ -939,7 +921,7 @@ def test_plugin_sets_up_nothing_while_collecting_and_marks_real_time_runs(
     assert not (pytester.path / "events.txt").exists()
     result = pytester.runpytest_subprocess("-m", "server", "-p", "no:cacheprovider")
     result.assert_outcomes(passed=2, deselected=1)
-    assert (pytester.path / "events.txt").read_text().split() == ["setup"]
+    assert (pytester.path / "events.txt").read_text().split() == ["setup", "close"]
 
 
 _COLLECT = """
