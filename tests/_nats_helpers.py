@@ -12,9 +12,9 @@ from typing import Any
 
 import anyio
 
-from videoflow_aio.adapters._servers import ServerProcess, start_nats
 from videoflow_aio.adapters.nats import JetStreamAdmin, JetStreamMessagingBackend
 from videoflow_aio.conformance.providers.nats import _all_stopped
+from videoflow_aio.testing.servers import ServerProcess, start_nats
 
 _n = itertools.count(1)
 

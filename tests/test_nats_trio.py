@@ -22,10 +22,12 @@ import trio
 
 from _nats_helpers import backend
 from _servers_fixtures import need_binary
-from videoflow_aio.adapters._servers import ServerProcess, start_nats
-from videoflow_aio.adapters._trio_bridge import _SHARED
-from videoflow_aio.adapters.nats import CoreNatsMessagingBackend, JetStreamMessagingBackend
-from videoflow_aio.adapters.nats._bridge import BRIDGED, _on_client_loop
+from videoflow_aio.adapters._trio_bridge import _SHARED, bridged_names
+from videoflow_aio.adapters.nats import (
+    CoreNatsMessagingBackend,
+    JetStreamAdmin,
+    JetStreamMessagingBackend,
+)
 from videoflow_aio.contracts import Known
 from videoflow_aio.contracts.errors import BackendUnavailable, Unsupported
 from videoflow_aio.contracts.messaging import (
@@ -36,6 +38,7 @@ from videoflow_aio.contracts.messaging import (
     make_envelope,
     make_subscription,
 )
+from videoflow_aio.testing.servers import ServerProcess, start_nats
 
 pytestmark = pytest.mark.server
 
@@ -64,15 +67,15 @@ async def _chan_sub(b: Any) -> Any:
     return ch, sub
 
 
-async def _noop(self: Any) -> None:
-    pass
-
-
-def test_every_contract_method_is_bridged() -> None:
-    for cls in (JetStreamMessagingBackend, CoreNatsMessagingBackend):
-        for name in BRIDGED:
-            assert getattr(cls, name).__code__ is _on_client_loop(_noop).__code__, name
-    assert {"publish", "receive", "settle", "aclose", "observe_subscription"} <= set(BRIDGED)
+def test_every_contract_method_and_admin_helper_is_bridged() -> None:
+    """The one bridge (``adapters._trio_bridge.bridged``) wraps the contract, ``aclose`` and
+    ``drop_namespace`` of both backends, and every operation of the administrator."""
+    for cls in (JetStreamMessagingBackend, CoreNatsMessagingBackend, JetStreamAdmin):
+        for name in bridged_names(cls):
+            assert getattr(getattr(cls, name), "__videoflow_bridged__", False), (cls, name)
+    names = set(bridged_names(JetStreamMessagingBackend))
+    assert {"publish", "receive", "settle", "aclose", "drop_namespace"} <= names
+    assert {"purge", "delete_message", "delete_subscription"} <= set(bridged_names(JetStreamAdmin))
 
 
 def test_jetstream_round_trip_from_trio_on_the_bridge_loop(srv: ServerProcess) -> None:

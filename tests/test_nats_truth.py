@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Iterator
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +19,6 @@ import pytest
 
 from _nats_helpers import admin, backend, eventually, kill9_and_restart, prefix, start_restartable
 from _servers_fixtures import need_binary
-from videoflow_aio.adapters._servers import ServerProcess, free_port, start_nats
 from videoflow_aio.adapters.nats import JetStreamMessagingBackend
 from videoflow_aio.contracts import Known, Unknown
 from videoflow_aio.contracts.errors import BackendUnavailable
@@ -34,6 +34,7 @@ from videoflow_aio.contracts.messaging import (
     make_subscription,
 )
 from videoflow_aio.observe import ObservationLog
+from videoflow_aio.testing.servers import ServerProcess, free_port, start_nats
 
 pytestmark = [pytest.mark.anyio, pytest.mark.server]
 _ids = itertools.count(1)
@@ -115,7 +116,7 @@ async def test_drops_agree_when_the_receiver_observes_between(srv: ServerProcess
     assert (await obs(y, sub.id)).dropped == 0  # the shared mark: p1 delivered and settled
     await publish(x, ch, "p3", "p4")  # evicts p1 (settled) and p2 (never delivered)
     for b in (x, y):
-        o = await eventually(lambda b=b: obs(b, sub.id), lambda o: o.dropped == 1)
+        o = await eventually(partial(obs, b, sub.id), lambda o: o.dropped == 1)
         assert (o.dropped, o.pending) == (1, 2)
     for b in (x, y):
         await b.aclose()
@@ -307,9 +308,11 @@ async def test_a_recreated_consumer_starts_a_fresh_ledger(srv: ServerProcess) ->
     await a.aclose()
     again = make_subscription(ch.channel, "w", ack_wait_seconds=5.0, max_deliver=1)
     assert (await b.ensure_subscription(again, op())).created
-    for x in (b, backend(srv, names)):  # this client and a fresh one
+    fresh = backend(srv, names)
+    for x in (b, fresh):  # this client and a fresh one
         o = await obs(x, sub.id)
         assert (o.unresolved, o.pending, o.leased, o.ack_floor) == (0, 1, 0, 0), o
+    await fresh.aclose()
     got = await b.receive(sub.id, 1, 1 << 20, dl())
     assert got[0].attempt == 1
     await b.settle(got[0].token, Completed(), "s")

@@ -360,3 +360,25 @@ async def channel_ids(c: Client) -> list[ChannelId]:
         if not names or offset >= int(page.get("total", 0)):
             break
     return sorted(set(out))
+
+
+async def drop_namespace(api: Any, stream_prefix: str) -> int:
+    """Delete every stream named ``<stream_prefix>__…`` through ``api`` (a JetStream API call
+    ``api(subject, body)``); how many."""
+    names: list[str] = []
+    offset = 0
+    while True:
+        page = await api("STREAM.NAMES", {"offset": offset})
+        batch = page.get("streams") or []
+        names += batch
+        offset += len(batch)
+        if not batch or offset >= int(page.get("total", 0)):
+            break
+    mine = [n for n in names if n.startswith(stream_prefix + "__")]
+    for name in mine:
+        try:
+            await api(f"STREAM.DELETE.{name}")
+        except ApiError as exc:
+            if exc.err_code != _api.STREAM_NOT_FOUND:
+                raise
+    return len(mine)

@@ -6,37 +6,22 @@ namespace's streams, read raw stream and consumer state. The conformance provide
 the administrator controls and for clean-up; tests use it to check what the server itself
 says. Nothing here goes through a backend's ledgers: that is the point.
 
-From trio it runs on the run's trio-asyncio loop like the backends (see ``_bridge``).
+From trio it runs on the run's trio-asyncio loop like the backends (``_trio_bridge.bridged``).
 """
 
 from __future__ import annotations
 
-import functools
-from collections.abc import Awaitable, Callable, Sequence
-from typing import Any, ParamSpec, TypeVar
+from collections.abc import Sequence
+from typing import Any
 
 from ...contracts.messaging import ChannelId, SubscriptionId
-from .._trio_bridge import Affinity, run_on_asyncio
-from . import _api
+from .._trio_bridge import Affinity, bridged
+from . import _api, _channels
 from ._connection import connect, on_asyncio_side
 from ._names import Names
 
-P = ParamSpec("P")
-T = TypeVar("T")
 
-
-def _bridged(
-    method: Callable[..., Awaitable[T]],
-) -> Callable[..., Awaitable[T]]:
-    @functools.wraps(method)
-    async def run(self: JetStreamAdmin, *args: Any, **kwargs: Any) -> T:
-        if not self._side.direct and self._side.from_trio():
-            return await run_on_asyncio(functools.partial(method, self, *args, **kwargs))
-        return await method(self, *args, **kwargs)
-
-    return run
-
-
+@bridged
 class JetStreamAdmin:
     """An administrator's own connection to the server at ``url``, for the namespace
     ``stream_prefix`` / ``subject_prefix`` of the backends it acts on."""
@@ -66,18 +51,15 @@ class JetStreamAdmin:
         nc = await self._conn()
         return await _api.api(nc, f"$JS.API.{subject}", body, self.request_timeout)
 
-    @_bridged
     async def request(self, subject: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
         """A raw JetStream API call (``$JS.API.<subject>``); :class:`ApiError` on an error."""
         return await self._api(subject, body)
 
-    @_bridged
     async def purge(self, channel: ChannelId) -> int:
         """Purge the channel's messages (no advisory reaches any consumer); how many."""
         reply = await self._api(f"STREAM.PURGE.{self.names.stream(channel)}", {})
         return int(reply.get("purged", 0))
 
-    @_bridged
     async def delete_message(self, channel: ChannelId, sequence: int) -> bool:
         """Delete one message of the channel by stream sequence; False when it was absent."""
         try:
@@ -88,7 +70,6 @@ class JetStreamAdmin:
             raise
         return True
 
-    @_bridged
     async def delete_subscription(self, subscription: SubscriptionId) -> bool:
         """Delete the subscription's consumer (on the slot or dead-letter stream)."""
         consumer = self.names.consumer(subscription)
@@ -102,39 +83,19 @@ class JetStreamAdmin:
                     raise
         return False
 
-    @_bridged
     async def consumer_info(self, subscription: SubscriptionId) -> dict[str, Any]:
         """The server's raw consumer info of the subscription (slot stream)."""
         stream = self.names.stream(subscription.channel)
         return await self._api(f"CONSUMER.INFO.{stream}.{self.names.consumer(subscription)}")
 
-    @_bridged
     async def stream_info(self, channel: ChannelId) -> dict[str, Any]:
         """The server's raw stream info of the channel's slot stream."""
         return await self._api(f"STREAM.INFO.{self.names.stream(channel)}")
 
-    @_bridged
     async def drop_namespace(self) -> int:
         """Delete every stream of this namespace (archives included); how many."""
-        names: list[str] = []
-        offset = 0
-        while True:
-            page = await self._api("STREAM.NAMES", {"offset": offset})
-            batch = page.get("streams") or []
-            names += batch
-            offset += len(batch)
-            if not batch or offset >= int(page.get("total", 0)):
-                break
-        mine = [n for n in names if n.startswith(self.names.stream_prefix + "__")]
-        for name in mine:
-            try:
-                await self._api(f"STREAM.DELETE.{name}")
-            except _api.ApiError as exc:
-                if exc.err_code != _api.STREAM_NOT_FOUND:
-                    raise
-        return len(mine)
+        return await _channels.drop_namespace(self._api, self.names.stream_prefix)
 
-    @_bridged
     async def aclose(self) -> None:
         nc, self._nc = self._nc, None
         if nc is not None and not nc.is_closed:

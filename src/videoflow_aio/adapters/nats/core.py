@@ -61,8 +61,7 @@ from ...contracts.messaging import (
     check_immutable,
     matches,
 )
-from .._trio_bridge import Affinity
-from ._bridge import bridged
+from .._trio_bridge import Affinity, bridged
 from ._connection import connect, loop_time, on_asyncio_side
 from ._names import Names
 
@@ -134,6 +133,15 @@ class CoreNatsMessagingBackend(MessagingBackend):
             sub = self._by_sid.get(exc.sid)
             if sub is not None:
                 sub.dropped += 1
+
+    @property
+    def namespace(self) -> str:
+        """The subject prefix (Core NATS keeps nothing on the server to drop)."""
+        return self.names.subject_prefix
+
+    async def drop_namespace(self) -> int:
+        """Nothing to delete: Core NATS keeps nothing on the server."""
+        return 0
 
     async def _on_reconnected(self) -> None:
         """Messages in flight when the connection dropped never arrive: stop waiting for this

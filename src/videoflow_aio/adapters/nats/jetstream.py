@@ -20,8 +20,9 @@ them — rather than report a guess:
 
 The work is split by concern: ``_client`` (connection), ``_channels``, ``_subscriptions``,
 ``_publish``, ``_pull``, ``_settle``, ``_observe``, ``_ledger`` (pure arithmetic), ``_profiles``.
-nats-py is asyncio-only: called from trio, every method runs on the run's trio-asyncio loop
-(``_bridge``), where the connection, its subscriptions and the advisory followers live.
+nats-py is asyncio-only: called from trio, every public coroutine method runs on the run's
+trio-asyncio loop (``adapters._trio_bridge.bridged``), where the connection, its subscriptions
+and the advisory followers live.
 """
 
 from __future__ import annotations
@@ -54,9 +55,8 @@ from ...contracts.messaging import (
     validate_control_write,
 )
 from ...observe import ObservationLog
-from .._trio_bridge import Affinity
+from .._trio_bridge import Affinity, bridged
 from . import _channels, _observe, _profiles, _publish, _pull, _settle, _subscriptions
-from ._bridge import bridged
 from ._connection import Client
 from ._names import Names
 
@@ -167,6 +167,16 @@ class JetStreamMessagingBackend(MessagingBackend):
     def max_payload(self) -> int:
         server = self._c.max_payload
         return min(self.max_payload_bytes, server) if server else self.max_payload_bytes
+
+    @property
+    def namespace(self) -> str:
+        """The stream prefix: what :meth:`drop_namespace` removes (and another client of the
+        same namespace is opened with)."""
+        return self.names.stream_prefix
+
+    async def drop_namespace(self) -> int:
+        """Delete every stream of this backend's namespace (archives too); how many."""
+        return await _channels.drop_namespace(self._c.api, self.names.stream_prefix)
 
     async def aclose(self) -> None:
         if self._c.nc is not None:
@@ -294,6 +304,10 @@ class JetStreamMessagingBackend(MessagingBackend):
             publication_ledger=True,
             stale_settle_detection=True,
             unresolved_ledger=True,
+            # JetStream: every consumer matching a message holds it on an interest stream;
+            # num_redelivered counts messages redelivered and not settled yet
+            interest_required_only=False,
+            cumulative_redelivered=False,
         )
 
 

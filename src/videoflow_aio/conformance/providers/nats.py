@@ -2,8 +2,8 @@
 
 Without ``url=`` it starts one ``nats-server -js`` on 127.0.0.1 (once, in ``setup``), its
 JetStream store in a directory of its own; with ``url=`` it uses that server. Every
-``h.open()`` gets its own stream/subject prefix (so cases never see each other's channels),
-deleted when the case ends. ``h.open(core_only=True)`` gives a
+``h.open()`` gets its own namespace (stream and subject prefix), so cases never see each
+other's channels; it is dropped when the case ends. ``h.open(core_only=True)`` gives a
 :class:`CoreNatsMessagingBackend`.
 
 Cases run in real time with durations scaled by ``scale`` (default 0.05: a case's ack wait of
@@ -32,30 +32,29 @@ trio-asyncio loop per case run, where the nats-py connection lives), and so does
 from __future__ import annotations
 
 import contextlib
-import itertools
 import os
 import shutil
 import signal
 import tempfile
-import uuid
-from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Mapping, Sequence
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
 from typing import Any
 
 import anyio
 import anyio.to_thread
 
-from ...adapters._servers import ServerProcess, binary_unavailable, start_nats
-from ...contracts.messaging import ChannelId, PublishOutcome, SubscriptionId
+from ...contracts.messaging import ChannelId, MessagingCapabilities, PublishOutcome, SubscriptionId
+from ...testing.servers import NatsServer, Server, start_nats
+from .._capabilities import CapabilityStruct
 from .._case import Case
+from .._controls import offered_controls
 from .._harness import Harness, Skip
-from .._provider import Provider, register_provider
+from .._provider import register_provider
+from .._server_provider import MAIN, ServerProvider
 
-SERVER_CONTROLS = frozenset({"pause_acceptance", "resume_acceptance", "restart_server"})
-ANY_SERVER_CONTROLS = frozenset(
-    {"another_client", "purge", "delete_message", "delete_subscription"}
-)
+SERVER_PROCESS_CONTROLS = frozenset({"pause_acceptance", "resume_acceptance", "restart_server"})
+"""Controls that act on the server process: only on a server this provider started."""
 # options the JetStream adapter takes from a case's h.open(...)
 _JS_OPTIONS = (
     "max_payload_bytes",
@@ -67,22 +66,20 @@ _JS_OPTIONS = (
 )
 _IGNORED = ("persistent",)  # JetStream is persistent: the option the model needs for it
 _CORE_OPTIONS = ("client_queue_limit", "max_payload_bytes")
-_count = itertools.count(1)
 RECONNECT_WITHIN = 10.0
 
 
 class NatsControls:
     """The controls the nats provider performs for one backend (see the module docstring)."""
 
-    def __init__(self, provider: NatsProvider, backend: Any, reopen: Callable[[Any], Any]) -> None:
+    def __init__(self, provider: NatsProvider, backend: Any) -> None:
         self._provider = provider
         self._backend = backend
-        self._reopen = reopen
 
     # -- another process ------------------------------------------------------------------
     async def another_client(self) -> Any:
         """A new backend like this one, on its own connection, in the same namespace."""
-        return await self._reopen(self._backend)
+        return await self._provider.open_peer(self._backend)
 
     # -- an administrator -----------------------------------------------------------------
     def _admin(self) -> Any:
@@ -122,7 +119,7 @@ class NatsControls:
 
     # -- the server process -----------------------------------------------------------------
     def _signal(self, sig: int) -> int:
-        server = self._provider.server
+        server = self._provider.started(MAIN)
         if server is None:
             raise Skip("pause/resume need the test-owned server (not given url=)")
         os.kill(server.pid, sig)
@@ -136,7 +133,7 @@ class NatsControls:
             while not _all_stopped(pid):  # noqa: ASYNC110 - polling another process
                 await anyio.sleep(0.001)
 
-    def resume_acceptance(self, channel_id: ChannelId) -> list[PublishOutcome]:
+    async def resume_acceptance(self, channel_id: ChannelId) -> list[PublishOutcome]:
         """Continue the server: what it received while stopped is stored now. The outcomes of
         held publications are not reported back by the server, so the list is empty."""
         self._signal(signal.SIGCONT)
@@ -145,7 +142,7 @@ class NatsControls:
     async def restart_server(self) -> None:
         """kill -9 the server, start it again on the same port and store, and wait until every
         client of the case is connected again."""
-        if self._provider.server is None:
+        if self._provider.started(MAIN) is None:
             raise Skip("restart needs the test-owned server (not given url=)")
         await anyio.to_thread.run_sync(self._provider.restart)
         with anyio.fail_after(RECONNECT_WITHIN):
@@ -169,137 +166,118 @@ def _all_stopped(pid: int) -> bool:
     return True
 
 
-class NatsProvider(Provider):
+class NatsProvider(ServerProvider):
     """Runs the messaging cases on nats-server."""
 
     name = "nats"
-    real_time = True
+    client_modules = ("nats",)
 
     def __init__(self, url: str | None = None, scale: float = 0.05) -> None:
-        self.url = url
-        self.scale = scale
-        self.server: ServerProcess | None = None
+        super().__init__(urls={MAIN: url}, scale=scale)
+        self._given = url is not None
         self._store: Path | None = None
+        self._case: Case | None = None
+        self._made: dict[int, tuple[bool, dict[str, Any]]] = {}  # id(backend) -> made how
+        self._peers: list[Any] = []
         self.case_backends: list[Any] = []
 
     def contracts(self) -> frozenset[str]:
         return frozenset({"messaging"})
 
-    def unavailable(self) -> str | None:
-        try:
-            import nats  # noqa: F401
-        except ImportError as exc:  # pragma: no cover - nats-py is a test dependency
-            return f"nats-py is not installed: {exc}"
-        if self.url is None:
-            return binary_unavailable("nats-server")
-        return None
+    def server_options(self) -> Mapping[str, Server]:
+        return {MAIN: NatsServer(data_dir=self._store)}
 
-    def capabilities(self, contract: str) -> frozenset[str] | None:
-        return frozenset({"core_only", "latest_per_key", "durable_control", "archive"})
+    def offered(self, contract: str) -> Sequence[CapabilityStruct]:
+        return [
+            MessagingCapabilities(
+                backend="nats-jetstream", latest_per_key=True, durable_control=True, archive=True
+            ),
+            MessagingCapabilities(backend="nats-core", core_only=True),
+        ]
 
     def controls(self, contract: str) -> frozenset[str] | None:
-        if self.url is None or self.server is not None:
-            return SERVER_CONTROLS | ANY_SERVER_CONTROLS
-        return ANY_SERVER_CONTROLS
+        offered = offered_controls(contract, NatsControls)
+        return offered - SERVER_PROCESS_CONTROLS if self._given else offered
 
+    def controls_for(self, backend: Any) -> Any:
+        return NatsControls(self, backend)
+
+    # -- the server process ---------------------------------------------------------------------
     def setup(self) -> None:
-        if self.url is None:
+        if not self._given and self._store is None:
             self._store = Path(tempfile.mkdtemp(prefix="videoflow-nats-store-"))
-            self.server = start_nats(data_dir=self._store)
-            self.url = self.server.url
+        super().setup()
 
     def restart(self) -> None:
         """kill -9 the test-owned server; a new one on the same port and store (blocking)."""
-        old = self.server
+        old = self.started(MAIN)
         assert old is not None and self._store is not None
         with contextlib.suppress(ProcessLookupError):
             os.kill(old.pid, signal.SIGKILL)
         old.stop()  # reaps it; the store is not in its directory
-        self.server = start_nats(data_dir=self._store, args=["-p", str(old.port)])
+        self._started[MAIN] = start_nats(data_dir=self._store, args=["-p", str(old.port)])
+
+    def _resume(self) -> None:
+        server = self.started(MAIN)
+        if server is not None:  # never leave the shared server stopped
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(server.pid, signal.SIGCONT)
 
     def close(self) -> None:
-        if self.server is not None:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(self.server.pid, signal.SIGCONT)
-            self.server.stop()
-            self.server = None
-            self.url = None
+        self._resume()
+        super().close()
         if self._store is not None:
             shutil.rmtree(self._store, ignore_errors=True)
             self._store = None
 
+    # -- backends ---------------------------------------------------------------------------------
+    def harness(self, case: Case) -> AbstractAsyncContextManager[Harness]:
+        return self._case_harness(case)
+
     @asynccontextmanager
-    async def harness(self, case: Case) -> AsyncIterator[Harness]:
+    async def _case_harness(self, case: Case) -> AsyncIterator[Harness]:
+        self._case, self._made, self._peers, self.case_backends = case, {}, [], []
+        async with self._harness(case) as h:
+            try:
+                yield h
+            finally:
+                self._resume()
+                with anyio.CancelScope(shield=True):
+                    for b in reversed(self._peers):
+                        await self.discard(b)
+
+    async def open_backend(self, case: Case, namespace: str, options: dict[str, Any]) -> Any:
+        core = bool(options.pop("core_only", False))
+        allowed = _CORE_OPTIONS if core else _JS_OPTIONS
+        extra = sorted(k for k in options if k not in allowed + _IGNORED)
+        if extra:
+            raise Skip(f"the nats provider cannot honour {extra} (model-only options)")
+        return self._make(core, namespace, {k: v for k, v in options.items() if k in allowed})
+
+    def _make(self, core: bool, namespace: str, options: dict[str, Any]) -> Any:
         from ...adapters.nats import CoreNatsMessagingBackend, JetStreamMessagingBackend
 
-        assert self.url is not None, "setup() was not called"
-        url = self.url
-        opened: list[Any] = []
-        self.case_backends = opened
-        made: dict[int, tuple[bool, dict[str, Any]]] = {}  # id(backend) -> how it was made
-        tag = f"{case.id.replace('-', '')}x{next(_count)}x{uuid.uuid4().hex[:6]}"
-
-        def make(core: bool, options: dict[str, Any]) -> Any:
-            backend: Any
-            if core:
-                backend = CoreNatsMessagingBackend(url, subject_prefix=f"c{tag}", **options)
-            else:
-                backend = JetStreamMessagingBackend(
-                    url,
-                    stream_prefix=f"T{tag}",
-                    subject_prefix=f"t{tag}",
-                    request_timeout=max(1.0, 20 * self.scale),
-                    **options,
-                )
-            made[id(backend)] = (core, options)
-            opened.append(backend)
-            return backend
-
-        async def factory(**options: Any) -> Any:
-            core = bool(options.pop("core_only", False))
-            allowed = _CORE_OPTIONS if core else _JS_OPTIONS
-            extra = sorted(k for k in options if k not in allowed + _IGNORED)
-            if extra:
-                raise Skip(f"the nats provider cannot honour {extra} (model-only options)")
-            return make(core, {k: v for k, v in options.items() if k not in _IGNORED})
-
-        async def reopen(backend: Any) -> Any:
-            core, options = made[id(backend)]
-            return make(core, dict(options))
-
-        try:
-            yield Harness(
-                provider=self.name,
-                contract=case.contract,
-                factory=factory,
-                controls_for=lambda b: NatsControls(self, b, reopen),
-                scale=self.scale,
-                allowed_controls=case.controls,
+        backend: Any
+        if core:
+            backend = CoreNatsMessagingBackend(self.url(), subject_prefix=namespace, **options)
+        else:
+            backend = JetStreamMessagingBackend(
+                self.url(),
+                stream_prefix=namespace,
+                subject_prefix=namespace,
+                request_timeout=max(1.0, 20 * self.scale),
+                **options,
             )
-        finally:
-            if self.server is not None:  # never leave the shared server stopped
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(self.server.pid, signal.SIGCONT)
-            with anyio.CancelScope(shield=True):
-                for b in reversed(opened):
-                    await _cleanup(b)
+        self._made[id(backend)] = (core, options)
+        self.case_backends.append(backend)
+        return backend
 
-
-async def _cleanup(backend: Any) -> None:
-    """Delete the case's streams (best effort: the case is over), then close the client."""
-    from ...adapters.nats import JetStreamAdmin, JetStreamMessagingBackend
-
-    if isinstance(backend, JetStreamMessagingBackend):
-        names = backend.names
-        admin = JetStreamAdmin(
-            backend.servers,
-            stream_prefix=names.stream_prefix,
-            subject_prefix=names.subject_prefix,
-        )
-        with contextlib.suppress(Exception):
-            await admin.drop_namespace()
-        await admin.aclose()
-    await backend.aclose()
+    async def open_peer(self, backend: Any) -> Any:
+        """Another client like ``backend``, in its namespace (closed when the case ends)."""
+        core, options = self._made[id(backend)]
+        peer = self._make(core, backend.namespace, dict(options))
+        self._peers.append(peer)
+        return peer
 
 
 register_provider("nats", NatsProvider)
