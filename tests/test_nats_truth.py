@@ -9,7 +9,6 @@ observation is ``Unknown`` — never a guess stated as fact.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterator
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -34,18 +33,15 @@ from videoflow_aio.contracts.messaging import (
     make_subscription,
 )
 from videoflow_aio.observe import ObservationLog
-from videoflow_aio.testing.servers import ServerProcess, free_port, start_nats
+from videoflow_aio.testing.servers import ServerProcess, free_port
 
 pytestmark = [pytest.mark.anyio, pytest.mark.server]
 _ids = itertools.count(1)
 
 
-@pytest.fixture(scope="module")
-def srv() -> Iterator[ServerProcess]:
-    need_binary("nats-server")
-    server = start_nats()
-    yield server
-    server.stop()
+@pytest.fixture
+def srv(nats_srv: ServerProcess) -> ServerProcess:
+    return nats_srv  # one server per module (conftest's fixture)
 
 
 @pytest.fixture

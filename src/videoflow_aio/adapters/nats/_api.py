@@ -19,7 +19,7 @@ from typing import Any
 import msgspec
 import nats.errors
 
-from ...contracts.errors import BackendUnavailable, VideoflowError
+from ...contracts.errors import BackendUnavailable, IncompatibleProfile, VideoflowError
 
 _json_encode = msgspec.json.Encoder().encode
 _json_decode = msgspec.json.Decoder().decode
@@ -74,6 +74,18 @@ def map_exceptions(mapping: ExceptionMapping) -> Iterator[None]:
             if isinstance(exc, source):
                 raise make(exc) from exc
         raise
+
+
+def refused(what: str, name: str, exc: BaseException) -> IncompatibleProfile:
+    """The server refused ``what``'s configuration (an :class:`ApiError`)."""
+    description = exc.description if isinstance(exc, ApiError) else str(exc)
+    return IncompatibleProfile(
+        f"{what}: the server refused the configuration: {description}",
+        resource=name,
+        field="config",
+        expected=None,
+        actual=description,
+    )
 
 
 def unavailable(what: str) -> contextlib.AbstractContextManager[None]:

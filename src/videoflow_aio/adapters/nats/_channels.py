@@ -16,7 +16,6 @@ import msgspec
 
 from ...contracts.errors import (
     BackendUnavailable,
-    IncompatibleProfile,
     NotFound,
     OutcomeUnknown,
     Unsupported,
@@ -208,13 +207,7 @@ async def placeholder(c: Client, ch: ChannelId, sid: SubscriptionId, sample: str
 def _refused(ch: ChannelId, exc: BaseException) -> BaseException:
     assert isinstance(exc, ApiError)
     if exc.err_code in (_api.INVALID_CONFIG, _api.STREAM_NAME_IN_USE):
-        return IncompatibleProfile(
-            f"channel {ch}: the server refused the configuration: {exc.description}",
-            resource=ch.name,
-            field="config",
-            expected=None,
-            actual=exc.description,
-        )
+        return _api.refused(f"channel {ch}", ch.name, exc)
     if exc.code == 400 and "replicas" in exc.description:
         return Unsupported(exc.description, capability="replicas")
     return BackendUnavailable(f"ensure_channel {ch}: {exc}", backend="nats")

@@ -133,18 +133,22 @@ async def batch_get(c: Client, stream: str, start: int, upto: int) -> list[tuple
     return out
 
 
+async def read_new(c: Client, stream: str, cursor: int) -> tuple[list[tuple[int, str, bytes]], int]:
+    """The messages of ``stream`` from sequence ``cursor`` on, and the cursor after them."""
+    info = await c.stream_info(stream)
+    if info is None:
+        return [], cursor
+    last = int(info["state"].get("last_seq", 0) or 0)
+    if cursor > last:
+        return [], cursor
+    return await batch_get(c, stream, cursor, last), last + 1
+
+
 async def read_advisories(c: Client, chs: ChanState) -> None:
     """Fold new advisories from the channel's ``__adv`` stream into its ledgers."""
-    info = await c.stream_info(chs.adv)
-    if info is None:
-        return
-    last = int(info["state"].get("last_seq", 0) or 0)
-    if chs.adv_next > last:
-        return
-    for seq, subject, data in await batch_get(c, chs.adv, chs.adv_next, last):
+    rows, chs.adv_next = await read_new(c, chs.adv, chs.adv_next)
+    for _seq, subject, data in rows:
         fold_advisory(chs, subject, data)
-        chs.adv_next = max(chs.adv_next, seq + 1)
-    chs.adv_next = max(chs.adv_next, last + 1)
 
 
 def fold_advisory(chs: ChanState, subject: str, data: bytes) -> None:
@@ -254,20 +258,13 @@ _index_dec = msgspec.json.Decoder(list[tuple[int, str, str | None]]).decode
 
 async def read_index(c: Client, chs: ChanState) -> None:
     """Fold new index records from ``__idx`` (every adapter publisher's) into ``chs.attrib``."""
-    info = await c.stream_info(chs.idx)
-    if info is None:
-        return
-    last = int(info["state"].get("last_seq", 0) or 0)
-    if chs.idx_next > last:
-        return
-    for seq, _subject, data in await batch_get(c, chs.idx, chs.idx_next, last):
+    rows, chs.idx_next = await read_new(c, chs.idx, chs.idx_next)
+    for _seq, _subject, data in rows:
         try:
             for s, kind, key in _index_dec(data):
                 chs.attrib[s] = (kind, key)
         except msgspec.DecodeError:
             pass  # not a record of ours: its sequences stay unattributed
-        chs.idx_next = max(chs.idx_next, seq + 1)
-    chs.idx_next = max(chs.idx_next, last + 1)
     if len(chs.attrib) > ATTRIB_LIMIT:
         for s in sorted(chs.attrib)[: ATTRIB_LIMIT // 2]:
             del chs.attrib[s]

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ...contracts.errors import IncompatibleProfile, NotFound, OutcomeUnknown, ValidationError
+from ...contracts.errors import NotFound, OutcomeUnknown, ValidationError
 from ...contracts.messaging import (
     IMMUTABLE_SUBSCRIPTION_FIELDS,
     ChannelId,
@@ -71,17 +71,6 @@ def spec_from(sid: SubscriptionId, cfg: dict[str, Any]) -> SubscriptionSpec | No
     )
 
 
-def _refused(sid: SubscriptionId, exc: BaseException) -> BaseException:
-    assert isinstance(exc, ApiError)
-    return IncompatibleProfile(
-        f"subscription {sid}: the server refused the configuration: {exc.description}",
-        resource=sid.name,
-        field="config",
-        expected=None,
-        actual=exc.description,
-    )
-
-
 async def _create(
     c: Client, stream: str, consumer: str, spec: SubscriptionSpec, operation_id: str
 ) -> dict[str, Any] | None:
@@ -117,7 +106,7 @@ async def ensure_subscription(
     consumer = c.names.consumer(spec.id)
     errors = map_exceptions(
         {
-            ApiError: lambda exc: _refused(spec.id, exc),
+            ApiError: lambda exc: _api.refused(f"subscription {spec.id}", spec.id.name, exc),
             CallFailed: lambda exc: OutcomeUnknown(
                 f"ensure_subscription {spec.id}: {exc}", operation="ensure_subscription"
             ),

@@ -36,7 +36,7 @@ import os
 import shutil
 import signal
 import tempfile
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -82,40 +82,33 @@ class NatsControls:
         return await self._provider.open_peer(self._backend)
 
     # -- an administrator -----------------------------------------------------------------
-    def _admin(self) -> Any:
+    async def _as_admin(self, act: Callable[[Any], Awaitable[object]]) -> None:
+        """``act(admin)`` on an administrator's own connection to this backend's namespace."""
         from ...adapters.nats import JetStreamAdmin, JetStreamMessagingBackend
 
         b = self._backend
         if not isinstance(b, JetStreamMessagingBackend):
             raise Skip("core NATS keeps nothing an administrator could purge or delete")
         names = b.names
-        return JetStreamAdmin(
+        admin = JetStreamAdmin(
             b.servers, stream_prefix=names.stream_prefix, subject_prefix=names.subject_prefix
         )
+        try:
+            await act(admin)
+        finally:
+            await admin.aclose()
 
     async def purge(self, channel_id: ChannelId) -> None:
         """Purge the channel's stream (the server tells no consumer)."""
-        admin = self._admin()
-        try:
-            await admin.purge(channel_id)
-        finally:
-            await admin.aclose()
+        await self._as_admin(lambda a: a.purge(channel_id))
 
     async def delete_message(self, channel_id: ChannelId, sequence: int) -> None:
         """Delete one message of the channel by sequence."""
-        admin = self._admin()
-        try:
-            await admin.delete_message(channel_id, sequence)
-        finally:
-            await admin.aclose()
+        await self._as_admin(lambda a: a.delete_message(channel_id, sequence))
 
     async def delete_subscription(self, subscription: SubscriptionId) -> None:
         """Delete the subscription's consumer."""
-        admin = self._admin()
-        try:
-            await admin.delete_subscription(subscription)
-        finally:
-            await admin.aclose()
+        await self._as_admin(lambda a: a.delete_subscription(subscription))
 
     # -- the server process -----------------------------------------------------------------
     def _signal(self, sig: int) -> int:
