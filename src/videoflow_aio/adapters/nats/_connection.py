@@ -192,6 +192,7 @@ class Client:
         self.log = log
         self.nc: Any = None
         self.loop: asyncio.AbstractEventLoop | None = None
+        self.server_max_payload = 0  # the server's max_payload, once connected
         self._lock: anyio.Lock | None = None
         self.inbox = ""
         self.inbox_sub: Any = None
@@ -244,6 +245,7 @@ class Client:
                 ) from exc
             self.nc = nc
             self.loop = asyncio.get_running_loop()
+            self.server_max_payload = int(getattr(nc, "max_payload", 0) or 0)
             return nc
 
     async def _on_error(self, exc: Exception) -> None:
@@ -263,11 +265,6 @@ class Client:
         self.audit.interrupted()
         for st in self.subs.values():
             st.deliveries.clear()
-
-    @property
-    def max_payload(self) -> int:
-        nc = self.nc
-        return int(getattr(nc, "max_payload", 0) or 0) if nc is not None else 0
 
     async def aclose(self) -> None:
         nc, self.nc = self.nc, None

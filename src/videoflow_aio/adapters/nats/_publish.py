@@ -44,20 +44,23 @@ INDEX_LINGER = 0.02
 _tasks: set[asyncio.Task[None]] = set()
 
 
-def _index(c: Client, chs: ChanState, seq: int, env: Envelope) -> None:
-    """Record a stored publication in this client's index and in the next index record."""
+def _index(c: Client, chs: ChanState, seq: int, env: Envelope) -> bool:
+    """Record a stored publication in this client's index and in the next index record;
+    True when that record is full (write it now)."""
     chs.index[seq] = (env.kind, env.partition_key, len(env.body))
     if len(chs.index) > INDEX_LIMIT:
         chs.trim_index(INDEX_LIMIT // 2)
     chs.unindexed.append((seq, env.kind, env.partition_key))
     if len(chs.unindexed) >= INDEX_BATCH:
-        _spawn(c, chs)
-    elif chs.index_timer is None:
+        return True
+    if chs.index_timer is None:
         loop = asyncio.get_running_loop()
         chs.index_timer = loop.call_later(INDEX_LINGER, _spawn, c, chs)
+    return False
 
 
 def _spawn(c: Client, chs: ChanState) -> None:
+    chs.index_timer = None
     task = asyncio.get_running_loop().create_task(flush_index(c, chs))
     _tasks.add(task)
     task.add_done_callback(_tasks.discard)
@@ -122,7 +125,7 @@ async def publish(
             value="dlq",
         )
     nc = await c.conn()
-    chs = await chan(c, envelope.channel)
+    chs = c.chans.get(envelope.channel) or await chan(c, envelope.channel)
     size = len(envelope.body)
     if size > limit:
         return Rejected(pid, f"payload {size} bytes exceeds max_payload_bytes {limit}")
@@ -134,7 +137,8 @@ async def publish(
     if first is None or not isinstance(first[0], Accepted):  # once stored, it stays stored
         c.pubs.put(pid, (out, now if first is None else first[1], envelope))
     if isinstance(out, Accepted) and not out.duplicate:
-        _index(c, chs, out.sequence, envelope)
+        if _index(c, chs, out.sequence, envelope):
+            await flush_index(c, chs)  # a buffered publish: no round trip
         if archive:
             await archive_copy(c, nc, chs, envelope)
     return out
@@ -181,7 +185,8 @@ async def observe_publication(c: Client, envelope: Envelope) -> PublishOutcome:
     if isinstance(res, Accepted):
         c.pubs.put(pid, (res, first_at, env))
         # stored at res.sequence is our own envelope (first write wins, and it was ours)
-        _index(c, chs, res.sequence, env)
+        if _index(c, chs, res.sequence, env):
+            await flush_index(c, chs)
         return Accepted(pid, res.sequence, False)
     if isinstance(res, Rejected) and res.reason.startswith("not sent"):
         return PublicationUnknown(pid, f"still unknown: {res.reason}")

@@ -165,7 +165,7 @@ class JetStreamMessagingBackend(MessagingBackend):
 
     @property
     def max_payload(self) -> int:
-        server = self._c.max_payload
+        server = self._c.server_max_payload
         return min(self.max_payload_bytes, server) if server else self.max_payload_bytes
 
     @property
