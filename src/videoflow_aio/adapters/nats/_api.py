@@ -106,7 +106,7 @@ def call_failed(exc: BaseException, subject: str, seconds: float) -> CallFailed:
     """The :class:`CallFailed` a nats-py exception raised by a call on ``subject`` means."""
     if isinstance(exc, nats.errors.NoRespondersError):
         return NoResponders(f"no responders on {subject}")
-    if isinstance(exc, nats.errors.TimeoutError):
+    if isinstance(exc, TimeoutError):  # nats-py's timeouts are TimeoutErrors too
         return NoAnswer(f"no reply on {subject} within {seconds:.3g} s")
     if isinstance(exc, _NOT_SENT):
         return NotSent(f"not sent ({type(exc).__name__})")
@@ -132,6 +132,15 @@ async def publish(
         await nc.publish(subject, payload, reply=reply, headers=headers)
     except nats.errors.Error as exc:
         raise call_failed(exc, subject, 0.0) from exc
+
+
+async def flushed(nc: Any, seconds: float) -> None:
+    """``nc.flush`` (a round trip: the server has everything sent before) with nats-py's
+    exceptions, and a bare timeout, mapped to :class:`CallFailed`."""
+    try:
+        await nc.flush(timeout=seconds)
+    except (nats.errors.Error, TimeoutError) as exc:
+        raise call_failed(exc, "flush", seconds) from exc
 
 
 async def api(nc: Any, subject: str, body: dict[str, Any] | None, seconds: float) -> dict[str, Any]:

@@ -62,6 +62,8 @@ from ...contracts.messaging import (
     matches,
 )
 from .._trio_bridge import Affinity, bridged
+from . import _api
+from ._api import CallFailed, NotSent
 from ._connection import connect, loop_time, on_asyncio_side
 from ._names import Names
 
@@ -231,13 +233,20 @@ class CoreNatsMessagingBackend(MessagingBackend):
                 ev.set()
 
         try:
-            sub.nsub = await nc.subscribe(
-                subject, queue=queue, cb=deliver, pending_msgs_limit=1 << 20, pending_bytes_limit=0
-            )
+            try:
+                sub.nsub = await nc.subscribe(
+                    subject,
+                    queue=queue,
+                    cb=deliver,
+                    pending_msgs_limit=1 << 20,
+                    pending_bytes_limit=0,
+                )
+            except nats.errors.Error as exc:
+                raise _api.call_failed(exc, subject, 0.0) from exc
             # attached means the server has it: a publication from another connection after
             # this returns reaches the subscription (the SUB alone may still be in flight)
-            await nc.flush(timeout=self.request_timeout)
-        except (nats.errors.Error, TimeoutError) as exc:
+            await _api.flushed(nc, self.request_timeout)
+        except CallFailed as exc:
             if sub.nsub is not None:
                 with contextlib.suppress(Exception):
                     await sub.nsub.unsubscribe()
@@ -266,12 +275,12 @@ class CoreNatsMessagingBackend(MessagingBackend):
         if envelope.event_id != pid:
             hdrs["Vf-Event"] = envelope.event_id
         try:
-            await nc.publish(subject, envelope.body, headers=hdrs)
-            await nc.flush(timeout=max(deadline - now, 0.001))
-        except (nats.errors.ConnectionClosedError, nats.errors.OutboundBufferLimitError) as exc:
-            return Rejected(pid, f"not sent ({type(exc).__name__})")
-        except (nats.errors.Error, TimeoutError) as exc:
-            return PublicationUnknown(pid, f"no flush confirmation before the deadline: {exc!r}")
+            await _api.publish(nc, subject, envelope.body, headers=hdrs)
+            await _api.flushed(nc, max(deadline - now, 0.001))
+        except NotSent as exc:
+            return Rejected(pid, str(exc))
+        except CallFailed as exc:
+            return PublicationUnknown(pid, f"no flush confirmation before the deadline: {exc}")
         ch.seq += 1
         for sub in self._subs.values():
             if sub.spec.channel == envelope.channel and matches(sub.spec, envelope):
@@ -344,9 +353,9 @@ class CoreNatsMessagingBackend(MessagingBackend):
     ) -> Known[SubscriptionObservation] | Unknown:
         sub = self._sub(subscription)
         try:  # a round trip, so what the server routed to us before now has been counted
-            await (await self._conn()).flush(timeout=self.request_timeout)
-        except (nats.errors.Error, TimeoutError) as exc:
-            return Unknown(f"cannot confirm the client queue is current: {exc!r}")
+            await _api.flushed(await self._conn(), self.request_timeout)
+        except CallFailed as exc:
+            return Unknown(f"cannot confirm the client queue is current: {exc}")
         await self._settled_queue(sub)
         queued = len(sub.queue)
         return Known(SubscriptionObservation(subscription, queued, 0, 0, sub.dropped, 0))
