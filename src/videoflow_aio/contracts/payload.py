@@ -54,6 +54,14 @@ from typing import Any, Literal
 import msgspec
 
 from ._base import Known, Unknown
+from ._boundary import (
+    Boundary,
+    NonEmptyStr,
+    NonNegInt,
+    PositiveFloat,
+    check_fields,
+    checked,
+)
 from .errors import ValidationError, VideoflowError
 
 Tier = Literal["durable", "evictable"]
@@ -78,8 +86,8 @@ class ImmutablePayloadRef(msgspec.Struct, frozen=True):
     metadata for the key): it can be read, but not verified, and releases against nothing.
     """
 
-    key: str
-    size: int
+    key: NonEmptyStr
+    size: NonNegInt
     digest: str
     generation: str
     store: str
@@ -89,6 +97,7 @@ class ImmutablePayloadRef(msgspec.Struct, frozen=True):
         return bool(self.digest) and bool(self.generation)
 
 
+@checked
 class RetentionContract(msgspec.Struct, frozen=True):
     """What a put asks of the store.
 
@@ -99,10 +108,17 @@ class RetentionContract(msgspec.Struct, frozen=True):
     refuses the evictable tier); None accepts any tier.
     """
 
-    ttl_seconds: float = 3600.0
-    obligations: tuple[str, ...] = ()
-    obligation_seconds: float = 300.0
+    ttl_seconds: PositiveFloat = 3600.0
+    obligations: tuple[NonEmptyStr, ...] = ()
+    obligation_seconds: PositiveFloat = 300.0
     required_tier: Tier | None = None
+
+    def __post_init__(self) -> None:
+        check_fields(self)
+        if len(set(self.obligations)) != len(self.obligations):
+            raise ValidationError(
+                "obligations has duplicates", field="obligations", value=self.obligations
+            )
 
 
 class DurableReceipt(msgspec.Struct, frozen=True):
@@ -283,12 +299,12 @@ class ObligationLedger(abc.ABC):
         """ref key -> obligation ids still required."""
 
 
-class PayloadStore(abc.ABC):
+class PayloadStore(Boundary, abc.ABC):
     """Immutable objects with digests and generations, kept alive by named obligations."""
 
     @abc.abstractmethod
     async def put(
-        self, data: bytes, content_id: str, contract: RetentionContract
+        self, data: bytes, content_id: NonEmptyStr, contract: RetentionContract
     ) -> ImmutablePayloadRef:
         """Store ``data`` at key ``content_id`` and attach ``contract.obligations``.
 
@@ -302,12 +318,14 @@ class PayloadStore(abc.ABC):
         """
 
     @abc.abstractmethod
-    async def read(self, ref: ImmutablePayloadRef, reader: str | None = None) -> PayloadReadResult:
+    async def read(
+        self, ref: ImmutablePayloadRef, reader: NonEmptyStr | None = None
+    ) -> PayloadReadResult:
         """The bytes of ``ref``, verified against its digest and size; ``reader`` is recorded."""
 
     @abc.abstractmethod
     async def acquire_obligation(
-        self, ref: ImmutablePayloadRef, obligation_id: str, deadline: float
+        self, ref: ImmutablePayloadRef, obligation_id: NonEmptyStr, deadline: float
     ) -> DurableReceipt:
         """Add ``obligation_id`` to the object's set (creating the set if absent) until
         ``deadline``; an existing obligation keeps the later of the two deadlines.
@@ -319,7 +337,7 @@ class PayloadStore(abc.ABC):
 
     @abc.abstractmethod
     async def renew_obligation(
-        self, ref: ImmutablePayloadRef, obligation_id: str, deadline: float
+        self, ref: ImmutablePayloadRef, obligation_id: NonEmptyStr, deadline: float
     ) -> DurableReceipt:
         """Move an existing obligation's deadline to ``deadline`` (never backwards).
 
@@ -329,7 +347,7 @@ class PayloadStore(abc.ABC):
 
     @abc.abstractmethod
     async def release_obligation(
-        self, ref: ImmutablePayloadRef, obligation_id: str, completion_receipt: str
+        self, ref: ImmutablePayloadRef, obligation_id: NonEmptyStr, completion_receipt: NonEmptyStr
     ) -> ReleaseReceipt:
         """Remove ``obligation_id`` from the set of ``ref``'s generation, reclaiming the object
         when the set empties. Atomic and idempotent; see :data:`ReleaseOutcome`.
@@ -338,7 +356,7 @@ class PayloadStore(abc.ABC):
 
     @abc.abstractmethod
     async def reconcile(
-        self, ledger: ObligationLedger, operation_id: str
+        self, ledger: ObligationLedger, operation_id: NonEmptyStr
     ) -> ReclamationObservation:
         """Cancel obligations the ledger no longer requires and reclaim what that empties,
         plus orphans past the grace (see the module docstring). ``operation_id`` labels the
@@ -350,7 +368,7 @@ class PayloadStore(abc.ABC):
         """Every object present, as refs in key order, or ``Unknown`` when listing failed."""
 
     @abc.abstractmethod
-    async def ref_for_key(self, key: str) -> ImmutablePayloadRef:
+    async def ref_for_key(self, key: NonEmptyStr) -> ImmutablePayloadRef:
         """The ref for a wire key, completed from the store's metadata (size, digest,
         generation as recorded at put); without metadata, an unverifiable ref (empty digest
         and generation; size of the bytes present, 0 if none)."""

@@ -583,15 +583,20 @@ async def bad_input(h: Harness) -> None:
         ("str data", "text", "cam1/x", _contract(h)),
         ("bytearray data", bytearray(b"x"), "cam1/x", _contract(h)),
         ("empty content id", b"x", "", _contract(h)),
-        ("negative TTL", b"x", "cam1/x", RetentionContract(ttl_seconds=-1.0)),
-        ("NaN TTL", b"x", "cam1/x", RetentionContract(ttl_seconds=float("nan"))),
-        ("negative hold", b"x", "cam1/x", RetentionContract(obligation_seconds=-5.0)),
-        ("empty obligation id", b"x", "cam1/x", RetentionContract(obligations=("",))),
         ("not a contract", b"x", "cam1/x", {"ttl_seconds": 1}),
     ]
     for what, d, cid, contract in bad_puts:
         with h.raises(ValidationError, what):
             await store.put(d, cid, contract)
+    bad_contracts: list[tuple[str, dict[str, Any]]] = [
+        ("negative TTL", {"ttl_seconds": -1.0}),
+        ("NaN TTL", {"ttl_seconds": float("nan")}),
+        ("negative hold", {"obligation_seconds": -5.0}),
+        ("empty obligation id", {"obligations": ("",)}),
+    ]
+    for what, fields in bad_contracts:  # refused where the contract is built
+        with h.raises(ValidationError, what):
+            await store.put(b"x", "cam1/x", RetentionContract(**fields))
     foreign = ImmutablePayloadRef(ref.key, ref.size, ref.digest, ref.generation, "elsewhere")
     with h.raises(ValidationError, "read of a foreign ref"):
         await store.read(foreign)
