@@ -31,7 +31,8 @@ Rules every store follows (the conformance cases PAY-… check them):
   finished" (BLOB-14 step 2): the object is kept (``no-obligation-set``).
 * **Reconcile**: for a key the ledger lists, its tuple is the whole truth and every other
   obligation is cancelled; for a key it does not list only ``intent/*`` obligations are
-  cancelled, and only on objects older than the orphan grace. An object whose set is emptied
+  cancelled — whatever the object's age, unless the store was given an
+  ``intent_grace_seconds`` (then only on objects older than it). An object whose set is emptied
   by the cancellations is reclaimed. An object with no set (never attached, or expired) is
   reclaimed only once older than ``orphan_grace_seconds`` and only if the ledger does not
   list it as still required. Obligation sets whose object is gone are deleted.
@@ -205,7 +206,8 @@ class PayloadCapabilities(msgspec.Struct, frozen=True):
     ``max_bytes``: the byte budget (None: unlimited). ``forward_unchanged``: identical bytes
     under the same content id return the existing ref. ``orphan_grace_seconds``: how old a
     set-less object must be before ``reconcile`` reclaims it. ``shared_across_processes``:
-    other processes see the same objects.
+    other processes see the same objects. ``intent_grace_seconds``: how old an object must be
+    before ``reconcile`` cancels the intents of a key its ledger does not list (0: at once).
     """
 
     store: str
@@ -217,6 +219,7 @@ class PayloadCapabilities(msgspec.Struct, frozen=True):
     orphan_grace_seconds: float
     digest_algorithm: str = DIGEST_ALGORITHM
     shared_across_processes: bool = False
+    intent_grace_seconds: float = 0.0
 
     @property
     def durable(self) -> bool:
@@ -500,6 +503,12 @@ def validate_deadline(deadline: Any, now: float) -> float:
     return d
 
 
+def validate_grace(value: Any, field: str) -> float:
+    """A grace period in seconds (``orphan_grace_seconds``, ``intent_grace_seconds``): a
+    finite, non-negative number, as a float."""
+    return _finite_nonneg(value, field)
+
+
 def validate_id(value: Any, field: str) -> str:
     """A non-empty string identifier (obligation id, operation id, key, completion receipt)."""
     return _nonempty_str(value, field)
@@ -529,6 +538,7 @@ __all__ = [
     "payload_digest",
     "validate_contract",
     "validate_deadline",
+    "validate_grace",
     "validate_id",
     "validate_put",
     "validate_ref",

@@ -503,7 +503,8 @@ async def renew(h: Harness) -> None:
     contract=PAY,
 )
 async def put_reconcile_race(h: Harness) -> None:
-    store = await h.open(orphan_grace_seconds=h.seconds(60))
+    # without an intent grace the seed's rule cancels a put's intents at once: PAY-019
+    store = await h.open(orphan_grace_seconds=h.seconds(60), intent_grace_seconds=h.seconds(60))
     data = _frame(18)
     refs: dict[str, ImmutablePayloadRef] = {}
 
@@ -534,7 +535,7 @@ async def put_reconcile_race(h: Harness) -> None:
 
 @case(
     "PAY-019",
-    "reconcile: a listed key's tuple is the whole truth; unlisted keys lose only old intents",
+    "reconcile: a listed key's tuple is the whole truth; unlisted keys lose their intents",
     contract=PAY,
 )
 async def reconcile_ledger(h: Harness) -> None:
@@ -545,21 +546,19 @@ async def reconcile_ledger(h: Harness) -> None:
     cc = await store.put(_frame(3), "k/c", c(h, "intent/r"))
     d = await store.put(_frame(4), "k/d", c(h, "reader/w"))
     ledger = _Ledger({"k/a": ("reader/x",), "k/d": ()})
-    obs = await store.reconcile(ledger, "early")
+    obs = await store.reconcile(ledger, "first")
     h.equal(
         sorted(obs.cancelled),
-        [("k/a", "intent/p"), ("k/a", "reader/y"), ("k/d", "reader/w")],
-        "early pass: listed keys reduced to the ledger; young intents kept",
+        [
+            ("k/a", "intent/p"),
+            ("k/a", "reader/y"),
+            ("k/b", "intent/q"),
+            ("k/c", "intent/r"),
+            ("k/d", "reader/w"),
+        ],
+        "listed keys reduced to the ledger; unlisted keys lose their intents, however young",
     )
-    h.equal(sorted(obs.reclaimed), ["k/d"], "a listed key with () is reclaimed")
-    await h.sleep(31)
-    obs = await store.reconcile(ledger, "late")
-    h.equal(
-        sorted(obs.cancelled),
-        [("k/b", "intent/q"), ("k/c", "intent/r")],
-        "late pass: only intents of unlisted keys",
-    )
-    h.equal(sorted(obs.reclaimed), ["k/c"], "an unlisted key left with nothing is reclaimed")
+    h.equal(sorted(obs.reclaimed), ["k/c", "k/d"], "keys left with nothing are reclaimed")
     await _present(h, store, a, _frame(1), "k/a (ledger requires reader/x)")
     await _present(h, store, b, _frame(2), "k/b (reader/z belongs to an unseen reader)")
     await _missing(h, store, cc, "k/c")
@@ -683,3 +682,41 @@ async def capabilities(h: Harness) -> None:
     h.equal(caps.forward_unchanged, False, "forward_unchanged")
     h.check(abs(caps.orphan_grace_seconds - h.seconds(30)) < 1e-6, f"grace: {caps!r}")
     h.equal(caps.digest_algorithm, "sha256", "digest algorithm")
+
+
+@case(
+    "PAY-024",
+    "reconcile with intent_grace_seconds: unlisted keys lose only intents older than the grace",
+    contract=PAY,
+)
+async def reconcile_intent_grace(h: Harness) -> None:
+    store = await h.open(orphan_grace_seconds=h.seconds(30), intent_grace_seconds=h.seconds(30))
+    c = _contract
+    a = await store.put(_frame(1), "k/a", c(h, "reader/x", "reader/y", "intent/p"))
+    b = await store.put(_frame(2), "k/b", c(h, "reader/z", "intent/q"))
+    cc = await store.put(_frame(3), "k/c", c(h, "intent/r"))
+    d = await store.put(_frame(4), "k/d", c(h, "reader/w"))
+    ledger = _Ledger({"k/a": ("reader/x",), "k/d": ()})
+    obs = await store.reconcile(ledger, "early")
+    h.equal(
+        sorted(obs.cancelled),
+        [("k/a", "intent/p"), ("k/a", "reader/y"), ("k/d", "reader/w")],
+        "early pass: listed keys reduced to the ledger; young intents kept",
+    )
+    h.equal(sorted(obs.reclaimed), ["k/d"], "a listed key with () is reclaimed")
+    await h.sleep(31)
+    obs = await store.reconcile(ledger, "late")
+    h.equal(
+        sorted(obs.cancelled),
+        [("k/b", "intent/q"), ("k/c", "intent/r")],
+        "late pass: only intents of unlisted keys",
+    )
+    h.equal(sorted(obs.reclaimed), ["k/c"], "an unlisted key left with nothing is reclaimed")
+    await _present(h, store, a, _frame(1), "k/a (ledger requires reader/x)")
+    await _present(h, store, b, _frame(2), "k/b (reader/z belongs to an unseen reader)")
+    await _missing(h, store, cc, "k/c")
+    await _missing(h, store, d, "k/d")
+    r = await store.release_obligation(a, "reader/x", "done")
+    h.equal(r.outcome, "reclaimed", "k/a held only reader/x after reconcile")
+    again = await store.reconcile(ledger, "repeat")
+    h.equal((again.cancelled, again.reclaimed), ((), ()), "reconcile is idempotent")
