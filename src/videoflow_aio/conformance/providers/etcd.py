@@ -18,6 +18,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
+from ...adapters._extras import missing
 from ...adapters._servers import ServerProcess, binary_unavailable, start_etcd
 from .._case import Case
 from .._harness import Harness, Skip
@@ -39,10 +40,9 @@ class EtcdProvider(Provider):
         return frozenset({"runtime_store"})
 
     def unavailable(self) -> str | None:
-        try:
-            import aetcd  # noqa: F401
-        except ImportError as exc:  # pragma: no cover - aetcd is a test dependency
-            return f"aetcd is not installed: {exc}"
+        why = missing("etcd")
+        if why is not None:
+            return why
         if self.url is None:
             return binary_unavailable("etcd")
         return None

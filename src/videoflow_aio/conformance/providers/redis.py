@@ -22,6 +22,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager, suppress
 from typing import Any
 
+from ...adapters._extras import missing
 from ...adapters._servers import ServerProcess, binary_unavailable, start_redis
 from ...contracts.errors import IncompatibleProfile
 from .._case import Case
@@ -47,10 +48,9 @@ class RedisProvider(Provider):
         return frozenset({"runtime_store", "payload"})
 
     def unavailable(self) -> str | None:
-        try:
-            import redis  # noqa: F401
-        except ImportError as exc:  # pragma: no cover - redis is a test dependency
-            return f"redis-py is not installed: {exc}"
+        why = missing("redis")
+        if why is not None:
+            return why
         if self.url is None:
             return binary_unavailable("redis-server")
         return None
