@@ -245,13 +245,16 @@ class _StrSpec(_Spec):
         self.choices = None if choices is None else frozenset(choices)
         self._shown = choices
         self.description = meta.get("description")
+        self.excludes: frozenset[str] | None = meta.get("excludes")
 
     def fast(self, x: str, names: _Names) -> str:
         if self.choices is not None:  # the choices are valid strs: membership says it all
             out = f"(type({x}) is str and {x} in {names.ref(self.choices)}"
         else:
             out = f"(type({x}) is str and {x}.isascii(){self.lengths.fast(x)}"
-        if self.pattern is not None:
+        if self.excludes is not None:
+            out += f" and {names.ref(self.excludes)}.isdisjoint({x})"
+        elif self.pattern is not None:
             out += f" and {names.ref(self.pattern.search)}({x}) is not None"
         return out + ")"
 
@@ -265,8 +268,10 @@ class _StrSpec(_Spec):
         except UnicodeEncodeError:
             raise _fail(path, "must be valid Unicode (no lone surrogates)", value) from None
         self.lengths.check(value, path)
-        if self.pattern is not None and self.pattern.search(value) is None:
-            raise _fail(path, f"must be {self.description or self.pattern.pattern}", value)
+        bad = self.pattern is not None and self.pattern.search(value) is None
+        if bad or (self.excludes is not None and not self.excludes.isdisjoint(value)):
+            shown = self.description or (self.pattern and self.pattern.pattern) or "allowed"
+            raise _fail(path, f"must be {shown}", value)
 
     def claims(self, value: Any) -> bool:
         return isinstance(value, str)
@@ -334,6 +339,27 @@ class _UnionSpec(_Spec):
 _NOT_SEQUENCES = (str, bytes, bytearray, memoryview)
 
 
+def _every(
+    variables: list[str], loop: str, specs: list[_Spec], fallback: Callable[[Any], bool]
+) -> Callable[[Any], bool]:
+    """A compiled ``all(...)`` over a container's elements (``fallback`` when an element spec
+    has no fast expression): False sends the caller to the precise check."""
+    names = _Names()
+    parts = [spec.fast(var, names) for var, spec in zip(variables, specs, strict=True)]
+    if any(p is None for p in parts):
+        return fallback
+    test = " and ".join(typing.cast(list[str], parts))
+    src = (
+        "def _vf_every(x):\n"
+        f"    for {loop}:\n"
+        f"        if not ({test}):\n"
+        "            return False\n"
+        "    return True\n"
+    )
+    exec(src, names.ns)
+    return typing.cast(Callable[[Any], bool], names.ns["_vf_every"])
+
+
 class _SeqSpec(_Spec):
     """``Sequence[T]`` (any sequence but str/bytes), ``tuple[T, ...]`` or ``list[T]``."""
 
@@ -345,9 +371,8 @@ class _SeqSpec(_Spec):
     def fast(self, x: str, names: _Names) -> str | None:
         if self.container is None:
             return None
-        return (
-            f"(type({x}) is {names.ref(self.container)} and (not {x} or {names.ref(self.ok)}({x})))"
-        )
+        every = names.ref(_every(["e"], "e in x", [self.item], self.ok))
+        return f"(type({x}) is {names.ref(self.container)} and (not {x} or {every}({x})))"
 
     def check(self, value: Any, path: str) -> None:
         if self.container is not None:
@@ -399,7 +424,8 @@ class _MapSpec(_Spec):
     def fast(self, x: str, names: _Names) -> str | None:
         if not self.exact_dict:
             return None
-        return f"(type({x}) is dict and (not {x} or {names.ref(self.ok)}({x})))"
+        every = names.ref(_every(["k", "v"], "k, v in x.items()", [self.key, self.item], self.ok))
+        return f"(type({x}) is dict and (not {x} or {every}({x})))"
 
     def check(self, value: Any, path: str) -> None:
         if self.exact_dict:
@@ -519,6 +545,14 @@ class _StructSpec(_Spec):
 # -- hints to specs --------------------------------------------------------------------------
 
 
+class Excludes:
+    """``Annotated[str, Excludes(chars)]``: a str with none of ``chars`` (a fast equivalent of a
+    ``pattern`` beside it, which msgspec and the error message use)."""
+
+    def __init__(self, chars: str) -> None:
+        self.chars = frozenset(chars)
+
+
 class OneOf:
     """``Annotated[str, OneOf(values)]``: a str that is one of ``values`` (where the type stays
     ``str`` for callers, unlike ``Literal``)."""
@@ -534,7 +568,9 @@ Token = Annotated[
     msgspec.Meta(
         pattern=r"^[^ .*>\t\n]+\Z",
         description="a non-empty token without spaces, '.', '*' or '>'",
+        min_length=1,
     ),
+    Excludes(" .*>\t\n"),
 ]
 """A name that can be one element of a subject: non-empty, no spaces, '.', '*' or '>'."""
 NonNegInt = Annotated[int, msgspec.Meta(ge=0)]
@@ -571,6 +607,8 @@ def _meta_of(extras: tuple[Any, ...]) -> dict[str, Any]:
                 out["description"] = m.description
         elif isinstance(m, OneOf):
             out["choices"] = m.values
+        elif isinstance(m, Excludes):
+            out["excludes"] = m.chars
     return out
 
 
@@ -850,6 +888,7 @@ def _install(cls: type[Boundary]) -> None:
 
 __all__ = [
     "Boundary",
+    "Excludes",
     "NonEmptyStr",
     "NonNegFloat",
     "NonNegInt",
