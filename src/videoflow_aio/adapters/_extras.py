@@ -19,7 +19,8 @@ _DISTRIBUTIONS = {"nats": "nats-py", "redis": "redis", "aetcd": "aetcd", "grpc":
 
 
 def install_hint(extra: str) -> str:
-    return f"pip install 'videoflow-aio[{extra}]'"
+    """The line that installs the ``extra`` adapters' client libraries."""
+    return f"install it with pip install 'videoflow-aio[{extra}]'"
 
 
 def missing(extra: str) -> str | None:
@@ -30,7 +31,7 @@ def missing(extra: str) -> str | None:
             importlib.import_module(module)
         except ImportError as exc:
             dist = _DISTRIBUTIONS.get(module, module)
-            return f"{dist} is not installed ({exc}); install it with {install_hint(extra)}"
+            return f"{dist} is not installed ({exc}); {install_hint(extra)}"
     return None
 
 
