@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import collections.abc
 import copy
+import functools
 import math
 import types
 import typing
@@ -152,7 +153,7 @@ def bad(tp: Any, base: Any = None) -> st.SearchStrategy[Any] | None:
             for key, hint in hints.items():
                 inner = bad(hint)
                 if inner is not None:
-                    parts.append(inner.map(lambda v, k=key: {k: v}))
+                    parts.append(inner.map(functools.partial(_entry, key)))
         elif args:
             key_bad, value_bad = bad(args[0]), bad(args[1])
             if key_bad is not None:
@@ -168,6 +169,10 @@ def bad(tp: Any, base: Any = None) -> st.SearchStrategy[Any] | None:
     if isinstance(tp, type):
         return st.one_of(_ANYTHING_BUT_STR.filter(lambda v: not isinstance(v, tp)), st.text())
     return None
+
+
+def _entry(key: str, value: Any) -> dict[str, Any]:
+    return {key: value}
 
 
 def _hashable(v: Any) -> bool:
@@ -189,12 +194,12 @@ def _near_misses(tp: type, base: Any) -> st.SearchStrategy[Any]:
         if checks_itself:
             if isinstance(field_value, dict):
                 parts.append(
-                    _bad_entry(hints[name]).map(lambda kv, n=name: _with_entry(base, n, kv))
+                    _bad_entry(hints[name]).map(functools.partial(_with_entry, base, name))
                 )
             continue
         inner = bad(hints[name], field_value)
         if inner is not None:
-            parts.append(inner.map(lambda v, n=name: _with_field(base, n, v)))
+            parts.append(inner.map(functools.partial(_with_field, base, name)))
     return st.one_of(parts) if parts else st.nothing()
 
 

@@ -38,7 +38,6 @@ from hypothesis import strategies as st
 from _alloc_helpers import whole_node
 from _boundary_inputs import bad
 from _servers_fixtures import need_binary
-from videoflow_aio.adapters._servers import start_etcd, start_nats, start_redis
 from videoflow_aio.contracts import (
     AcceleratorAllocationBackend,
     ChannelId,
@@ -61,6 +60,7 @@ from videoflow_aio.memory.messaging import MemoryMessagingBackend
 from videoflow_aio.memory.payload import MemoryPayloadStore, StaticLedger
 from videoflow_aio.memory.runtime_store import FileRuntimeStore, MemoryRuntimeStore
 from videoflow_aio.observe import ObservationLog
+from videoflow_aio.testing.servers import start_etcd, start_nats, start_redis
 
 CI = bool(os.environ.get("VIDEOFLOW_REQUIRE_SERVERS") or os.environ.get("CI"))
 MODEL_EXAMPLES = 20
@@ -319,6 +319,7 @@ def _open(provider: str, tmp: Path) -> Iterator[Env]:
         async def build() -> Env:
             log = ObservationLog()
             ns = f"b{uuid.uuid4().hex[:8]}"
+            b: Any
             if name in ("memory-messaging", "memory-core"):
                 b = MemoryMessagingBackend(
                     core_only=name == "memory-core",
@@ -508,7 +509,6 @@ def test_bad_input_is_refused_and_changes_nothing(env: Env, method: str) -> None
         max_examples=MODEL_EXAMPLES if model else SERVER_EXAMPLES,
         deadline=None,
         derandomize=CI,
-        database=None if CI else settings.default.database,
         suppress_health_check=[HealthCheck.too_slow],
     )
     @given(data=st.data())

@@ -86,10 +86,11 @@ def test_contract_cache_does_not_admit_bool_or_int_lookalikes() -> None:
     good = RetentionContract(ttl_seconds=1.0, obligation_seconds=1.0)
     assert validate_contract(good) is good
     assert validate_contract(good) is good  # cached
-    for bad in (
+    lookalikes: list[dict[str, Any]] = [
         {"ttl_seconds": True, "obligation_seconds": 1.0},  # True == 1.0, same hash
         {"ttl_seconds": 1.0, "obligation_seconds": True},
-    ):
+    ]
+    for bad in lookalikes:
         with pytest.raises(ValidationError):  # refused where it is built, never cached
             validate_contract(RetentionContract(**bad))
     assert (
