@@ -31,8 +31,6 @@ from ._boundary import (
     NonNegInt,
     OneOf,
     PositiveFloat,
-    check_fields,
-    checked,
 )
 from .errors import ConflictError
 
@@ -71,7 +69,6 @@ DESIRED: tuple[str, ...] = ("held", "released")
 """What ``reconcile`` can drive a claim to."""
 
 
-@checked
 class WorkloadRequest(msgspec.Struct, frozen=True, kw_only=True):
     """One workload to place on one host.
 
@@ -90,9 +87,6 @@ class WorkloadRequest(msgspec.Struct, frozen=True, kw_only=True):
     node_selector: dict[str, str] = {}
     nodes: tuple[str, ...] | None = None
     product: str | None = None
-
-    def __post_init__(self) -> None:
-        check_fields(self)
 
     @property
     def is_mig(self) -> bool:
