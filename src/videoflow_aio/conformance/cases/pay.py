@@ -540,13 +540,8 @@ async def put_reconcile_race(h: Harness) -> None:
 )
 async def reconcile_ledger(h: Harness) -> None:
     store = await h.open(orphan_grace_seconds=h.seconds(30))
-    c = _contract
-    a = await store.put(_frame(1), "k/a", c(h, "reader/x", "reader/y", "intent/p"))
-    b = await store.put(_frame(2), "k/b", c(h, "reader/z", "intent/q"))
-    cc = await store.put(_frame(3), "k/c", c(h, "intent/r"))
-    d = await store.put(_frame(4), "k/d", c(h, "reader/w"))
-    ledger = _Ledger({"k/a": ("reader/x",), "k/d": ()})
-    obs = await store.reconcile(ledger, "first")
+    refs = await _four_objects(h, store)
+    obs = await store.reconcile(_Ledger(_LEDGER), "first")
     h.equal(
         sorted(obs.cancelled),
         [
@@ -559,13 +554,37 @@ async def reconcile_ledger(h: Harness) -> None:
         "listed keys reduced to the ledger; unlisted keys lose their intents, however young",
     )
     h.equal(sorted(obs.reclaimed), ["k/c", "k/d"], "keys left with nothing are reclaimed")
+    await _after_reconcile(h, store, refs)
+
+
+_LEDGER = {"k/a": ("reader/x",), "k/d": ()}
+
+
+async def _four_objects(h: Harness, store: Any) -> list[ImmutablePayloadRef]:
+    """k/a: two readers and an intent; k/b: a reader and an intent; k/c: an intent; k/d: a
+    reader (for PAY-019 and PAY-024, against :data:`_LEDGER`)."""
+    obligations = [
+        ("reader/x", "reader/y", "intent/p"),
+        ("reader/z", "intent/q"),
+        ("intent/r",),
+        ("reader/w",),
+    ]
+    return [
+        await store.put(_frame(i + 1), f"k/{'abcd'[i]}", _contract(h, *held))
+        for i, held in enumerate(obligations)
+    ]
+
+
+async def _after_reconcile(h: Harness, store: Any, refs: list[ImmutablePayloadRef]) -> None:
+    """What every reconcile of :func:`_four_objects` against :data:`_LEDGER` ends with."""
+    a, b, cc, d = refs
     await _present(h, store, a, _frame(1), "k/a (ledger requires reader/x)")
     await _present(h, store, b, _frame(2), "k/b (reader/z belongs to an unseen reader)")
     await _missing(h, store, cc, "k/c")
     await _missing(h, store, d, "k/d")
     r = await store.release_obligation(a, "reader/x", "done")
     h.equal(r.outcome, "reclaimed", "k/a held only reader/x after reconcile")
-    again = await store.reconcile(ledger, "repeat")
+    again = await store.reconcile(_Ledger(_LEDGER), "repeat")
     h.equal((again.cancelled, again.reclaimed), ((), ()), "reconcile is idempotent")
 
 
@@ -691,12 +710,8 @@ async def capabilities(h: Harness) -> None:
 )
 async def reconcile_intent_grace(h: Harness) -> None:
     store = await h.open(orphan_grace_seconds=h.seconds(30), intent_grace_seconds=h.seconds(30))
-    c = _contract
-    a = await store.put(_frame(1), "k/a", c(h, "reader/x", "reader/y", "intent/p"))
-    b = await store.put(_frame(2), "k/b", c(h, "reader/z", "intent/q"))
-    cc = await store.put(_frame(3), "k/c", c(h, "intent/r"))
-    d = await store.put(_frame(4), "k/d", c(h, "reader/w"))
-    ledger = _Ledger({"k/a": ("reader/x",), "k/d": ()})
+    refs = await _four_objects(h, store)
+    ledger = _Ledger(_LEDGER)
     obs = await store.reconcile(ledger, "early")
     h.equal(
         sorted(obs.cancelled),
@@ -712,11 +727,4 @@ async def reconcile_intent_grace(h: Harness) -> None:
         "late pass: only intents of unlisted keys",
     )
     h.equal(sorted(obs.reclaimed), ["k/c"], "an unlisted key left with nothing is reclaimed")
-    await _present(h, store, a, _frame(1), "k/a (ledger requires reader/x)")
-    await _present(h, store, b, _frame(2), "k/b (reader/z belongs to an unseen reader)")
-    await _missing(h, store, cc, "k/c")
-    await _missing(h, store, d, "k/d")
-    r = await store.release_obligation(a, "reader/x", "done")
-    h.equal(r.outcome, "reclaimed", "k/a held only reader/x after reconcile")
-    again = await store.reconcile(ledger, "repeat")
-    h.equal((again.cancelled, again.reclaimed), ((), ()), "reconcile is idempotent")
+    await _after_reconcile(h, store, refs)
