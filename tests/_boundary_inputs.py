@@ -20,7 +20,7 @@ from typing import Any
 import msgspec
 from hypothesis import strategies as st
 
-from videoflow_aio.contracts._boundary import OneOf
+from videoflow_aio.contracts._specs import OneOf
 
 _SURROGATE = st.text(max_size=3).map(lambda s: s + "\ud800")
 _ANYTHING_BUT_STR = st.one_of(

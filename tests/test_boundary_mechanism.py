@@ -31,7 +31,7 @@ from videoflow_aio.contracts import (
     ValidationError,
     make_envelope,
 )
-from videoflow_aio.contracts._boundary import NonEmptyStr, OneOf, Token, spec_for
+from videoflow_aio.contracts._specs import NonEmptyStr, OneOf, Token, spec_for
 from videoflow_aio.contracts.messaging import ChannelId
 from videoflow_aio.memory.allocation import MemoryAllocationBackend
 from videoflow_aio.memory.runtime_store import FileRuntimeStore, MemoryRuntimeStore

@@ -32,23 +32,7 @@ import typing
 from collections.abc import Callable
 from typing import Any, ClassVar
 
-from ._specs import (
-    ANY,
-    Excludes,
-    Names,
-    NonEmptyStr,
-    NonNegFloat,
-    NonNegInt,
-    OneOf,
-    PositiveFloat,
-    PositiveInt,
-    Spec,
-    Token,
-    check_fields,
-    checked,
-    spec_for,
-    struct_spec,
-)
+from ._specs import ANY, Names, Spec, spec_for
 
 _WRAPPED = "__vf_boundary__"
 
@@ -205,18 +189,4 @@ def _install(cls: type[Boundary]) -> None:
             _wrap(cls, name, obj, _hints_of(obj))
 
 
-__all__ = [
-    "Boundary",
-    "Excludes",
-    "NonEmptyStr",
-    "NonNegFloat",
-    "NonNegInt",
-    "OneOf",
-    "PositiveFloat",
-    "PositiveInt",
-    "Token",
-    "check_fields",
-    "checked",
-    "spec_for",
-    "struct_spec",
-]
+__all__ = ["Boundary"]

@@ -25,13 +25,8 @@ from typing import Annotated, Any, Literal, TypedDict
 import msgspec
 
 from ._base import Known, Unknown
-from ._boundary import (
-    Boundary,
-    NonEmptyStr,
-    NonNegInt,
-    OneOf,
-    PositiveFloat,
-)
+from ._boundary import Boundary
+from ._specs import NonEmptyStr, NonNegInt, OneOf, PositiveFloat
 from .errors import ConflictError
 
 Completeness = Literal["complete", "partial"]

@@ -37,8 +37,8 @@ from typing import Annotated, Literal
 import msgspec
 
 from ._base import Known, Unknown
-from ._boundary import (
-    Boundary,
+from ._boundary import Boundary
+from ._specs import (
     NonEmptyStr,
     NonNegFloat,
     NonNegInt,

@@ -55,14 +55,8 @@ from typing import Any, Literal
 import msgspec
 
 from ._base import Known, Unknown
-from ._boundary import (
-    Boundary,
-    NonEmptyStr,
-    NonNegInt,
-    PositiveFloat,
-    check_fields,
-    checked,
-)
+from ._boundary import Boundary
+from ._specs import NonEmptyStr, NonNegInt, PositiveFloat, check_fields, checked
 from .errors import ValidationError, VideoflowError
 
 Tier = Literal["durable", "evictable"]

@@ -16,7 +16,8 @@ from typing import Any
 
 import msgspec
 
-from ._boundary import Boundary, NonEmptyStr
+from ._boundary import Boundary
+from ._specs import NonEmptyStr
 from .errors import ValidationError, VideoflowError
 
 #: Fault barrier an implementation with a read-then-write window reaches after reading the
