@@ -10,11 +10,11 @@ nothing of the implementation has run, so state is unchanged. The memory models,
 store and every adapter therefore refuse the same inputs with the same errors.
 
 Input Structs a caller builds (``Envelope``, ``ChannelSpec``, ``Retry``, ``RetentionContract``,
-…) are marked :func:`checked` and call :func:`check_fields` in ``__post_init__``: a bad one
-fails where it is built, and a boundary then re-checks only what can change in place (a
-``headers`` dict). Structs a provider hands out and a caller hands back (``DeliveryToken``,
-``ImmutablePayloadRef``, ``FeasiblePlan``, ``InventorySnapshot``, …) have every field checked at
-every crossing, since a caller can also build them by hand.
+…) are marked :func:`~._specs.checked` and call :func:`~._specs.check_fields` in
+``__post_init__``: a bad one fails where it is built, and a boundary then re-checks only what
+can change in place (a ``headers`` dict). Structs a provider hands out and a caller hands back
+(``DeliveryToken``, ``ImmutablePayloadRef``, ``FeasiblePlan``, ``InventorySnapshot``, …) have
+every field checked at every crossing, since a caller can also build them by hand.
 
 What each hint accepts is :mod:`videoflow_aio.contracts._specs`.
 
