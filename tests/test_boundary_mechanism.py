@@ -6,6 +6,7 @@ property campaign over every provider is in ``test_boundary_properties.py``.
 
 from __future__ import annotations
 
+import inspect
 import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -76,6 +77,15 @@ def test_every_provider_checks_every_contract_method_that_takes_arguments(cls: t
     for name, fn in contract._vf_methods.items():
         if fn.__code__.co_argcount > 1:  # more than self
             assert _checks_arguments(getattr(cls, name)), f"{cls.__name__}.{name}"
+
+
+@pytest.mark.parametrize("cls", _providers(), ids=lambda c: c.__name__)
+def test_a_checked_async_method_is_still_a_coroutine_function(cls: type[Any]) -> None:
+    """The trio bridge (and any caller) tells async methods by inspect.iscoroutinefunction."""
+    contract = next(c for c in CONTRACTS if issubclass(cls, c))
+    for name, fn in contract._vf_methods.items():
+        if inspect.iscoroutinefunction(fn):
+            assert inspect.iscoroutinefunction(getattr(cls, name)), f"{cls.__name__}.{name}"
 
 
 def test_a_subclass_override_is_checked_too() -> None:
