@@ -10,8 +10,14 @@
 
 from __future__ import annotations
 
-from .admin import JetStreamAdmin
-from .core import CoreNatsMessagingBackend
-from .jetstream import JetStreamMessagingBackend
+from .._extras import explain
+
+try:
+    from .admin import JetStreamAdmin
+    from .core import CoreNatsMessagingBackend
+    from .jetstream import JetStreamMessagingBackend
+except ModuleNotFoundError as _exc:  # nats-py missing: name the extra that installs it
+    explain("nats", _exc)
+    raise
 
 __all__ = ["CoreNatsMessagingBackend", "JetStreamAdmin", "JetStreamMessagingBackend"]

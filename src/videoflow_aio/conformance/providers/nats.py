@@ -44,6 +44,7 @@ from typing import Any
 import anyio
 import anyio.to_thread
 
+from ...adapters._extras import missing
 from ...contracts.messaging import ChannelId, MessagingCapabilities, PublishOutcome, SubscriptionId
 from ...testing.servers import NatsServer, Server, start_nats
 from .._capabilities import CapabilityStruct
@@ -176,6 +177,9 @@ class NatsProvider(ServerProvider):
 
     def contracts(self) -> frozenset[str]:
         return frozenset({"messaging"})
+
+    def unavailable(self) -> str | None:
+        return missing("nats") or super().unavailable()  # the extra named, then the binary
 
     def server_options(self) -> Mapping[str, Server]:
         return {MAIN: NatsServer(data_dir=self._store)}
