@@ -153,6 +153,62 @@ def _covered(own: Own, lo: int, hi: int) -> bool:
     return all(d in own.deliveries for d in range(lo + 1, hi + 1))
 
 
+# what one removed sequence was for the subscription (see ``account``)
+SILENT_DROP, LOST, INFERRED, NOTHING = "silent drop", "lost", "inferred", "nothing"
+
+
+@dataclass(frozen=True)
+class _Facts:
+    """What ``account`` knows of every removed sequence it decides."""
+
+    rec: Record
+    spec: SubscriptionSpec
+    cv: ConsumerView
+    own: Own
+    own_delivered: frozenset[int]
+    covered: bool
+    subjects: Attribution
+    purge_possible: bool
+
+
+def _delivered(f: _Facts, s: int) -> bool | Ambiguous:
+    """Whether ``s`` was ever delivered to the subscription, or why that is unknown."""
+    if s <= f.rec.ms or s in f.own_delivered:
+        return True  # passed while retained (the mark), or received here
+    if s > f.cv.delivered_s or f.covered:
+        return False  # beyond the position, or every delivery since the mark was ours
+    return Ambiguous(
+        f"sequence {s} was removed after the subscription's position passed it, and "
+        "another client may have received it: drops cannot be counted"
+    )
+
+
+def _fate(f: _Facts, s: int) -> str | Ambiguous:
+    """What the removal of ``s`` (no advisory named it) was for the subscription."""
+    delivered = _delivered(f, s)
+    if isinstance(delivered, Ambiguous):
+        return delivered
+    if not delivered:
+        subject = f.subjects.get(s)
+        if subject is None:
+            return Ambiguous(
+                f"sequence {s} was removed before delivery and its subject is not known "
+                "(published other than through this adapter, or its index record was lost "
+                "or trimmed): drops cannot be counted"
+            )
+        return SILENT_DROP if matches(f.spec, *subject) else NOTHING
+    if s <= f.rec.floor or s in f.own.settled:
+        return NOTHING  # settled before it left
+    if s in f.own.leased:
+        return LOST  # removed under this client's live lease: never settled
+    if f.purge_possible:
+        return Ambiguous(
+            f"sequence {s} was delivered and removed without an advisory while a purge "
+            "may have happened: whether it was settled first cannot be known"
+        )
+    return INFERRED  # removal by limits or delete would have reported a lease
+
+
 def account(
     rec: Record,
     spec: SubscriptionSpec,
@@ -168,46 +224,33 @@ def account(
     todo = candidates(rec, stream)
     if not todo:
         return _advance(rec, cv, stream, 0, (), changed=_mark_moved(rec, cv))
-    own_delivered = set(own.deliveries.values())
-    covered = _covered(own, rec.md, cv.delivered_d)
-    silent = 0
-    lost: list[int] = []
-    inferred: list[int] = []
+    facts = _Facts(
+        rec,
+        spec,
+        cv,
+        own,
+        frozenset(own.deliveries.values()),
+        _covered(own, rec.md, cv.delivered_d),
+        subjects,
+        purge_possible,
+    )
+    found: dict[str, list[int]] = {SILENT_DROP: [], LOST: [], INFERRED: [], NOTHING: []}
     for s in todo:
         if s in deleted or s in exhausted:
             continue  # counted from the advisory ledger
-        if s <= rec.ms or s in own_delivered:
-            delivered = True
-        elif s > cv.delivered_s or covered:
-            delivered = False
-        else:
-            return Ambiguous(
-                f"sequence {s} was removed after the subscription's position passed it, and "
-                "another client may have received it: drops cannot be counted"
-            )
-        if not delivered:
-            subject = subjects.get(s)
-            if subject is None:
-                return Ambiguous(
-                    f"sequence {s} was removed before delivery and its subject is not known "
-                    "(published other than through this adapter, or its index record was lost "
-                    "or trimmed): drops cannot be counted"
-                )
-            if matches(spec, *subject):
-                silent += 1
-            continue
-        if s <= rec.floor or s in own.settled:
-            continue
-        if s in own.leased:
-            lost.append(s)  # removed under this client's live lease: never settled
-            continue
-        if purge_possible:
-            return Ambiguous(
-                f"sequence {s} was delivered and removed without an advisory while a purge "
-                "may have happened: whether it was settled first cannot be known"
-            )
-        inferred.append(s)  # removal by limits or delete would have reported a lease
-    return _advance(rec, cv, stream, silent, tuple(inferred), changed=True, lost=lost)
+        fate = _fate(facts, s)
+        if isinstance(fate, Ambiguous):
+            return fate
+        found[fate].append(s)
+    return _advance(
+        rec,
+        cv,
+        stream,
+        len(found[SILENT_DROP]),
+        tuple(found[INFERRED]),
+        changed=True,
+        lost=found[LOST],
+    )
 
 
 def _mark_moved(rec: Record, cv: ConsumerView) -> bool:

@@ -224,42 +224,56 @@ async def nudge(c: Client, st: SubState) -> bool:
     return True
 
 
-async def settle(
-    c: Client, token: DeliveryToken, outcome: SettleOutcome, settlement_id: str
-) -> SettleAnswer:
+def _check(token: DeliveryToken, outcome: SettleOutcome, settlement_id: str) -> None:
     if not settlement_id:
         raise ValidationError("settlement_id must be non-empty", field="settlement_id")
     if not isinstance(outcome, (Completed, Retry, Terminal)):
         raise ValidationError(f"unknown settle outcome {outcome!r}", field="outcome")
     if not token.opaque.startswith("$JS.ACK."):
         raise ValidationError("token was not issued by a JetStream receive", field="token")
+
+
+def _repeat(st: SubState, seq: int, settlement_id: str) -> SettleConfirmed | None:
+    """The answer to a settlement id already applied (idempotent), or None."""
+    prior = st.settlements.get(settlement_id)
+    if prior is None:
+        return None
+    if prior != seq:
+        raise ValidationError(
+            f"settlement_id {settlement_id!r} was used for sequence {prior}",
+            field="settlement_id",
+        )
+    return SettleConfirmed(seq, duplicate=True)
+
+
+def _nak(outcome: Retry, final: bool) -> bytes:
+    """``-NAK``, with the delay unless no redelivery follows anyway (the final attempt)."""
+    if outcome.delay_seconds > 0 and not final:
+        return b"-NAK " + _api.encode({"delay": int(outcome.delay_seconds * NS)})
+    return b"-NAK"
+
+
+async def settle(
+    c: Client, token: DeliveryToken, outcome: SettleOutcome, settlement_id: str
+) -> SettleAnswer:
+    _check(token, outcome, settlement_id)
     st = await sub(c, token.subscription)
     seq = token.sequence
-    prior = st.settlements.get(settlement_id)
-    if prior is not None:
-        if prior != seq:
-            raise ValidationError(
-                f"settlement_id {settlement_id!r} was used for sequence {prior}",
-                field="settlement_id",
-            )
-        return SettleConfirmed(seq, duplicate=True)
+    repeated = _repeat(st, seq, settlement_id)
+    if repeated is not None:
+        return repeated
     now = loop_time()
     stale = stale_reason(st, token, now)
     if stale is not None:
         return SettleStale(stale)
-    cap = st.spec.max_deliver
-    final = isinstance(outcome, Retry) and cap != -1 and token.attempt >= cap
-    if isinstance(outcome, Retry):
-        payload = b"-NAK"
-        if outcome.delay_seconds > 0 and not final:
-            payload += b" " + _api.encode({"delay": int(outcome.delay_seconds * NS)})
-    else:
-        payload = ACK
-        if isinstance(outcome, Terminal):
-            failed = await dead_letter(c, st, token, outcome.reason)
-            if failed is not None:
-                return failed
-    res = await _send(c, st, token, payload, nak=isinstance(outcome, Retry))
+    retry = outcome if isinstance(outcome, Retry) else None
+    final = retry is not None and st.spec.max_deliver != -1 and token.attempt >= st.spec.max_deliver
+    if isinstance(outcome, Terminal):
+        failed = await dead_letter(c, st, token, outcome.reason)
+        if failed is not None:
+            return failed
+    payload = ACK if retry is None else _nak(retry, final)
+    res = await _send(c, st, token, payload, nak=retry is not None)
     if res is False:
         _gone(st, seq)
         return SettleStale(NOT_PENDING)
@@ -267,13 +281,12 @@ async def settle(
         assert not isinstance(res, bool)
         return res
     st.leases.pop(seq, None)
-    if isinstance(outcome, Retry):
-        if final:
-            st.final_retry[seq] = await nudge(c, st)
-        else:
-            st.retry_wait[seq] = now + outcome.delay_seconds
-    else:
+    if retry is None:
         st.settled.put(seq, token.attempt)
+    elif final:
+        st.final_retry[seq] = await nudge(c, st)
+    else:
+        st.retry_wait[seq] = now + retry.delay_seconds
     st.settlements.put(settlement_id, seq)
     return SettleConfirmed(seq)
 

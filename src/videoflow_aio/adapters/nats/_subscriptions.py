@@ -95,13 +95,55 @@ async def _create(
         return None
 
 
+async def _created_or_found(
+    c: Client, stream: str, consumer: str, spec: SubscriptionSpec, operation_id: str
+) -> tuple[dict[str, Any], bool]:
+    """The consumer's info, and whether this call created it."""
+    info = await c.consumer_info(stream, consumer)
+    if info is not None:
+        return info, False
+    info = await _create(c, stream, consumer, spec, operation_id)
+    if info is not None:
+        return info, True
+    info = await c.consumer_info(stream, consumer)  # another client created it first
+    if info is None:
+        raise OutcomeUnknown(
+            f"subscription {spec.id} vanished while created", operation="ensure_subscription"
+        )
+    return info, False
+
+
+async def _reconcile(
+    c: Client, stream: str, consumer: str, spec: SubscriptionSpec, info: dict[str, Any], op: str
+) -> dict[str, Any] | None:
+    """Update an existing consumer to ``spec`` (a placeholder keeps its start and narrows
+    its filter); None when it is already so. An immutable change raises."""
+    raw = info["config"]
+    current = spec_from(spec.id, raw)
+    if current is not None:
+        check_immutable(IMMUTABLE_SUBSCRIPTION_FIELDS, current, spec, "subscription", spec.id)
+    if current == spec and raw.get("sample_freq") == SAMPLE:
+        return None
+    start = int(raw.get("opt_start_seq", 1) or 1)
+    stamp = (raw.get("metadata") or {}).get(CREATED_BY, "")
+    cfg = stamped(consumer_config(c, spec, start), stamp or op)
+    if current is None:  # a placeholder: keep its start, narrow its filter
+        cfg["deliver_policy"] = raw.get("deliver_policy", "all")
+        cfg.pop("opt_start_seq", None)
+        if "opt_start_seq" in raw:
+            cfg["opt_start_seq"] = raw["opt_start_seq"]
+    return await c.api(
+        f"CONSUMER.CREATE.{stream}.{consumer}",
+        {"stream_name": stream, "config": cfg, "action": "update"},
+    )
+
+
 async def ensure_subscription(
     c: Client, spec: SubscriptionSpec, operation_id: str
 ) -> VerifiedSubscription:
     if not isinstance(spec, SubscriptionSpec):
         raise ValidationError("spec must be a SubscriptionSpec", field="spec")
-    ch = spec.channel
-    chs = await chan(c, ch)
+    chs = await chan(c, spec.channel)
     stream = chs.dlq if spec.kind == "dlq" else chs.stream
     consumer = c.names.consumer(spec.id)
     errors = map_exceptions(
@@ -113,43 +155,18 @@ async def ensure_subscription(
         }
     )
     with errors:
-        info = await c.consumer_info(stream, consumer)
-        created = updated = False
-        if info is None:
-            info = await _create(c, stream, consumer, spec, operation_id)
-            created = info is not None
-            if info is None:
-                info = await c.consumer_info(stream, consumer)
-                if info is None:
-                    raise OutcomeUnknown(
-                        f"subscription {spec.id} vanished while created",
-                        operation="ensure_subscription",
-                    )
-        raw = info["config"]
-        current = spec_from(spec.id, raw)
+        info, created = await _created_or_found(c, stream, consumer, spec, operation_id)
+        before = spec_from(spec.id, info["config"])
+        updated = False
         if not created:
-            if current is not None:
-                check_immutable(
-                    IMMUTABLE_SUBSCRIPTION_FIELDS, current, spec, "subscription", spec.id
-                )
-            if current != spec or raw.get("sample_freq") != SAMPLE:
-                start = int(raw.get("opt_start_seq", 1) or 1)
-                stamp = (raw.get("metadata") or {}).get(CREATED_BY, "")
-                cfg = stamped(consumer_config(c, spec, start), stamp or operation_id)
-                if current is None:  # a placeholder: keep its start, narrow its filter
-                    cfg["deliver_policy"] = raw.get("deliver_policy", "all")
-                    cfg.pop("opt_start_seq", None)
-                    if "opt_start_seq" in raw:
-                        cfg["opt_start_seq"] = raw["opt_start_seq"]
-                info = await c.api(
-                    f"CONSUMER.CREATE.{stream}.{consumer}",
-                    {"stream_name": stream, "config": cfg, "action": "update"},
-                )
+            changed = await _reconcile(c, stream, consumer, spec, info, operation_id)
+            if changed is not None:
+                info = changed
                 # the first ensure of a required subscription turns its placeholder into it:
                 # created, from the caller's point of view (the durable only held interest)
-                created = current is None
-                updated = current is not None and current != spec
-                current = spec_from(spec.id, info["config"])
+                created = before is None
+                updated = before is not None and before != spec
+    current = spec_from(spec.id, info["config"])
     if current is None:  # pragma: no cover - the server dropped our metadata
         raise OutcomeUnknown(
             f"subscription {spec.id} did not read back", operation="ensure_subscription"

@@ -78,6 +78,22 @@ class _CoreSub:
     seen: int = 0  # messages handed to this subscription (queued or dropped)
     expected: int = 0  # messages this client published that it matches
 
+    def receiver(self, limit: int) -> Any:
+        """The subscription callback: the client queue, bounded, drops counted."""
+
+        async def deliver(msg: Any) -> None:
+            self.seen += 1
+            if len(self.queue) >= limit:
+                self.dropped += 1
+            else:
+                self.queue.append(msg)
+            ev = self.arrived
+            if ev is not None:
+                self.arrived = None
+                ev.set()
+
+        return deliver
+
 
 @dataclass
 class _CoreChan:
@@ -215,29 +231,12 @@ class CoreNatsMessagingBackend(MessagingBackend):
         subject = self.names.filter(spec.channel, spec.kind, spec.partition)
         queue = self.names.consumer(spec.id) if spec.competing else ""
         sub = _CoreSub(spec)
-        limit = self.client_queue_limit
-
-        async def deliver(msg: Any) -> None:  # the client queue: bounded, drops counted
-            sub.seen += 1
-            if len(sub.queue) >= limit:
-                sub.dropped += 1
-                ev = sub.arrived
-                if ev is not None:
-                    sub.arrived = None
-                    ev.set()
-                return
-            sub.queue.append(msg)
-            ev = sub.arrived
-            if ev is not None:
-                sub.arrived = None
-                ev.set()
-
         try:
             try:
                 sub.nsub = await nc.subscribe(
                     subject,
                     queue=queue,
-                    cb=deliver,
+                    cb=sub.receiver(self.client_queue_limit),
                     pending_msgs_limit=1 << 20,
                     pending_bytes_limit=0,
                 )
