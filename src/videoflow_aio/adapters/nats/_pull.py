@@ -15,10 +15,10 @@ server lost the settle (a crash before it saved consumer state): the settle is s
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 from typing import Any
 
-import anyio
 import nats.errors
 
 from ...contracts.errors import BackendUnavailable, NotFound, ValidationError
@@ -113,13 +113,11 @@ async def pull(
     limit = now + expires + c.request_timeout
     try:
         await nc.publish(subject, _api.encode(body), reply=f"{c.inbox}.{token}")
-        with anyio.CancelScope(deadline=limit):
-            await p.first.wait()
+        await _until(p.first, limit)
         if p.status is None and p.msgs and len(p.msgs) < batch:
             # the rest of a burst arrives together; a request blocked by the shared credit
             # (max_ack_pending) would wait for its expiry, so do not wait for its status
-            with anyio.CancelScope(deadline=min(limit, loop_time() + LINGER)):
-                await p.done.wait()
+            await _until(p.done, min(limit, loop_time() + LINGER))
     except nats.errors.Error as exc:
         p.status = ("error", f"{type(exc).__name__}: {exc}")
     finally:
@@ -128,6 +126,14 @@ async def pull(
         if p.status is not None or len(c.pulls) > 4096:
             c.pulls.pop(token, None)
     return p
+
+
+async def _until(event: asyncio.Event, deadline: float) -> None:
+    """Wait for ``event`` until the loop-clock ``deadline`` (asyncio's own primitives: this
+    runs on the connection's asyncio loop, once per receive)."""
+    with contextlib.suppress(TimeoutError):
+        async with asyncio.timeout_at(deadline):
+            await event.wait()
 
 
 def take_late(st: SubState, n: int, budget: int) -> list[Delivery]:
@@ -204,7 +210,7 @@ async def receive(
     nc = await c.conn()
     st = await sub(c, subscription)
     if st.lock is None:
-        st.lock = anyio.Lock()
+        st.lock = asyncio.Lock()
     async with st.lock:
         return await _receive(c, nc, st, item_credit, byte_credit, deadline)
 
@@ -239,7 +245,7 @@ async def _receive(
         if loop_time() >= deadline - 0.006:
             return out
         if code not in ("404", "408"):
-            await anyio.sleep(0.01)  # e.g. 409 Exceeded MaxWaiting: back off briefly
+            await asyncio.sleep(0.01)  # e.g. 409 Exceeded MaxWaiting: back off briefly
 
 
 async def _fresh(c: Client, st: SubState, got: list[Delivery]) -> list[Delivery]:

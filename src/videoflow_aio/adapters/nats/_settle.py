@@ -28,11 +28,11 @@ server would apply it).
 
 from __future__ import annotations
 
+import asyncio
 import base64
+import contextlib
 from typing import Any
 
-import anyio
-import anyio.lowlevel
 import msgspec
 
 from ...contracts.errors import ValidationError
@@ -80,7 +80,7 @@ class Evidence:
 
     def __init__(self) -> None:
         self.seen = {False: Bounded(8192), True: Bounded(8192)}  # nak? -> keys seen
-        self.waiting: dict[tuple[bool, int, int], anyio.Event] = {}
+        self.waiting: dict[tuple[bool, int, int], asyncio.Event] = {}
         self.subs: list[Any] = []
 
     async def start(self, nc: Any, stream: str, consumer: str) -> None:
@@ -110,7 +110,7 @@ class Evidence:
         for _ in range(1000):
             if not any(s.pending_msgs for s in self.subs):
                 return
-            await anyio.lowlevel.checkpoint()
+            await asyncio.sleep(0)  # let the subscription callbacks run
 
 
 async def evidence(c: Client, st: SubState) -> Evidence:
@@ -180,14 +180,17 @@ async def _send(
         return await _barrier(c, nc, token, payload) or True
     ev = await evidence(c, st)
     key = (nak, token.sequence, delivery_seq(token))
-    waiter = ev.waiting[key] = anyio.Event()
+    # asyncio's own primitives: this always runs on the connection's asyncio loop (the
+    # bridge's, under trio), and a settle is the adapter's hottest path
+    waiter = ev.waiting[key] = asyncio.Event()
     try:
         try:
             await _api.publish(nc, token.opaque, payload)
         except CallFailed as exc:
             return SettleUnknown(f"not sent: {exc}")
-        with anyio.move_on_after(EVIDENCE_WAIT):
-            await waiter.wait()
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(EVIDENCE_WAIT):
+                await waiter.wait()
         if waiter.is_set():
             return True
         failed = await _barrier(c, nc, token, BARRIER)

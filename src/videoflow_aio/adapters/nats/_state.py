@@ -18,11 +18,10 @@ Only what this client itself saw lives here; everything other clients need is on
 
 from __future__ import annotations
 
+import asyncio
 from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
-
-import anyio
 
 from ...contracts.messaging import (
     ChannelId,
@@ -74,8 +73,8 @@ class Pull:
     expires_at: float
     msgs: list[Any] = field(default_factory=list)
     status: tuple[str, str] | None = None
-    done: anyio.Event = field(default_factory=anyio.Event)
-    first: anyio.Event = field(default_factory=anyio.Event)
+    done: asyncio.Event = field(default_factory=asyncio.Event)
+    first: asyncio.Event = field(default_factory=asyncio.Event)
     closed: bool = False
 
 
@@ -117,7 +116,7 @@ class SubState:
     late: deque[Delivery] = field(default_factory=deque)
     current: Pull | None = None
     last_sent: float = 0.0
-    lock: anyio.Lock | None = None
+    lock: asyncio.Lock | None = None
     evidence: Any = None  # _settle.Evidence once this client settled on the subscription
     resettled: int = 0  # redeliveries of messages whose confirmed settle the server lost
 
