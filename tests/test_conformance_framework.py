@@ -664,7 +664,7 @@ def test_suite_without_the_plugin_fails_loudly(pytester: pytest.Pytester) -> Non
     pytester.makepyfile(
         test_forgot="""
         from videoflow_aio.conformance import conformance_suite
-        TestForgot = conformance_suite(["memory"], select="MIG-001")
+        TestForgot = conformance_suite(["memory"], select="ALC-001")
         """
     )
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider")

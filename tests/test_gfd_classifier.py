@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from _alloc_helpers import A100, H100, mixed_labels, whole_labels
-from videoflow_aio.deploy.cluster import (
+from videoflow_aio.gpu.labels import (
     CLASSIFICATIONS,
     INVALID,
     MIG_MIXED,

@@ -24,8 +24,8 @@ from ...contracts.allocation import (
     WorkloadRequest,
 )
 from ...contracts.errors import NotFound, ValidationError
-from ...deploy.cluster import classify_gfd_labels
-from ...memory._allocation_fixture import NodeFixture
+from ...gpu.labels import classify_gfd_labels
+from ...memory.allocation import NodeFixture
 from .._case import case
 from .._harness import Harness
 
