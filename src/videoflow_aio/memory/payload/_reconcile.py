@@ -1,0 +1,123 @@
+"""``reconcile``: one pass of a store's objects against the runtime's obligation ledger."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from ...contracts.payload import INTENT_PREFIX, ReclamationObservation
+from ...observe import ObservationLog
+from ._space import Objects
+from ._state import ObligationSet
+
+
+class Reconciliation:
+    """One reconcile pass. For each object, by its obligation set and the ledger:
+
+    * **with a set**, listed in the ledger: the obligations the ledger no longer lists are
+      cancelled; not listed and older than the grace: its publisher intents (``intent/…``)
+      are cancelled; young and not listed: left alone (a put may still be attaching them).
+      A set emptied by cancelling reclaims the object.
+    * **without a set** (a put that died before attaching it, or a set that expired): kept
+      when the ledger lists readers for it; reclaimed as an orphan once older than
+      ``grace``; else left in grace. A missing set never means "everyone finished".
+    * Sets left dangling (of an object gone or replaced) are removed.
+    """
+
+    def __init__(
+        self,
+        space: Objects,
+        required: Mapping[str, tuple[str, ...]],
+        grace: float,
+        operation_id: str,
+        now: float,
+    ) -> None:
+        self.space = space
+        self.required = required
+        self.operation_id = operation_id
+        self.now = now
+        self.grace = grace
+        self.cancelled: list[tuple[str, str]] = []
+        self.reclaimed: list[str] = []
+        self.orphans: list[str] = []
+        self.in_grace: list[str] = []
+        self.kept_required: list[str] = []
+
+    def run(self) -> ReclamationObservation:
+        space = self.space
+        sets, required = space.sets, self.required
+        now, grace = self.now, self.grace
+        objects = list(space.objects.items())
+        with_set, without_set = self._cancel_unneeded, self._without_set
+        for key, obj in objects:
+            old = now - obj.created_at > grace
+            oset = sets.get(key)
+            if oset is not None and oset.generation == obj.generation:
+                with_set(key, oset, required.get(key), old)
+            else:
+                without_set(key, required.get(key), old)
+        observation = ReclamationObservation(
+            self.operation_id,
+            len(objects),
+            tuple(self.cancelled),
+            tuple(self.reclaimed),
+            tuple(self.orphans),
+            tuple(self.in_grace),
+            tuple(self.kept_required),
+            tuple(self._drop_dangling_sets()),
+        )
+        if space.log is not None:
+            self._record(space.log, observation)
+        return observation
+
+    def _without_set(self, key: str, listed: tuple[str, ...] | None, old: bool) -> None:
+        if listed:
+            self.kept_required.append(key)  # the ledger says readers still need it
+        elif old:
+            self.space.reclaim(key, "orphan", self.operation_id)
+            self.orphans.append(key)
+        else:
+            self.in_grace.append(key)
+
+    def _drop_dangling_sets(self) -> list[str]:
+        sets, objects = self.space.sets, self.space.objects
+        dangling = [
+            k for k, s in sets.items() if k not in objects or objects[k].generation != s.generation
+        ]
+        for key in dangling:
+            del sets[key]
+        return dangling
+
+    def _cancel_unneeded(
+        self, key: str, oset: ObligationSet, listed: tuple[str, ...] | None, old: bool
+    ) -> None:
+        deadlines = oset.deadlines
+        if listed is not None:
+            drop = [oid for oid in deadlines if oid not in listed]
+        elif old:
+            drop = [oid for oid in deadlines if oid.startswith(INTENT_PREFIX)]
+        else:
+            return  # young: its intents may belong to a put still in progress
+        if not drop:
+            return
+        cancelled = self.cancelled
+        for oid in drop:
+            del deadlines[oid]
+            cancelled.append((key, oid))
+        if not deadlines:
+            self.space.reclaim(key, "reconcile", self.operation_id)
+            self.reclaimed.append(key)
+
+    def _record(self, log: ObservationLog, obs: ReclamationObservation) -> None:
+        for key, oid in obs.cancelled:
+            log.record("cancel", subject=key, ident=oid, operation_id=self.operation_id)
+        log.record(
+            "reconcile",
+            subject=self.space.store_id,
+            ident=self.operation_id,
+            examined=obs.examined,
+            cancelled=len(obs.cancelled),
+            reclaimed=len(obs.reclaimed),
+            orphans_reclaimed=len(obs.orphans_reclaimed),
+            orphans_in_grace=len(obs.orphans_in_grace),
+            dangling_sets_removed=len(obs.dangling_sets_removed),
+        )
