@@ -228,7 +228,9 @@ async def test_given_loop_clock_timer_fires(vclock: VirtualClock) -> None:
     await b.reserve(await planned(b, mig("w", "1g.10gb")), "op", None)
     await anyio.sleep(5.01)
     assert node.mig_state == "success"  # fired by the clock's own timer, nothing settled it
-    (done,) = [e for e in log.events("alloc.node.mig-state") if e.attrs["detail"].startswith("s")]
+    (done,) = [
+        e for e in log.events("alloc.node.mig-state") if str(e.attrs["detail"]).startswith("s")
+    ]
     assert done.at == pytest.approx(start + 5)
 
 
