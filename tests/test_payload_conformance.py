@@ -143,7 +143,8 @@ class PatientEvictable(EvictableObjects):
     """its TTL waits for obligations, as the durable tier's does"""
 
     def _outlives_ttl(self, obj: StoredObject, oset: ObligationSet) -> bool:
-        return DurableObjects._outlives_ttl(self, obj, oset)
+        self.extend_ttl(obj, max(oset.deadlines.values()))
+        return True
 
 
 class TtlRespectsObligations(MemoryPayloadStore):
