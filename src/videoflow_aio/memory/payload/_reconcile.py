@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from ...contracts.payload import INTENT_PREFIX, ReclamationObservation
 from ...observe import ObservationLog
 from ._space import Objects
-from ._state import ObligationSet
+from ._state import ObligationSet, StoredObject
 
 
 class Reconciliation:
@@ -44,17 +44,8 @@ class Reconciliation:
 
     def run(self) -> ReclamationObservation:
         space = self.space
-        sets, required = space.sets, self.required
-        now, grace = self.now, self.grace
         objects = list(space.objects.items())
-        with_set, without_set = self._cancel_unneeded, self._without_set
-        for key, obj in objects:
-            old = now - obj.created_at > grace
-            oset = sets.get(key)
-            if oset is not None and oset.generation == obj.generation:
-                with_set(key, oset, required.get(key), old)
-            else:
-                without_set(key, required.get(key), old)
+        self._examine(objects)
         observation = ReclamationObservation(
             self.operation_id,
             len(objects),
@@ -68,6 +59,22 @@ class Reconciliation:
         if space.log is not None:
             self._record(space.log, observation)
         return observation
+
+    def _examine(self, objects: list[tuple[str, StoredObject]]) -> None:
+        sets, required = self.space.sets, self.required
+        now, grace = self.now, self.grace
+        cancel, without_set = self._cancel, self._without_set
+        for key, obj in objects:
+            old = now - obj.created_at > grace
+            oset = sets.get(key)
+            listed = required.get(key)
+            if oset is None or oset.generation != obj.generation:
+                without_set(key, listed, old)
+            elif listed is not None:  # what the ledger no longer lists
+                cancel(key, oset, [oid for oid in oset.deadlines if oid not in listed])
+            elif old:  # unlisted and out of grace: its publisher intents
+                cancel(key, oset, [oid for oid in oset.deadlines if oid.startswith(INTENT_PREFIX)])
+            # else young and unlisted: its intents may belong to a put still in progress
 
     def _without_set(self, key: str, listed: tuple[str, ...] | None, old: bool) -> None:
         if listed:
@@ -87,18 +94,11 @@ class Reconciliation:
             del sets[key]
         return dangling
 
-    def _cancel_unneeded(
-        self, key: str, oset: ObligationSet, listed: tuple[str, ...] | None, old: bool
-    ) -> None:
-        deadlines = oset.deadlines
-        if listed is not None:
-            drop = [oid for oid in deadlines if oid not in listed]
-        elif old:
-            drop = [oid for oid in deadlines if oid.startswith(INTENT_PREFIX)]
-        else:
-            return  # young: its intents may belong to a put still in progress
+    def _cancel(self, key: str, oset: ObligationSet, drop: list[str]) -> None:
+        """Cancel ``drop`` on ``key``'s set; an emptied set reclaims the object."""
         if not drop:
             return
+        deadlines = oset.deadlines
         cancelled = self.cancelled
         for oid in drop:
             del deadlines[oid]
