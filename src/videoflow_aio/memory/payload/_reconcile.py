@@ -14,9 +14,9 @@ class Reconciliation:
     """One reconcile pass. For each object, by its obligation set and the ledger:
 
     * **with a set**, listed in the ledger: the obligations the ledger no longer lists are
-      cancelled; not listed and older than the grace: its publisher intents (``intent/…``)
-      are cancelled; young and not listed: left alone (a put may still be attaching them).
-      A set emptied by cancelling reclaims the object.
+      cancelled; not listed: its publisher intents (``intent/…``) are cancelled — at once
+      (the seed's rule), or once the object is older than ``intent_grace`` when that is set
+      (a put may still be attaching them). A set emptied by cancelling reclaims the object.
     * **without a set** (a put that died before attaching it, or a set that expired): kept
       when the ledger lists readers for it; reclaimed as an orphan once older than
       ``grace``; else left in grace. A missing set never means "everyone finished".
@@ -28,6 +28,7 @@ class Reconciliation:
         space: Objects,
         required: Mapping[str, tuple[str, ...]],
         grace: float,
+        intent_grace: float,
         operation_id: str,
         now: float,
     ) -> None:
@@ -36,6 +37,7 @@ class Reconciliation:
         self.operation_id = operation_id
         self.now = now
         self.grace = grace
+        self.intent_grace = intent_grace
         self.cancelled: list[tuple[str, str]] = []
         self.reclaimed: list[str] = []
         self.orphans: list[str] = []
@@ -62,19 +64,19 @@ class Reconciliation:
 
     def _examine(self, objects: list[tuple[str, StoredObject]]) -> None:
         sets, required = self.space.sets, self.required
-        now, grace = self.now, self.grace
+        now, grace, intent_grace = self.now, self.grace, self.intent_grace
         cancel, without_set = self._cancel, self._without_set
         for key, obj in objects:
-            old = now - obj.created_at > grace
+            age = now - obj.created_at
             oset = sets.get(key)
             listed = required.get(key)
             if oset is None or oset.generation != obj.generation:
-                without_set(key, listed, old)
+                without_set(key, listed, age > grace)
             elif listed is not None:  # what the ledger no longer lists
                 cancel(key, oset, [oid for oid in oset.deadlines if oid not in listed])
-            elif old:  # unlisted and out of grace: its publisher intents
+            elif not intent_grace or age > intent_grace:  # unlisted: its publisher intents
                 cancel(key, oset, [oid for oid in oset.deadlines if oid.startswith(INTENT_PREFIX)])
-            # else young and unlisted: its intents may belong to a put still in progress
+            # else younger than the intent grace: a put may still be in progress
 
     def _without_set(self, key: str, listed: tuple[str, ...] | None, old: bool) -> None:
         if listed:

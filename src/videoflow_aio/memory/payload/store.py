@@ -32,6 +32,7 @@ from ...contracts.payload import (
     TransientFailure,
     payload_digest,
     validate_deadline,
+    validate_grace,
     validate_id,
     validate_put,
     validate_ref,
@@ -53,6 +54,9 @@ class MemoryPayloadStore(PayloadControls, PayloadStore):
     the existing ref (reference forwarding), attaching the contract's obligations to it.
     ``orphan_grace_seconds``: how long ``reconcile`` leaves an object with no obligation set
     alone, so a put interrupted before attaching obligations is not mistaken for a leak.
+    ``intent_grace_seconds``: how old an object must be before ``reconcile`` cancels the
+    ``intent/*`` obligations of a key its ledger does not list; 0 (the seed's rule) cancels them
+    at once, whatever the age.
 
     The objects and their physics live in ``_space``, an instance of the tier's class in
     :attr:`TIERS`; this class is the contract over them: arguments checked, timers applied
@@ -75,6 +79,7 @@ class MemoryPayloadStore(PayloadControls, PayloadStore):
         log: ObservationLog | None = None,
         store_id: str = "memory",
         orphan_grace_seconds: float = 60.0,
+        intent_grace_seconds: float = 0.0,
     ) -> None:
         if tier not in TIERS:
             raise ValidationError(f"tier must be one of {TIERS}", field="tier", value=tier)
@@ -101,6 +106,7 @@ class MemoryPayloadStore(PayloadControls, PayloadStore):
         self._log = log
         self._store = store_id
         self._grace = float(orphan_grace_seconds)
+        self._intent_grace = validate_grace(intent_grace_seconds, "intent_grace_seconds")
         self._read_failures: list[str] = []
         self._inventory_failure: str | None = None
         self._memo: tuple[bytes, str] | None = None
@@ -352,7 +358,9 @@ class MemoryPayloadStore(PayloadControls, PayloadStore):
             raise BackendUnavailable(
                 f"cannot list payload store: {self._inventory_failure}", backend=self._store
             )
-        return Reconciliation(self._space, required, self._grace, operation_id, now).run()
+        return Reconciliation(
+            self._space, required, self._grace, self._intent_grace, operation_id, now
+        ).run()
 
     async def inventory(self) -> InventoryObservation:
         space = self._space
@@ -380,6 +388,7 @@ class MemoryPayloadStore(PayloadControls, PayloadStore):
             max_bytes=space.max_bytes,
             forward_unchanged=self._forward,
             orphan_grace_seconds=self._grace,
+            intent_grace_seconds=self._intent_grace,
         )
 
 
