@@ -90,23 +90,14 @@ class MemoryPayloadStore(PayloadControls, PayloadStore):
                 "max_bytes must be a non-negative int or None", field="max_bytes", value=max_bytes
             )
         validate_id(store_id, "store_id")
-        if (
-            isinstance(orphan_grace_seconds, bool)
-            or not isinstance(orphan_grace_seconds, int | float)
-            or not orphan_grace_seconds >= 0
-            or orphan_grace_seconds == float("inf")
-        ):
-            raise ValidationError(
-                "orphan_grace_seconds must be finite and non-negative",
-                field="orphan_grace_seconds",
-                value=orphan_grace_seconds,
-            )
+        grace = validate_grace(orphan_grace_seconds, "orphan_grace_seconds")
+        intent_grace = validate_grace(intent_grace_seconds, "intent_grace_seconds")
         self._space: Objects = self.TIERS[tier](clock, max_bytes, log, store_id)
         self._forward = bool(forward_unchanged)
         self._log = log
         self._store = store_id
-        self._grace = float(orphan_grace_seconds)
-        self._intent_grace = validate_grace(intent_grace_seconds, "intent_grace_seconds")
+        self._grace = grace
+        self._intent_grace = intent_grace
         self._read_failures: list[str] = []
         self._inventory_failure: str | None = None
         self._memo: tuple[bytes, str] | None = None
