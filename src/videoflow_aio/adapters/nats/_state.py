@@ -19,6 +19,7 @@ Only what this client itself saw lives here; everything other clients need is on
 from __future__ import annotations
 
 import asyncio
+import itertools
 from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
@@ -37,21 +38,21 @@ MEMORY = 65536
 
 
 class Bounded:
-    """A dict that forgets its oldest keys past ``limit`` entries."""
+    """A dict that forgets its oldest keys past ``limit`` entries (the oldest half of twice
+    ``limit`` at once, so a ``put`` costs a dict store)."""
 
-    __slots__ = ("data", "limit", "order")
+    __slots__ = ("data", "limit")
 
     def __init__(self, limit: int = MEMORY) -> None:
         self.data: dict[Any, Any] = {}
-        self.order: deque[Any] = deque()
         self.limit = limit
 
     def put(self, key: Any, value: Any) -> None:
-        if key not in self.data:
-            self.order.append(key)
-            if len(self.order) > self.limit:
-                self.data.pop(self.order.popleft(), None)
-        self.data[key] = value
+        data = self.data
+        data[key] = value
+        if len(data) > 2 * self.limit:
+            for old in list(itertools.islice(data, len(data) - self.limit)):
+                del data[old]
 
     def get(self, key: Any) -> Any:
         return self.data.get(key)
