@@ -46,7 +46,7 @@ from videoflow_aio.contracts.messaging import (
     make_subscription,
 )
 
-pytestmark = [pytest.mark.anyio, pytest.mark.server]
+pytestmark = [pytest.mark.anyio, pytest.mark.server, pytest.mark.vtime(False)]
 _ids = itertools.count(1)
 
 

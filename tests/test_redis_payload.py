@@ -28,7 +28,7 @@ from videoflow_aio.contracts.payload import (
     RetentionContract,
 )
 
-pytestmark = pytest.mark.server
+pytestmark = [pytest.mark.server, pytest.mark.vtime(False)]
 
 
 @pytest.fixture

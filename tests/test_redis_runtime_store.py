@@ -21,7 +21,7 @@ from videoflow_aio.adapters.redis import runtime_store as rts_mod
 from videoflow_aio.adapters.redis._client import WaitingConnectionPool
 from videoflow_aio.contracts.errors import BackendUnavailable, OutcomeUnknown, ValidationError
 
-pytestmark = [pytest.mark.anyio, pytest.mark.server]
+pytestmark = [pytest.mark.anyio, pytest.mark.server, pytest.mark.vtime(False)]
 
 
 @pytest.fixture
