@@ -15,11 +15,12 @@ parametrisation): the plugin only puts whatever backend anyio picked on the test
 from __future__ import annotations
 
 import dataclasses
+import functools
 from typing import Any
 
 import pytest
 
-from videoflow_aio.vtime import VirtualClock
+from videoflow_aio.vtime import VirtualClock, new_event_loop
 from videoflow_aio.vtime._run import backend_options
 
 MARKER = "vtime"
@@ -132,6 +133,10 @@ def virtual_backend(item: pytest.Item, value: object) -> tuple[str, dict[str, An
             f"{name!r}; pick one of those, or mark the test pytest.mark.vtime(False)",
             pytrace=False,
         )
+    clock = item_clock(item)
+    if _on_clock(name, options, clock):  # already put on this test's clock (via vclock)
+        item.stash[_BACKEND] = (value, (name, options))
+        return name, options
     clash = [key for key in _TAKEN[name] if options.get(key)]
     if clash:
         pytest.fail(
@@ -139,9 +144,21 @@ def virtual_backend(item: pytest.Item, value: object) -> tuple[str, dict[str, An
             "sets itself; drop them, or mark the test pytest.mark.vtime(False)",
             pytrace=False,
         )
-    virtual = (name, {**options, **backend_options(name, item_clock(item))})
+    virtual = (name, {**options, **backend_options(name, clock)})
     item.stash[_BACKEND] = (value, virtual)
     return virtual
+
+
+def _on_clock(name: str, options: dict[str, Any], clock: VirtualClock) -> bool:
+    if name == "trio":
+        return options.get("clock") is clock.trio_clock()
+    factory = options.get("loop_factory")
+    return (
+        isinstance(factory, functools.partial)
+        and factory.func is new_event_loop
+        and factory.args == (clock,)
+        and not factory.keywords
+    )
 
 
 def _kwargs(options: dict[str, Any]) -> str:
