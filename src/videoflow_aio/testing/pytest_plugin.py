@@ -103,10 +103,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             continue
         if not choice(item).enabled:
             continue
-        why = "asyncio_mode = auto makes it claim every async test" if auto else "it is marked"
+        why = "asyncio_mode = auto makes it claim every async test" if auto else "its marker"
         refuse(
             item,
-            "pytest-asyncio also claims this test (" + why + ") and would run it on its own "
+            f"pytest-asyncio also claims this test ({why}) and would run it on its own "
             "real-time asyncio loop, even the [trio] run. Use pytest-asyncio in strict mode "
             "(asyncio_mode = strict, its default) and mark its own tests "
             "@pytest.mark.asyncio, or opt this test out with pytest.mark.vtime(False).",

@@ -307,13 +307,18 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
 
     # -- deadlock delivery ---------------------------------------------------------------
     def run_until_complete(self, future: Any) -> Any:
-        if not asyncio.isfuture(future):
+        made_here = not asyncio.isfuture(future)
+        if made_here:  # as asyncio does for a task it makes here
             future = asyncio.ensure_future(future, loop=self)
-            future._log_destroy_pending = False  # as asyncio does for a task it made here
+            future._log_destroy_pending = False
         previous = self._vt_main
         self._vt_main = future if isinstance(future, asyncio.Task) else None
         try:
             return super().run_until_complete(future)
+        except BaseException:
+            if made_here and future.done() and not future.cancelled():
+                future.exception()  # consumed, as asyncio does: the caller cannot see it
+            raise
         finally:
             self._vt_main = previous
 
