@@ -1,12 +1,24 @@
-"""This suite's choice of backends: every anyio test runs under asyncio and trio.
+"""Shared test configuration: real-server fixtures for every test folder, and the rule that
+whatever starts a real server is marked ``server`` (so ``-m "not server"`` runs none).
 
-(Virtual time itself is switched on for the whole suite by ``vtime = true`` in
-pyproject.toml; a module that needs real time says ``pytest.mark.vtime(False)``.)
+- ``_servers_fixtures`` is loaded as a plugin: its fixtures (``redis_srv``, ``etcd_srv``,
+  ``nats_srv``, …) are available in every test module without an import; each starts its
+  server when the first test of a module asks for it (module scope), never while collecting.
+  A test using one of them gets the ``server`` marker there, whatever its module says.
+- Conformance runs on real providers get the marker from the conformance plugin. A test that
+  starts a server by other means (``videoflow_aio.testing.servers`` directly) marks itself.
+- The helper modules (``_servers_fixtures``, ``_store_proxy``, …) live in this folder, which
+  ``pythonpath`` (pyproject.toml) puts on ``sys.path``: tests in subfolders import them as is.
+- Every anyio test runs under asyncio and trio (``anyio_backend`` below), on virtual time:
+  ``vtime = true`` in pyproject.toml; a module that needs real time says
+  ``pytest.mark.vtime(False)``.
 """
 
 from __future__ import annotations
 
 import pytest
+
+pytest_plugins = ["_servers_fixtures"]
 
 
 @pytest.fixture(params=["asyncio", "trio"])

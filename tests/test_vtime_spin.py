@@ -107,8 +107,12 @@ async def test_manual_mode_spinning_stops_at_the_advance_horizon(vclock: Virtual
     seen: list[float] = []
     vclock.at(2, lambda: seen.append(vclock.monotonic()))
     vclock.at(5, lambda: seen.append(vclock.monotonic()))
+
+    async def advance() -> None:
+        await vclock.advance(3)
+
     async with anyio.create_task_group() as tg:
-        tg.start_soon(vclock.advance, 3)
+        tg.start_soon(advance)
         for _ in range(2000):  # spinning while advance(3) waits: time moves, up to 3 only
             await anyio.lowlevel.checkpoint()
     assert seen == [1002.0]

@@ -25,7 +25,7 @@ def test_standalone_timers_fire_in_order_at_their_own_instant() -> None:
     clock = FakeClock(start=0.0, wall_start=100.0)
     seen: list[tuple[str, float, float]] = []
     for name, delay in (("c", 3.0), ("a", 1.0), ("b1", 2.0), ("b2", 2.0), ("late", 9.0)):
-        clock.at(delay, lambda n=name: seen.append((n, clock.monotonic(), clock.time())))
+        clock.at(delay, lambda n=name: seen.append((n, clock.monotonic(), clock.time())))  # type: ignore[misc]
     clock.advance(5)  # the seed's plain call: no loop drives the clock, so it advances now
     assert seen == [("a", 1.0, 101.0), ("b1", 2.0, 102.0), ("b2", 2.0, 102.0), ("c", 3.0, 103.0)]
     assert clock.monotonic() == 5.0
@@ -44,7 +44,7 @@ def test_timer_set_by_a_timer_fires_within_the_same_advance() -> None:
 def test_a_failing_callback_does_not_stop_the_others(caplog: pytest.LogCaptureFixture) -> None:
     clock = FakeClock()
     seen: list[int] = []
-    clock.at(1, lambda: 1 / 0)  # type: ignore[func-returns-value]
+    clock.at(1, lambda: 1 / 0)  # type: ignore[arg-type,func-returns-value]
     clock.at(1, lambda: seen.append(1))
     clock.advance(1)
     assert seen == [1]
@@ -86,8 +86,14 @@ def test_a_standalone_advance_is_also_awaitable_anywhere() -> None:
     clock = FakeClock()
     seen: list[float] = []
     clock.at(2, lambda: seen.append(clock.monotonic()))
-    asyncio.run(clock.advance(5))  # a coroutine for asyncio.run; done by the call itself
+    pending = clock.advance(5)  # done by the call itself: awaiting it later is a no-op
     assert seen == [1002.0] and clock.monotonic() == 1005.0
+
+    async def await_it() -> None:
+        await pending
+
+    asyncio.run(await_it())
+    assert clock.monotonic() == 1005.0
 
     async def main() -> None:
         await clock.advance(5)  # awaited inside a loop that does not drive this clock
