@@ -152,43 +152,41 @@ def test_the_marker_with_pytest_asyncio_in_strict_mode(
     assert len(run.outcomes) == 6, run.output
 
 
+_INI_PROJECT = {
+    "pyproject.toml": "[tool.pytest.ini_options]\nvtime = true\n"
+    'asyncio_default_fixture_loop_scope = "function"\n',
+    "conftest.py": """
+        import pytest
+
+        @pytest.fixture
+        def anyio_backend():
+            return "trio"  # one backend, picked the anyio way
+    """,
+    "test_lease.py": _LEASE.replace(
+        "pytestmark = pytest.mark.vtime", "pytestmark = pytest.mark.anyio"
+    ),
+}
+
+
 def test_the_ini_option_turns_it_on_for_a_whole_project(
     downstream_python: Path, tmp_path: Path
 ) -> None:
-    project = _project(
-        tmp_path,
-        {
-            "pyproject.toml": "[tool.pytest.ini_options]\nvtime = true\n"
-            'asyncio_default_fixture_loop_scope = "function"\n',
-            "conftest.py": """
-                import pytest
-
-                @pytest.fixture
-                def anyio_backend():
-                    return "trio"  # one backend, picked the anyio way
-            """,
-            "test_lease.py": _LEASE.replace(
-                "pytestmark = pytest.mark.vtime", "pytestmark = pytest.mark.anyio"
-            ),
-        },
-    )
-    run = run_pytest(downstream_python, project)
+    run = run_pytest(downstream_python, _project(tmp_path, _INI_PROJECT))
     _assert_lease_tests_passed(run, ("",))  # one backend: no parameter in the test ids
     assert len(run.outcomes) == 3, run.output
+
+
+_AUTO_PROJECT = {
+    "pytest.ini": "[pytest]\nasyncio_mode = auto\nasyncio_default_fixture_loop_scope = function\n",
+    "test_lease.py": _LEASE,
+    "test_asyncio_auto.py": _ASYNCIO_STRICT.replace("@pytest.mark.asyncio\n    ", ""),
+}
 
 
 def test_pytest_asyncio_auto_mode_conflict_fails_clearly_and_never_hangs(
     downstream_python: Path, tmp_path: Path
 ) -> None:
-    project = _project(
-        tmp_path,
-        {
-            "pytest.ini": "[pytest]\nasyncio_mode = auto\n"
-            "asyncio_default_fixture_loop_scope = function\n",
-            "test_lease.py": _LEASE,
-            "test_asyncio_auto.py": _ASYNCIO_STRICT.replace("@pytest.mark.asyncio\n    ", ""),
-        },
-    )
+    project = _project(tmp_path, _AUTO_PROJECT)
     wall0 = time.perf_counter()  # wall-clock: a one-hour lease on real time would hang
     run = run_pytest(downstream_python, project, timeout=120)
     assert time.perf_counter() - wall0 < 60  # wall-clock: as above

@@ -50,8 +50,17 @@ async def test_polling_for_a_flag_a_sleeper_sets(vclock: VirtualClock) -> None:
     assert vclock.monotonic() == 1003.0
 
 
-async def test_a_short_busy_phase_does_not_move_time(vclock: VirtualClock) -> None:
-    vclock.spin_threshold = 5000
+@pytest.mark.parametrize(
+    ("threshold", "iterations"),
+    [(5000, 1000), (None, 3 * DEFAULT_SPIN_THRESHOLD)],
+    ids=["under-the-threshold", "threshold-none"],
+)
+async def test_busy_phases_that_do_not_move_time(
+    vclock: VirtualClock, threshold: int | None, iterations: int
+) -> None:
+    """Under the threshold, computation takes no virtual time; with ``None``, spinning
+    freezes time however long it lasts."""
+    vclock.spin_threshold = threshold
     woke: list[float] = []
 
     async def sleeper() -> None:
@@ -60,23 +69,7 @@ async def test_a_short_busy_phase_does_not_move_time(vclock: VirtualClock) -> No
 
     async with anyio.create_task_group() as tg:
         tg.start_soon(sleeper)
-        for _ in range(1000):  # well under the threshold: computation takes no time
-            await anyio.lowlevel.checkpoint()
-        assert vclock.monotonic() == 1000.0 and woke == []
-    assert woke == [1001.0]
-
-
-async def test_spin_threshold_none_freezes_time_while_tasks_spin(vclock: VirtualClock) -> None:
-    vclock.spin_threshold = None
-    woke: list[float] = []
-
-    async def sleeper() -> None:
-        await anyio.sleep(1)
-        woke.append(vclock.monotonic())
-
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(sleeper)
-        for _ in range(3 * DEFAULT_SPIN_THRESHOLD):
+        for _ in range(iterations):
             await anyio.lowlevel.checkpoint()
         assert vclock.monotonic() == 1000.0 and woke == []
     assert woke == [1001.0]

@@ -34,6 +34,12 @@ def _check_clock(expected: VirtualClock) -> None:
         )
 
 
+def _prepare(kwargs: dict[str, Any], clock: VirtualClock, backend: object) -> None:
+    if _BACKEND_ARG in kwargs:
+        kwargs[_BACKEND_ARG] = backend
+    _check_clock(clock)
+
+
 def guard_test(
     func: Callable[..., Coroutine[Any, Any, Any]], clock: VirtualClock, backend: object
 ) -> Callable[..., Coroutine[Any, Any, Any]]:
@@ -42,9 +48,7 @@ def guard_test(
 
     @functools.wraps(func)
     async def run_test(**kwargs: Any) -> Any:
-        if _BACKEND_ARG in kwargs:
-            kwargs[_BACKEND_ARG] = backend
-        _check_clock(clock)
+        _prepare(kwargs, clock, backend)
         return await guarded(func, **kwargs)
 
     return run_test
@@ -56,9 +60,7 @@ def guard_fixture(func: Callable[..., Any], clock: VirtualClock, backend: object
 
         @functools.wraps(func)
         async def guarded_gen(**kwargs: Any) -> AsyncGenerator[Any, None]:
-            if _BACKEND_ARG in kwargs:
-                kwargs[_BACKEND_ARG] = backend
-            _check_clock(clock)
+            _prepare(kwargs, clock, backend)
             agen = func(**kwargs)
             value = await guarded(agen.__anext__)
             yield value
@@ -73,9 +75,7 @@ def guard_fixture(func: Callable[..., Any], clock: VirtualClock, backend: object
 
     @functools.wraps(func)
     async def guarded_fixture(**kwargs: Any) -> Any:
-        if _BACKEND_ARG in kwargs:
-            kwargs[_BACKEND_ARG] = backend
-        _check_clock(clock)
+        _prepare(kwargs, clock, backend)
         return await guarded(func, **kwargs)
 
     return guarded_fixture
