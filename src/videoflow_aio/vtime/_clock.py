@@ -58,8 +58,12 @@ class VirtualClock:
     every task is blocked (and no worker thread or real I/O is pending); without it time
     moves only through :meth:`advance`, and a program that waits on a timer nobody
     advances to raises :class:`VirtualTimeDeadlock`. ``autojump`` may be changed at any time.
+    ``spin_threshold`` bounds how long tasks spinning on ``sleep(0)`` can hold time still
+    (see :attr:`spin_threshold`). The clock never reads ``inf`` or NaN: a deadline of
+    ``inf`` is never reached.
 
-    Used standalone (no loop driving it), :meth:`at` timers fire during :meth:`advance`.
+    Used standalone (no loop driving it), :meth:`advance` is a plain call that fires the
+    :meth:`at` timers due on the way.
     """
 
     def __init__(
