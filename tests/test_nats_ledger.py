@@ -25,6 +25,7 @@ from videoflow_aio.adapters.nats._ledger import (
     exhausted_now,
     floor,
     initial_record,
+    last_foreign,
     matches,
     needs_subject,
     parse_ts,
@@ -147,8 +148,8 @@ def test_needs_subject_skips_what_the_mark_covers() -> None:
 def test_counts_fold_ledgers_into_the_server_counts() -> None:
     now = 10.0
     local = Local(
-        leases={7: (1, 5.0), 8: (3, 5.0), 9: (1, 20.0)},
-        retry_wait={6: 12.0},
+        leases={7: (1, 5.0, 7), 8: (3, 5.0, 8), 9: (1, 20.0, 9)},
+        retry_wait={6: (12.0, 6)},
         final_retry={},
         settled=(),
         now=now,
@@ -223,3 +224,31 @@ def test_accounting_in_steps_equals_accounting_at_once(
         assert isinstance(res, Accounted)
         rec = res.record
     assert rec.dropped == sum(1 for k in kinds[:cut] if k == "data")
+
+
+def test_a_give_back_waits_until_another_client_may_have_received_it() -> None:
+    """A Retry (or a lapsed lease) of this client counts pending only while no other client
+    received anything after it was given back: the server does not say which message a
+    delivery was, so after that it is left to the server's count (leased)."""
+    leases = {7: (1, 5.0, 3)}  # lapsed at 5.0, delivered as delivery 3
+    retries = {6: (9.0, 2), 8: (20.0, 4)}  # 6 due at 9.0 (delivery 2), 8 due at 20.0
+    assert Local(leases, retries, {}, (), 10.0).given_back(4) == {6, 7, 8}
+    # another client received delivery 5: 6 and 7 may be with it; 8 is still delayed
+    assert Local(leases, retries, {}, (), 10.0, foreign=5).given_back(4) == {8}
+    n = counts(
+        DATA,
+        cv(pend=0, ack=3),
+        StreamView(1, 8),
+        set(),
+        set(),
+        Local(leases, retries, {}, (), 10.0, foreign=5),
+        0,
+        1,
+    )
+    assert (n.pending, n.leased) == (1, 2)
+
+
+def test_last_foreign_delivery() -> None:
+    assert last_foreign({4: 10, 5: 11}, 3, 5) == 0
+    assert last_foreign({4: 10, 6: 12}, 3, 6) == 5
+    assert last_foreign({}, 3, 9) == 9 and last_foreign({}, 9, 9) == 0

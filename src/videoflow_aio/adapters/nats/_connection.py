@@ -265,6 +265,7 @@ class Client:
         self.audit.interrupted()
         for st in self.subs.values():
             st.deliveries.clear()
+            st.void_give_backs()
 
     async def aclose(self) -> None:
         nc, self.nc = self.nc, None

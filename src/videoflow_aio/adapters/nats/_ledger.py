@@ -284,14 +284,43 @@ def _advance(
 
 @dataclass(frozen=True)
 class Local:
-    """This client's leases and Retries (sequence → attempt and deadline / due time /
-    whether the server already decided a final Retry), at time ``now``."""
+    """This client's leases and Retries at time ``now``: sequence → (attempt, deadline,
+    delivery sequence) of each lease; → (due time, delivery sequence) of each Retry waiting
+    for redelivery; → whether the server already decided a final Retry. ``foreign`` is the
+    highest delivery sequence this client knows another client received (0: none)."""
 
-    leases: Mapping[int, tuple[int, float]]
-    retry_wait: Mapping[int, float]
+    leases: Mapping[int, tuple[int, float, int]]
+    retry_wait: Mapping[int, tuple[float, int]]
     final_retry: Mapping[int, bool]
     settled: Collection[int]
     now: float
+    foreign: int = 0
+
+    def given_back(self, cap: int) -> set[int]:
+        """The deliveries this client gave back (a Retry, a lapsed lease that is not the
+        final attempt) that provably still wait for redelivery: the server holds them
+        ack-pending, the contract counts them pending. Once another client received anything
+        after one was given back, it may have been that one (the server does not say which):
+        then it is left to the server's count."""
+        out = {
+            s
+            for s, (due, dseq) in self.retry_wait.items()
+            if due > self.now or self.foreign <= dseq
+        }
+        for s, (attempt, deadline, dseq) in self.leases.items():
+            lapsed = self.now >= deadline and (cap == -1 or attempt < cap)
+            if lapsed and s not in self.retry_wait and self.foreign <= dseq:
+                out.add(s)
+        return out
+
+
+def last_foreign(deliveries: Mapping[int, int], checked: int, delivered: int) -> int:
+    """The highest delivery sequence in ``(checked, delivered]`` that is not one of this
+    client's ``deliveries`` (0: every one was ours)."""
+    for d in range(delivered, checked, -1):
+        if d not in deliveries:
+            return d
+    return 0
 
 
 @dataclass(frozen=True)
@@ -309,7 +338,7 @@ def exhausted_now(spec: SubscriptionSpec, local: Local, advisories: Collection[i
     out = set(advisories) | set(local.final_retry)
     cap = spec.max_deliver
     if cap != -1:
-        for seq, (attempt, deadline) in local.leases.items():
+        for seq, (attempt, deadline, _d) in local.leases.items():
             if attempt >= cap and local.now >= deadline + FINAL_GRACE and seq not in local.settled:
                 out.add(seq)
     return out
@@ -341,12 +370,7 @@ def counts(
     now = local.now
     cap = spec.max_deliver
     # leased on the server but waiting for redelivery by this client's ledger: pending
-    waiting = sum(1 for s in local.retry_wait if s not in unresolved)
-    waiting += sum(
-        1
-        for s, (attempt, deadline) in local.leases.items()
-        if now >= deadline and (cap == -1 or attempt < cap) and s not in local.retry_wait
-    )
+    waiting = len(local.given_back(cap) - unresolved)
     ack_pending = cv.num_ack_pending
     waiting = min(waiting, ack_pending)
     # a final attempt the server has not decided yet (its Retry, or its lease that expired
@@ -355,7 +379,7 @@ def counts(
     if cap != -1:
         undecided |= {
             s
-            for s, (attempt, deadline) in local.leases.items()
+            for s, (attempt, deadline, _d) in local.leases.items()
             if attempt >= cap and now >= deadline + FINAL_GRACE and s not in local.settled
         }
     leased = max(ack_pending - waiting - len(undecided - set(advised)), 0)

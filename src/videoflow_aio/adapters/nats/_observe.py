@@ -44,6 +44,7 @@ from ._ledger import (
     exhausted_now,
     floor,
     initial_record,
+    last_foreign,
     needs_subject,
     parse_ts,
 )
@@ -318,7 +319,19 @@ def local(st: SubState) -> Local:
         final_retry=st.final_retry,
         settled=st.settled.data.keys(),
         now=loop_time(),
+        foreign=st.foreign_d,
     )
+
+
+def see_deliveries(st: SubState, cv: ConsumerView) -> None:
+    """Note the latest delivery another client received (before the delivery records are
+    trimmed): a message this client gave back may have been that one."""
+    if cv.delivered_d < st.checked_d:  # the server rolled back (a restart)
+        st.void_give_backs()
+        st.checked_d = cv.delivered_d
+    foreign = last_foreign(st.deliveries, st.checked_d, cv.delivered_d)
+    st.foreign_d = max(st.foreign_d, foreign)
+    st.checked_d = max(st.checked_d, cv.delivered_d)
 
 
 async def _drops(
@@ -336,7 +349,7 @@ async def _drops(
         purge = c.audit.purge_possible(st.stream, rec.ts)
         led = chs.ledger(st.stream, st.consumer)
         now = loop_time()
-        live = {q for q, (_a, deadline) in st.leases.items() if deadline > now}
+        live = {q for q, (_a, deadline, _d) in st.leases.items() if deadline > now}
         own = Own(st.deliveries, st.settled.data.keys(), live | st.lost)
         deleted = led.deleted_since(st.created_ns)
         res = account(rec, st.spec, cv, sv, exhausted, deleted, own, subjects, purge)
@@ -366,6 +379,9 @@ async def observe_subscription(
         await read_advisories(c, chs)
         sv = stream_view(si, await deleted_seqs(c, si))
         cv = consumer_view(ci)
+        see_deliveries(st, cv)
+        for s in [s for s in st.retry_wait if s <= cv.floor_s or sv.removed(s)]:
+            del st.retry_wait[s]  # settled or gone: nothing waits for it any more
         loc = local(st)
         led = chs.ledger(st.stream, st.consumer)
         advised = led.exhausted_since(st.created_ns)

@@ -85,7 +85,7 @@ def delivery(c: Client, st: SubState, msg: Any, sent_at: float) -> Delivery:
     # arrival minus a margin for the one-way latency, never before the request
     start = max(sent_at, loop_time() - c.lease_margin)
     deadline = start + st.spec.ack_wait_seconds
-    st.leases[seq] = (attempt, deadline)
+    st.leases[seq] = (attempt, deadline, dseq)
     if st.deliveries.get(dseq, seq) != seq:
         st.deliveries.clear()  # delivery sequences restarted (a new incarnation, or a rollback)
     st.deliveries[dseq] = seq

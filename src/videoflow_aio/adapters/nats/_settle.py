@@ -289,7 +289,7 @@ async def settle(
     elif final:
         st.final_retry[seq] = await nudge(c, st)
     else:
-        st.retry_wait[seq] = now + retry.delay_seconds
+        st.retry_wait[seq] = (now + retry.delay_seconds, delivery_seq(token))
     st.settlements.put(settlement_id, seq)
     return SettleConfirmed(seq)
 
@@ -330,7 +330,7 @@ async def renew(c: Client, token: DeliveryToken) -> LeaseObservation:
         assert not isinstance(res, bool)
         return LeaseObservation(False, None, token.attempt, f"renewal unconfirmed: {res}")
     deadline = now + st.spec.ack_wait_seconds
-    st.leases[token.sequence] = (token.attempt, deadline)
+    st.leases[token.sequence] = (token.attempt, deadline, delivery_seq(token))
     return LeaseObservation(True, deadline, token.attempt)
 
 

@@ -106,12 +106,14 @@ class SubState:
     created_ns: int = 0
     start_seq: int = 1
     sampled: bool = True
-    leases: dict[int, tuple[int, float]] = field(default_factory=dict)
+    leases: dict[int, tuple[int, float, int]] = field(
+        default_factory=dict
+    )  # attempt, deadline, dseq
     deliveries: dict[int, int] = field(default_factory=dict)  # delivery seq -> stream seq
     settled: Bounded = field(default_factory=Bounded)  # stream seq -> attempt (server-confirmed)
     settlements: Bounded = field(default_factory=Bounded)  # settlement id -> stream seq
     outcomes: Bounded = field(default_factory=Bounded)  # stream seq -> payload sent (re-settle)
-    retry_wait: dict[int, float] = field(default_factory=dict)
+    retry_wait: dict[int, tuple[float, int]] = field(default_factory=dict)  # due, dseq
     final_retry: dict[int, bool] = field(default_factory=dict)  # seq -> server decided it
     lost: set[int] = field(default_factory=set)  # live leases the server no longer held
     late: deque[Delivery] = field(default_factory=deque)
@@ -120,6 +122,8 @@ class SubState:
     lock: asyncio.Lock | None = None
     evidence: Any = None  # _settle.Evidence once this client settled on the subscription
     resettled: int = 0  # redeliveries of messages whose confirmed settle the server lost
+    checked_d: int = 0  # delivery sequences up to here were checked for other clients' ones
+    foreign_d: int = 0  # the highest delivery sequence another client received (0: none seen)
 
     def reset(self, created: str, start_seq: int) -> None:
         """Forget everything about a previous incarnation of the consumer."""
@@ -134,9 +138,18 @@ class SubState:
         self.final_retry.clear()
         self.lost.clear()
         self.late.clear()
+        self.checked_d = self.foreign_d = 0
 
     def __post_init__(self) -> None:
         self.created_ns = parse_ts(self.created)
+
+    def void_give_backs(self) -> None:
+        """Leave every delivery given back so far to the server's count: after a reconnect
+        the server may have forgotten it, or delivered it again under a reused sequence."""
+        known = [self.foreign_d, self.checked_d]
+        known += [d for _a, _dl, d in self.leases.values()]
+        known += [d for _due, d in self.retry_wait.values()]
+        self.foreign_d = max(known) + 1
 
     def forget_deliveries_below(self, dseq: int) -> None:
         """Drop delivery records at or below ``dseq`` (already accounted)."""
