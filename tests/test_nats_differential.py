@@ -182,12 +182,38 @@ async def delete_messages(w: World) -> None:
     await w.check_truth(0, SUBD, "after deletes")
 
 
+async def delete_consumer(w: World) -> None:
+    c = CHK.channel
+    await w.ensure(0, CHK, SUBD)
+    await w.watch(SUBD)
+    await w.ensure(1, CHK, SUBD)
+    for i in range(3):
+        await w.publish(0, c, f"d{i}")
+    old = await w.receive(1, SUBD.id, n=2)
+    await w.settle(old[0], Completed())
+    await w.delete_subscription(SUBD.id)
+    await w.observe(0, SUBD.id)
+    await w.ensure(0, SUBD)
+    fresh = await w.receive(0, SUBD.id, n=2)  # the new incarnation: d0, d1, attempt 1
+    await w.settle(old[1], Completed(), label="settle an old incarnation's token")
+    await w.observe(0, SUBD.id)
+    await w.settle(fresh[1], Completed(), label="settle the new delivery")
+    await w.settle(fresh[0], Completed())
+    await w.observe(1, SUBD.id)
+    await w.receive(1, SUBD.id)
+    await w.observe(1, SUBD.id)
+    await w.observe(0, SUBD.id)
+
+
 class TestAdministrator:
     async def test_purge_by_kind(self, srv: ServerProcess) -> None:
         await differential(purge_by_kind, srv)
 
     async def test_delete_messages(self, srv: ServerProcess) -> None:
         await differential(delete_messages, srv)
+
+    async def test_delete_a_consumer_then_ensure_it_again(self, srv: ServerProcess) -> None:
+        await differential(delete_consumer, srv)
 
 
 __all__ = ["SubscriptionId", "Terminal"]

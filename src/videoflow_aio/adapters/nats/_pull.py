@@ -93,7 +93,9 @@ def delivery(c: Client, st: SubState, msg: Any, sent_at: float) -> Delivery:
         for d in sorted(st.deliveries)[: DELIVERY_LIMIT // 2]:
             del st.deliveries[d]
     st.retry_wait.pop(seq, None)
-    token = DeliveryToken(st.id, seq, attempt, f"{attempt}.{dseq}", msg.reply)
+    # the consumer incarnation in the lease id: a token of a deleted consumer never settles a
+    # delivery of the one created again under its name (the server would apply it)
+    token = DeliveryToken(st.id, seq, attempt, f"{attempt}.{dseq}.{st.created_ns}", msg.reply)
     return Delivery(env, seq, attempt, token, deadline)
 
 
@@ -221,6 +223,9 @@ async def _receive(
     budget = min(byte_credit, st.spec.byte_credit)
     if st.chan.live_adv is None:
         await watch_deletions(nc, st.chan)
+    await _settle.evidence(c, st)  # follows the consumer's deletion from now on
+    if st.created_ns in st.dead:  # deleted since: pull from the consumer there is now
+        await confirm_consumer(c, st)
     out = await _fresh(c, st, take_late(st, item_credit, budget))
     if out:
         return out

@@ -53,7 +53,8 @@ from ...contracts.messaging import (
 from . import _api, _codec
 from ._api import ApiError, CallFailed, NoResponders
 from ._connection import Client, loop_time
-from ._names import ADV_NAKED, METRIC_ACK
+from ._ledger import parse_ts
+from ._names import ADV_DELETED, ADV_NAKED, METRIC_ACK
 from ._state import Bounded, SubState
 from ._subscriptions import sub
 
@@ -76,19 +77,23 @@ _seen_dec = msgspec.json.Decoder(_Seen).decode
 
 class Evidence:
     """The ack metrics and nak advisories of one consumer, by (stream seq, delivery seq): a
-    settle waiting for its own is woken by it; others are kept (bounded) for a late check."""
+    settle waiting for its own is woken by it; others are kept (bounded) for a late check.
+    Also the consumer's deletion: from then on no token of that incarnation is sent (the
+    server would apply it to a consumer created again under the same name)."""
 
     def __init__(self) -> None:
         self.seen = {False: Bounded(8192), True: Bounded(8192)}  # nak? -> keys seen
         self.waiting: dict[tuple[bool, int, int], asyncio.Event] = {}
         self.subs: list[Any] = []
 
-    async def start(self, nc: Any, stream: str, consumer: str) -> None:
+    async def start(self, nc: Any, st: SubState) -> None:
+        stream, consumer = st.stream, st.consumer
         for subject, nak in (
             (f"{METRIC_ACK}.{stream}.{consumer}", False),
             (f"{ADV_NAKED}.{stream}.{consumer}", True),
         ):
             self.subs.append(await nc.subscribe(subject, cb=self._recorder(nak)))
+        self.subs.append(await nc.subscribe(f"{ADV_DELETED}.{stream}.{consumer}", cb=_ended(st)))
 
     def _recorder(self, nak: bool) -> Any:
         async def record(msg: Any) -> None:  # no await inside: one queue item at a time
@@ -113,25 +118,54 @@ class Evidence:
             await asyncio.sleep(0)  # let the subscription callbacks run
 
 
+class _Stamp(msgspec.Struct):
+    timestamp: str = ""
+
+
+_stamp_dec = msgspec.json.Decoder(_Stamp).decode
+
+
+def _ended(st: SubState) -> Any:
+    async def on_deleted(msg: Any) -> None:
+        try:
+            at = parse_ts(_stamp_dec(msg.data).timestamp)
+        except msgspec.DecodeError:
+            at = 0
+        if not at or at >= st.created_ns:  # not a deletion of an incarnation before it
+            st.dead.add(st.created_ns)
+
+    return on_deleted
+
+
 async def evidence(c: Client, st: SubState) -> Evidence:
     ev = st.evidence
     if ev is None:
         nc = await c.conn()
         ev = Evidence()
-        await ev.start(nc, st.stream, st.consumer)
         st.evidence = ev
+        await ev.start(nc, st)
     assert isinstance(ev, Evidence)
     return ev
 
 
 def delivery_seq(token: DeliveryToken) -> int:
-    """The delivery (consumer) sequence of a token this adapter issued (``attempt.dseq``)."""
-    _, _, d = token.lease_id.partition(".")
-    return int(d) if d.isdigit() else 0
+    """The delivery (consumer) sequence of a token this adapter issued
+    (``attempt.dseq.incarnation``)."""
+    parts = token.lease_id.split(".")
+    return int(parts[1]) if len(parts) > 1 and parts[1].isdigit() else 0
+
+
+def incarnation(token: DeliveryToken) -> int | None:
+    """The consumer incarnation (its ``created`` stamp, ns) a token was issued under."""
+    parts = token.lease_id.split(".")
+    return int(parts[2]) if len(parts) > 2 and parts[2].isdigit() else None
 
 
 def stale_reason(st: SubState, token: DeliveryToken, now: float) -> str | None:
     seq = token.sequence
+    inc = incarnation(token)
+    if inc is not None and (inc in st.dead or inc != st.created_ns):
+        return "the subscription was deleted (and created again) since this delivery"
     if st.chan.ledger(st.stream, st.consumer).deleted.get(seq, -1) >= st.created_ns:
         return "message no longer retained (deleted while leased)"
     if seq in st.settled:

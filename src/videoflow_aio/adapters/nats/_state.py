@@ -122,6 +122,7 @@ class SubState:
     lock: asyncio.Lock | None = None
     evidence: Any = None  # _settle.Evidence once this client settled on the subscription
     resettled: int = 0  # redeliveries of messages whose confirmed settle the server lost
+    dead: set[int] = field(default_factory=set)  # incarnations (created_ns) seen deleted
     checked_d: int = 0  # delivery sequences up to here were checked for other clients' ones
     foreign_d: int = 0  # the highest delivery sequence another client received (0: none seen)
 
