@@ -174,6 +174,11 @@ class CoreNatsMessagingBackend(MessagingBackend):
         return self._nc is None or bool(self._nc.is_connected)
 
     @property
+    def reconnects(self) -> int:
+        """How many times the connection was re-established (0 before the first call)."""
+        return 0 if self._nc is None else int(self._nc.stats["reconnects"])
+
+    @property
     def max_payload(self) -> int:
         server = int(getattr(self._nc, "max_payload", 0) or 0) if self._nc is not None else 0
         return min(self.max_payload_bytes, server) if server else self.max_payload_bytes

@@ -154,6 +154,12 @@ class JetStreamMessagingBackend(MessagingBackend):
         return nc is None or bool(nc.is_connected)
 
     @property
+    def reconnects(self) -> int:
+        """How many times the connection was re-established (0 before the first call)."""
+        nc = self._c.nc
+        return 0 if nc is None else int(nc.stats["reconnects"])
+
+    @property
     def connection_errors(self) -> list[str]:
         """The last connection errors nats-py reported (newest last)."""
         return self._c.connection_errors

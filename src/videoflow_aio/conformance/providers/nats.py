@@ -138,11 +138,25 @@ class NatsControls:
         client of the case is connected again."""
         if self._provider.started(MAIN) is None:
             raise Skip("restart needs the test-owned server (not given url=)")
-        await anyio.to_thread.run_sync(self._provider.restart)
-        with anyio.fail_after(RECONNECT_WITHIN):
-            for b in self._provider.case_backends:
-                while not b.connected:  # noqa: ASYNC110 - nats-py reconnects on its own
-                    await anyio.sleep(0.02)
+        await restarted(self._provider.case_backends, self._provider.restart)
+
+
+async def restarted(backends: Sequence[Any], restart: Callable[[], None]) -> None:
+    """``restart()`` the server (in a thread), then wait until every backend that had a
+    connection has re-established it. Its ``connected`` alone would not do: right after the
+    kill a client has not noticed yet, and still says True."""
+    before = [(b, b.reconnects) for b in backends if _opened(b)]  # the others connect anew
+    await anyio.to_thread.run_sync(restart)
+    with anyio.fail_after(RECONNECT_WITHIN):
+        for b, count in before:
+            while b.reconnects <= count or not b.connected:  # noqa: ASYNC110 - nats-py reconnects
+                await anyio.sleep(0.02)
+
+
+def _opened(backend: Any) -> bool:
+    """Whether the backend has made its connection (a new one reconnects after a restart)."""
+    nc = getattr(getattr(backend, "_c", None), "nc", None) or getattr(backend, "_nc", None)
+    return nc is not None
 
 
 def _all_stopped(pid: int) -> bool:
