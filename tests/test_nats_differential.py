@@ -216,4 +216,176 @@ class TestAdministrator:
         await differential(delete_consumer, srv)
 
 
+# -- a server crash: kill -9 and a restart on the same store ----------------------------------
+
+CHR = make_channel("f", "r", "r", "work", "limits", max_msgs=6, persistence=True)
+SUBR = make_subscription(CHR.channel, "w", ack_wait_seconds=AW, max_deliver=3)
+
+
+async def restart_points(w: World) -> None:
+    c, sid = CHR.channel, SUBR.id
+    await w.ensure(0, CHR, SUBR)
+    await w.watch(SUBR)
+    await w.ensure(1, CHR, SUBR)
+    for i in range(4):
+        await w.publish(0, c, f"p{i}")
+    await w.restart()  # after publish
+    await w.observe(1, sid)
+    got = await w.receive(1, sid, n=3)
+    await w.settle(got[0], Completed())
+    await w.restart()  # after receive (p1, p2 leased) and after a settle (p0)
+    await w.observe(0, sid)
+    await w.settle(got[1], Completed())
+    await w.settle(got[2], Retry())
+    await w.restart()  # after a Retry
+    await w.observe(0, sid)
+    more = await w.receive(0, sid)
+    for t in more:
+        await w.settle(t, Completed())
+    await w.publish(1, c, "p4", label="publish after restarts")
+    for i in range(2):
+        await w.observe(i, sid)
+    await w.check_truth(0, SUBR, "after the restarts")
+
+
+async def restart_dedup(w: World) -> None:
+    spec = make_channel("f", "r", "q", "work", "limits", persistence=True, dedup_window_seconds=30)
+    c = spec.channel
+    await w.ensure(0, spec)
+    await w.ensure(1, spec)
+    await w.publish(0, c, "x")
+    await w.restart()
+    await w.publish(1, c, "x", label="the same id after a restart, another client")
+    await w.observe_publication(0, c, "x")
+    await w.observe_channel(1, c)
+
+
+class TestRestart:
+    async def test_restart_after_publish_receive_settle(
+        self, own_srv: ServerProcess, tmp_path: Path
+    ) -> None:
+        await differential(restart_points, own_srv, store=tmp_path / "js")
+
+    async def test_dedup_across_a_restart(self, own_srv: ServerProcess, tmp_path: Path) -> None:
+        await differential(restart_dedup, own_srv, store=tmp_path / "js")
+
+
+# -- the last attempts: Retry with a delay, leases that lapse, with several clients ------------
+
+SUBF = make_subscription(C, "f", ack_wait_seconds=AW, max_deliver=2)
+
+
+async def final_attempts(w: World) -> None:
+    ch = make_channel("f", "r", "n", "work", "limits", persistence=True)
+    await w.ensure(0, ch, SUBF)
+    await w.watch(SUBF)
+    await w.ensure(1, ch, SUBF)
+    await w.ensure(2, ch, SUBF)
+    for i in range(3):
+        await w.publish(0, C, f"p{i}")
+    a = await w.receive(1, SUBF.id, n=2)  # p0, p1, attempt 1
+    await w.settle(a[0], Retry(0.2))
+    await w.settle(a[1], Retry(0.0))
+    await w.sleep(0.4)
+    b = await w.receive(2, SUBF.id, n=2)  # p0, p1 again, attempt 2: the final one
+    await w.settle(b[0], Retry(5.0), label="a delayed Retry on the final attempt")
+    for i in range(3):
+        await w.observe(i, SUBF.id, label=f"observe after a final Retry by {i}")
+    await w.settled()
+    for i in range(3):
+        await w.observe(i, SUBF.id, label=f"observe, the server decided, by {i}")
+    await w.sleep(LAPSE)  # b[1] (final attempt of p1) lapses at client 2
+    await w.settled()
+    await w.settled()
+    for i in range(3):
+        await w.observe(i, SUBF.id, label=f"observe after a final lease lapsed, by {i}")
+    c = await w.receive(0, SUBF.id)  # p2 only: p0, p1 are unresolved
+    await w.settle(b[1], Completed(), label="settle a lapsed final lease")
+    for t in c:
+        await w.settle(t, Terminal("bad"))
+    for i in range(3):
+        await w.observe(i, SUBF.id)
+    await w.check_truth(1, SUBF, "after the final attempts")
+
+
+class TestFinalAttempts:
+    async def test_final_attempts_with_three_clients(self, srv: ServerProcess) -> None:
+        await differential(final_attempts, srv)
+
+
+# -- interest retention: required subscriptions with another one beside them ------------------
+
+CI = make_channel("f", "r", "i", "work", "interest").channel
+CHI = make_channel(
+    "f",
+    "r",
+    "i",
+    "work",
+    "interest",
+    required=[SubscriptionId(CI, "a"), SubscriptionId(CI, "b")],
+    max_msgs=3,
+)
+SUBA = make_subscription(CI, "a", ack_wait_seconds=AW)
+SUBB = make_subscription(CI, "b", ack_wait_seconds=AW)
+SUBX = make_subscription(CI, "x", ack_wait_seconds=AW)  # not required
+
+
+async def interest(w: World) -> None:
+    await w.ensure(0, CHI)
+    await w.publish(0, CI, "p0", label="published before any subscription is ensured")
+    await w.ensure(0, SUBA, SUBB, SUBX)
+    await w.watch(SUBA)
+    await w.ensure(1, CHI, SUBA, SUBB)
+    for i in range(1, 3):
+        await w.publish(1, CI, f"p{i}")
+    for t in await w.receive(0, SUBA.id):
+        await w.settle(t, Completed())
+    for t in await w.receive(1, SUBB.id, n=1):
+        await w.settle(t, Completed())
+    for i in range(2):
+        await w.observe(i, SUBA.id)
+        await w.observe(i, SUBB.id)
+    for i in range(3, 6):
+        await w.publish(0, CI, f"p{i}")  # evicts what b has not settled
+    for i in range(2):
+        await w.observe(i, SUBA.id)
+        await w.observe(i, SUBB.id)
+    for t in await w.receive(1, SUBB.id):
+        await w.settle(t, Completed())
+    await w.observe(0, SUBB.id)
+    await w.check_truth(0, SUBA, "a after the evictions")
+
+
+class TestInterest:
+    async def test_required_subscriptions_beside_another(self, srv: ServerProcess) -> None:
+        await differential(interest, srv)
+
+
+# -- dedup windows across clients, observe_publication repeated -------------------------------
+
+
+async def dedup_windows(w: World) -> None:
+    none = make_channel("f", "r", "z", "work", "limits", dedup_window_seconds=0)
+    small = make_channel("f", "r", "s", "work", "limits", dedup_window_seconds=1)
+    for i in range(2):
+        await w.ensure(i, none, small)
+    for i in range(2):
+        await w.publish(i, none.channel, "same", label=f"window 0, client {i}")
+        await w.publish(i, small.channel, "same", label=f"window 1 s, client {i}")
+    await w.observe_channel(1, none.channel)
+    await w.observe_channel(1, small.channel)
+    for _ in range(3):
+        await w.observe_publication(0, small.channel, "same")
+        await w.observe_publication(1, small.channel, "same")
+    await w.sleep(1.5)
+    await w.publish(1, small.channel, "same", label="after the window")
+    await w.observe_publication(1, small.channel, "same")
+    await w.observe_channel(0, small.channel)
+
+
+class TestDedup:
+    async def test_windows_zero_and_small_across_clients(self, srv: ServerProcess) -> None:
+        await differential(dedup_windows, srv, dedup_window_seconds=60)
+
+
 __all__ = ["SubscriptionId", "Terminal"]

@@ -16,7 +16,15 @@ from typing import Any
 import anyio
 import pytest
 
-from _nats_helpers import admin, backend, eventually, kill9_and_restart, prefix, start_restartable
+from _nats_helpers import (
+    admin,
+    backend,
+    eventually,
+    kill9_and_restart,
+    prefix,
+    raw,
+    start_restartable,
+)
 from _servers_fixtures import need_binary
 from videoflow_aio.adapters.nats import JetStreamMessagingBackend
 from videoflow_aio.contracts import Known, Unknown
@@ -268,6 +276,41 @@ async def test_a_delayed_final_retry_is_unresolved_at_once(srv: ServerProcess) -
     assert (f.unresolved, f.pending, f.leased) == (1, 0, 0)  # the server decided too
     for x in (b, fresh):
         await x.aclose()
+
+
+async def test_a_lapsed_final_attempt_is_decided_by_its_holder(srv: ServerProcess) -> None:
+    """nats-server decides a lapsed last attempt of max_deliver >= 2 only when a pull asks
+    (its expiry check counts deliveries from zero): the holder nudges it at the lapse, so
+    the server itself reports it — no other client has to pull first."""
+    names = prefix()
+    b = backend(srv, names)
+    ch, sub = await setup(b, sub_kw={"ack_wait_seconds": 0.3, "max_deliver": 2})
+    await publish(b, ch, "p1")
+    for _ in range(2):
+        assert len(await b.receive(sub.id, 1, 1 << 20, dl())) == 1
+        await anyio.sleep(0.45)  # lapses
+    info = await raw(b, f"CONSUMER.INFO.{b.names.stream(ch.channel)}.w")
+    assert info["num_ack_pending"] == 0  # decided (it stayed 1 until the next pull)
+    await b.aclose()
+
+
+async def test_a_lapsed_final_attempt_is_unresolved_for_another_client(
+    srv: ServerProcess,
+) -> None:
+    """The holder is gone: an observer with ack-pending deliveries it does not hold nudges
+    the server to decide (it said leased=1, unresolved=0)."""
+    names = prefix()
+    x, y = backend(srv, names), backend(srv, names)
+    ch, sub = await setup(x, sub_kw={"ack_wait_seconds": 0.3, "max_deliver": 2})
+    await publish(x, ch, "p1")
+    assert len(await y.receive(sub.id, 1, 1 << 20, dl())) == 1
+    await anyio.sleep(0.45)
+    assert len(await y.receive(sub.id, 1, 1 << 20, dl())) == 1  # the final attempt
+    await y.aclose()  # the holder crashes with it
+    await anyio.sleep(0.45)
+    o = await obs(x, sub.id)
+    assert (o.unresolved, o.leased, o.pending) == (1, 0, 0), o
+    await x.aclose()
 
 
 # -- (5) dedup window 0 --------------------------------------------------------------------

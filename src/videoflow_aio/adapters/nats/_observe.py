@@ -50,6 +50,7 @@ from ._ledger import (
 )
 from ._names import ADV_CREATED, ADV_DELETED, ADV_MAX_DELIVERIES, ADV_TERMINATED
 from ._publish import INDEX_LINGER, flush_all
+from ._settle import nudge
 from ._pull import DELETED_REASON
 from ._state import ChanState, Ledger, SubState
 from ._subscriptions import sub
@@ -62,6 +63,7 @@ ATTRIB_LIMIT = 1 << 20
 BATCH = 1024
 WRONG_LAST_SEQUENCE = 10071
 CAS_TRIES = 4
+ADVISORY_TRIES = 10
 _record_dec = msgspec.json.Decoder(Record).decode
 _record_enc = msgspec.json.Encoder().encode
 
@@ -376,6 +378,8 @@ async def observe_subscription(
     await flush_all(c)  # what this client published is attributable by everyone now
     try:
         ci, si = await infos(c, st)
+        if await decide_lapsed(c, st, ci):
+            ci, si = await infos(c, st)
         await read_advisories(c, chs)
         sv = stream_view(si, await deleted_seqs(c, si))
         cv = consumer_view(ci)
@@ -410,6 +414,31 @@ async def observe_subscription(
             dead_lettered=dead,
         )
     )
+
+
+async def decide_lapsed(c: Client, st: SubState, ci: dict[str, Any]) -> bool:
+    """Nudge the server (``_settle.nudge``) when a final attempt another client held may have
+    lapsed undecided: the server holds more deliveries ack-pending than this client's own
+    live leases. Once it answered, its ``MAX_DELIVERIES`` advisories are in ``__adv`` before
+    the observation reads them (waited for, briefly). True when it nudged."""
+    if st.spec.max_deliver == -1:
+        return False
+    now = loop_time()
+    live = sum(1 for _a, deadline, _d in st.leases.values() if deadline > now)
+    if int(ci.get("num_ack_pending", 0)) <= live:
+        return False
+    led = st.chan.ledger(st.stream, st.consumer)
+    before = len(led.exhausted)
+    if not await nudge(c, st):
+        return False
+    after = await c.consumer_info(st.stream, st.consumer)
+    gone = int(ci.get("num_ack_pending", 0)) - int((after or {}).get("num_ack_pending", 0))
+    for _ in range(ADVISORY_TRIES if gone > 0 else 0):
+        await read_advisories(c, st.chan)  # an ack meanwhile also lowers the count: bounded
+        if len(led.exhausted) >= before + gone:
+            break
+        await anyio.sleep(CATCH_UP_PAUSE)
+    return True
 
 
 async def observe_ack_floor(c: Client, subscription: SubscriptionId) -> Known[int] | Unknown:

@@ -65,6 +65,9 @@ BARRIER = b"+VFB"
 sent before it on the same consumer."""
 EVIDENCE_WAIT = 0.02
 """Seconds to wait for a settle's evidence before asking with a barrier."""
+LAPSE_GRACE = 0.1
+"""Seconds past this client's deadline of a final-attempt lease after which the server has
+surely seen it lapse (this client's deadline is the earlier one, see ``_pull.delivery``)."""
 
 
 class _Seen(msgspec.Struct):
@@ -248,10 +251,14 @@ async def _barrier(c: Client, nc: Any, token: DeliveryToken, payload: bytes) -> 
 
 
 async def nudge(c: Client, st: SubState) -> bool:
-    """A pull that can deliver nothing (``max_bytes: 1``): the server then processes its
-    redelivery queue, deciding at once a message whose last attempt was just given back.
-    True when the server answered."""
-    nc = await c.conn()
+    """A pull that can deliver nothing (``max_bytes: 1``): the server then processes the
+    head of its redelivery queue, deciding at once a message whose last attempt was given
+    back or lapsed (nats-server decides a lapsed last attempt of ``max_deliver`` >= 2 only
+    when a pull asks: its expiry check counts deliveries from zero). Harmless otherwise: the
+    message it cannot deliver keeps its delivery count. True when the server answered."""
+    nc = c.nc
+    if nc is None or nc.is_closed:
+        return False
     subject = f"$JS.API.CONSUMER.MSG.NEXT.{st.stream}.{st.consumer}"
     body = _api.encode({"batch": 1, "max_bytes": 1, "no_wait": True})
     try:
@@ -259,6 +266,21 @@ async def nudge(c: Client, st: SubState) -> bool:
     except CallFailed:
         return False
     return True
+
+
+_nudges: set[asyncio.Task[bool]] = set()
+
+
+def nudge_when_lapsed(c: Client, st: SubState, deadline: float) -> None:
+    """Nudge the server once the final-attempt lease ending at ``deadline`` (loop time) has
+    lapsed there, so every client sees it unresolved then, not at the next pull."""
+
+    def fire() -> None:
+        task = asyncio.get_running_loop().create_task(nudge(c, st))
+        _nudges.add(task)
+        task.add_done_callback(_nudges.discard)
+
+    asyncio.get_running_loop().call_at(deadline + LAPSE_GRACE, fire)
 
 
 def _check(token: DeliveryToken, outcome: SettleOutcome, settlement_id: str) -> None:
