@@ -50,8 +50,8 @@ from ._ledger import (
 )
 from ._names import ADV_CREATED, ADV_DELETED, ADV_MAX_DELIVERIES, ADV_TERMINATED
 from ._publish import INDEX_LINGER, flush_all
-from ._settle import nudge
 from ._pull import DELETED_REASON
+from ._settle import nudge
 from ._state import ChanState, Ledger, SubState
 from ._subscriptions import sub
 
