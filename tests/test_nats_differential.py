@@ -8,29 +8,38 @@ from __future__ import annotations
 
 import itertools
 import os
+import random
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 
 from _nats_differential import (
+    BIG,
+    CoreWorld,
     ModelWorld,
     NatsWorld,
     Schedule,
+    Token,
     World,
     compare,
     dump,
     run_model,
     run_nats,
+    settle_cancellable,
 )
 from _servers_fixtures import need_binary
 from videoflow_aio.contracts.messaging import (
     Completed,
     Retry,
+    SettleConfirmed,
+    SettleUnknown,
     SubscriptionId,
     Terminal,
     make_channel,
+    make_envelope,
     make_subscription,
 )
 from videoflow_aio.testing.servers import ServerProcess, start_nats
@@ -190,7 +199,8 @@ async def delete_consumer(w: World) -> None:
     for i in range(3):
         await w.publish(0, c, f"d{i}")
     old = await w.receive(1, SUBD.id, n=2)
-    await w.settle(old[0], Completed())
+    await w.settle(old[0], Terminal("bad"))
+    await w.observe(1, SUBD.id, label="one dead letter")
     await w.delete_subscription(SUBD.id)
     await w.observe(0, SUBD.id)
     await w.ensure(0, SUBD)
@@ -386,6 +396,151 @@ async def dedup_windows(w: World) -> None:
 class TestDedup:
     async def test_windows_zero_and_small_across_clients(self, srv: ServerProcess) -> None:
         await differential(dedup_windows, srv, dedup_window_seconds=60)
+
+
+# -- cancellation at every await (NATS only: the model has no awaits to cancel at) ------------
+
+CHC = make_channel("f", "r", "c", "work", "limits", max_msgs=6)
+SUBC = make_subscription(CHC.channel, "w", ack_wait_seconds=AW, max_deliver=3, item_credit=64)
+SEEDS = [int(s) for s in os.environ.get("VIDEOFLOW_DIFF_SEEDS", "1,2,3").split(",")]
+TINY = (0.0, 0.0003, 0.001, 0.002, 0.004, 0.008, 5.0)
+"""Cancel-scope deadlines (s): 0 cancels at the first await, 5 s lets the call finish."""
+
+
+async def cancelled_everywhere(w: World, seed: int) -> None:
+    """Random publishes, receives, settles and renewals by two clients, each under a cancel
+    scope of a tiny deadline; then everything is received and settled without one. Every
+    answer given must be true (the raw watch checks each settle), and the counts at the end
+    are the server's."""
+    rnd = random.Random(seed)
+    c, sid = CHC.channel, SUBC.id
+    await w.ensure(0, CHC, SUBC)
+    await w.watch(SUBC)
+    await w.ensure(1, CHC, SUBC)
+    held: list[Token] = []
+    for step in range(60):
+        i = rnd.randrange(2)
+        b = await w.client(i)
+        within = rnd.choice(TINY)
+        act = rnd.choice(("publish", "publish", "receive", "settle", "settle", "renew"))
+        if act == "publish":
+            with anyio.move_on_after(within):
+                await b.publish(make_envelope(c, f"p{seed}-{step}"), w.dl(1.0))
+        elif act == "receive":
+            with anyio.move_on_after(within):
+                got = await b.receive(sid, rnd.randint(1, 3), BIG, w.dl(0.05))
+                held += [Token(d, i) for d in got]
+        elif held:
+            t = held.pop(rnd.randrange(len(held)))
+            if act == "renew":
+                with anyio.move_on_after(within) as scope:
+                    lease = await (await w.client(t.client)).renew(t.delivery.token)
+                if not scope.cancelled_caught:
+                    w.note(t.delivery, "renew", lease)
+                    held.append(t)
+                continue
+            outcome = rnd.choice((Completed(), Completed(), Retry(0.0), Terminal("x")))
+            ans = await settle_cancellable(w, t, outcome, f"s{step}", within)
+            if ans is None or isinstance(ans, SettleUnknown):
+                again = await settle_cancellable(w, t, outcome, f"s{step}", 5.0)  # retried
+                assert (
+                    not isinstance(again, SettleConfirmed) or again.sequence == t.delivery.sequence
+                )
+    await w.sleep(LAPSE)  # every lease lapses
+    for _round in range(20):
+        got = []
+        for i in range(2):
+            got += [Token(d, i) for d in await (await w.client(i)).receive(sid, 64, BIG, w.dl(0.2))]
+        for t in got:
+            await w.settle(t, Completed(), f"end-{t.delivery.sequence}-{t.delivery.attempt}")
+        if not got:
+            break
+    await w.settled()
+    for i in range(2):
+        await w.check_truth(i, SUBC, f"client {i} after cancellations", every=True)
+
+
+class TestCancellation:
+    @pytest.mark.parametrize("seed", SEEDS)
+    async def test_cancelled_at_every_await(self, srv: ServerProcess, seed: int) -> None:
+        w = NatsWorld(srv, prefix())
+        w = await run_nats(lambda w: cancelled_everywhere(w, seed), w)
+        assert not w.problems, "\n".join(w.problems)
+
+
+# -- an administrator deletes the whole stream; it is created again --------------------------
+
+CHS = make_channel("f", "r", "s", "work", "limits", max_msgs=3)
+SUBSD = make_subscription(CHS.channel, "d", ack_wait_seconds=AW)
+SUBSE = make_subscription(CHS.channel, "e", ack_wait_seconds=AW, kind="eos")
+
+
+async def stream_deleted(w: NatsWorld) -> None:
+    """Client 1 published into the first stream; after the administrator deleted it and
+    client 0 created it again, eos messages published by a raw client (no index record)
+    evict each other. Client 1 must not attribute them from what it published before."""
+    c = CHS.channel
+    await w.ensure(0, CHS, SUBSD, SUBSE)
+    await w.ensure(1, CHS, SUBSD, SUBSE)
+    for i in range(3):
+        await w.publish(1, c, f"d{i}")
+    await w.observe(1, SUBSD.id)
+    await w.delete_channel(c)
+    await w.ensure(0, CHS, SUBSD, SUBSE)
+    await w.watch(SUBSD)
+    assert w.raw is not None
+    base = f"{w.prefix[1]}.{c.flow_id}.{c.run_id}.{c.node}"
+    for i in range(4):  # e0 is evicted: it was not data, so nobody lost a data message
+        await w.raw.request(f"{base}.eos.n", f"e{i}".encode())
+    for i in range(2):
+        await w.check_truth(i, SUBSD, f"data subscription by client {i}", every=False)
+
+
+class TestStreamDeleted:
+    async def test_a_stream_deleted_and_created_again(self, srv: ServerProcess) -> None:
+        w = NatsWorld(srv, prefix())
+        await run_nats(stream_deleted, w)  # type: ignore[arg-type]  # a NatsWorld schedule
+        assert not w.problems, "\n".join(w.problems)
+
+
+# -- Core NATS: two clients and a restart ------------------------------------------------------
+
+CHN = make_channel("f", "r", "core", "work", "limits")
+CA = make_subscription(CHN.channel, "a", competing=False)
+CB = make_subscription(CHN.channel, "b", competing=False)
+CC = make_subscription(CHN.channel, "c", competing=True)
+
+
+async def core_two_clients(w: World) -> None:
+    c = CHN.channel
+    await w.ensure(0, CHN, CA, CC)
+    await w.ensure(1, CHN, CB, CC)
+    for i in range(3):
+        await w.publish(0, c, f"x{i}")
+    for i in range(2):
+        await w.publish(1, c, f"y{i}")
+    await w.settled()  # routed to the other connection: it arrives as it arrives
+    await w.observe(0, CA.id)
+    await w.observe(1, CB.id)
+    await w.receive(0, CA.id)
+    await w.receive(1, CB.id, n=2)
+    await w.restart()
+    await w.observe(1, CB.id, label="what was queued stays queued")
+    await w.publish(1, c, "z0", label="publish after the restart")
+    await w.settled()
+    await w.receive(1, CB.id)
+    await w.receive(0, CA.id)
+    await w.pending_total(CC.id, "the competing subscription, over both clients")
+
+
+class TestCoreNats:
+    async def test_two_clients_and_a_restart(self, own_srv: ServerProcess, tmp_path: Path) -> None:
+        model = await run_model(core_two_clients, core_only=True)
+        real = CoreWorld(own_srv, prefix())
+        real.store = tmp_path / "js"
+        real = await run_nats(core_two_clients, real)
+        problems = compare(model, real) + real.problems
+        assert not problems, "\n".join(problems) + "\n" + dump(model, real)
 
 
 __all__ = ["SubscriptionId", "Terminal"]

@@ -6,7 +6,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from videoflow_aio.adapters.nats._names import Names, escape, unescape
-from videoflow_aio.contracts.messaging import ChannelId
+from videoflow_aio.contracts.messaging import ChannelId, SubscriptionId
 
 token = st.text(min_size=1, max_size=12).filter(lambda t: not any(c in t for c in " .*>\t\n"))
 
@@ -39,3 +39,8 @@ def test_subjects_and_filters() -> None:
     assert n.filter(ch, "data", 3) == "vf.f.r.n.data.k.3"
     assert n.kind_of(ch, "vf.f.r.n.eos.k.3") == ("eos", "3")
     assert n.kind_of(ch, "vf.f.r.n.data.n") == ("data", None)
+    assert n.kind_of(ch, "vf.f.r.n.dlq.w.17.k.3") == ("dlq", "3")
+    assert n.filter(ch, "dlq", 3) == "vf.f.r.n.dlq.*.*.k.3"
+    sub = SubscriptionId(ch, "w")
+    assert n.dlq_subject(sub, 17, "3") == "vf.f.r.n.dlq.w.17.k.3"
+    assert n.dlq_count_filter(sub, 17) == "vf.f.r.n.dlq.w.17.>"

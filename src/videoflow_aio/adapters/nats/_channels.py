@@ -271,12 +271,14 @@ async def ensure_channel(
             await placeholder(c, ch, req, sample)
     st = c.chans.get(ch)
     if st is None:
-        st = c.chans[ch] = new_chan(c, current)
+        st = c.chans[ch] = new_chan(c, current, str(info.get("created", "")))
+    else:
+        seen(st, info)
     st.spec = current
     return VerifiedChannel(current, created=created, updated=updated)
 
 
-def new_chan(c: Client, spec: ChannelSpec) -> ChanState:
+def new_chan(c: Client, spec: ChannelSpec, created: str) -> ChanState:
     n, ch = c.names, spec.channel
     return ChanState(
         ch,
@@ -286,7 +288,15 @@ def new_chan(c: Client, spec: ChannelSpec) -> ChanState:
         n.adv_stream(ch),
         n.idx_stream(ch),
         n.acct_stream(ch),
+        created=created,
     )
+
+
+def seen(chs: ChanState, info: dict[str, Any]) -> None:
+    """``info`` (the slot stream's) read: a new incarnation resets what was known of the old."""
+    created = str(info.get("created", ""))
+    if created and created != chs.created:
+        chs.new_stream(created)
 
 
 async def chan(c: Client, ch: ChannelId) -> ChanState:
@@ -298,7 +308,7 @@ async def chan(c: Client, ch: ChannelId) -> ChanState:
         info = await c.stream_info(c.names.stream(ch))
     if info is None:
         raise NotFound(f"no channel {ch}", kind="channel", name=ch.name)
-    st = c.chans[ch] = new_chan(c, spec_from(ch, info["config"]))
+    st = c.chans[ch] = new_chan(c, spec_from(ch, info["config"]), str(info.get("created", "")))
     return st
 
 

@@ -7,8 +7,9 @@ A channel ``flow.run.node`` has these streams (``<base>`` is ``<p>.<flow>.<run>.
 * ``…__idx`` on ``<base>.idx``: the index records the adapter's publishers write in batches
   (stream sequence → kind and partition key of each publication they stored), so any client
   attributes an evicted sequence to the subscriptions it matched;
-* ``…__dlq`` on ``<base>.dlq.<consumer>.…`` (dead letters, outside the slot; the settling
-  subscription in the subject, so they are counted per subscription on the server);
+* ``…__dlq`` on ``<base>.dlq.<consumer>.<incarnation>.…`` (dead letters, outside the slot;
+  the settling subscription and its consumer incarnation in the subject, so they are counted
+  per subscription on the server);
 * ``…__adv`` capturing this channel's consumer advisories durably (``MAX_DELIVERIES``,
   ``MSG_TERMINATED``, ``CREATED``, ``DELETED``): the unresolved / drop / incarnation ledger;
 * ``…__acct`` one record per subscription on ``<base>.acct.<consumer>``: the drop accounting
@@ -18,7 +19,8 @@ A channel ``flow.run.node`` has these streams (``<base>`` is ``<p>.<flow>.<run>.
 
 A message's subject is ``<base>.<kind>.n`` without a partition key and ``<base>.<kind>.k.<key>``
 with one, so a partition subscription filters ``<base>.<kind>.k.<p>`` and an unpartitioned one
-``<base>.<kind>.>``; a dead letter's is ``<base>.dlq.<consumer>.n`` / ``….k.<key>``. Stream
+``<base>.<kind>.>``; a dead letter's is ``<base>.dlq.<consumer>.<incarnation>.n`` /
+``….k.<key>``. Stream
 and consumer names allow no ``.``, so tokens are escaped: every byte outside ``[A-Za-z0-9-]``
 becomes ``_xx`` (hex); ``__`` therefore never occurs inside an escaped token and separates
 them.
@@ -131,27 +133,28 @@ class Names:
         b = self.base(ch)
         return f"{b}.{kind}.n" if partition_key is None else f"{b}.{kind}.k.{partition_key}"
 
-    def dlq_subject(self, sub: SubscriptionId, partition_key: str | None) -> str:
-        """A dead letter settled by ``sub`` (its consumer in the subject)."""
-        b = f"{self.base(sub.channel)}.dlq.{sub.consumer}"
+    def dlq_subject(self, sub: SubscriptionId, inc: int, partition_key: str | None) -> str:
+        """A dead letter settled by ``sub``'s consumer incarnation ``inc`` (both in the
+        subject: a subscription deleted and created again counts only its own)."""
+        b = f"{self.base(sub.channel)}.dlq.{sub.consumer}.{inc}"
         return f"{b}.n" if partition_key is None else f"{b}.k.{partition_key}"
 
-    def dlq_count_filter(self, sub: SubscriptionId) -> str:
-        """Every dead letter ``sub`` settled (to count them on the server)."""
-        return f"{self.base(sub.channel)}.dlq.{sub.consumer}.>"
+    def dlq_count_filter(self, sub: SubscriptionId, inc: int) -> str:
+        """Every dead letter ``sub``'s incarnation ``inc`` settled (counted on the server)."""
+        return f"{self.base(sub.channel)}.dlq.{sub.consumer}.{inc}.>"
 
     def filter(self, ch: ChannelId, kind: str, partition: int | None) -> str:
         b = self.base(ch)
         if kind == "dlq":
-            return f"{b}.dlq.>" if partition is None else f"{b}.dlq.*.k.{partition}"
+            return f"{b}.dlq.>" if partition is None else f"{b}.dlq.*.*.k.{partition}"
         return f"{b}.{kind}.>" if partition is None else f"{b}.{kind}.k.{partition}"
 
     def kind_of(self, ch: ChannelId, subject: str) -> tuple[str, str | None]:
         """``(kind, partition_key)`` of a message subject of channel ``ch``."""
         rest = subject[len(self.base(ch)) + 1 :]
         kind, _, tail = rest.partition(".")
-        if kind == "dlq":  # dlq.<consumer>.n | dlq.<consumer>.k.<key>
-            tail = tail.partition(".")[2]
+        if kind == "dlq":  # dlq.<consumer>.<incarnation>.n | ….k.<key>
+            tail = tail.partition(".")[2].partition(".")[2]
         if tail.startswith("k."):
             return kind, tail[2:]
         return kind, None

@@ -28,7 +28,7 @@ from ...contracts.messaging import (
 )
 from . import _api
 from ._api import ApiError, CallFailed
-from ._channels import chan
+from ._channels import chan, seen
 from ._connection import Client, loop_time
 from ._ledger import (
     Accounted,
@@ -49,7 +49,7 @@ from ._ledger import (
     parse_ts,
 )
 from ._names import ADV_CREATED, ADV_DELETED, ADV_MAX_DELIVERIES, ADV_TERMINATED
-from ._publish import INDEX_LINGER, flush_all
+from ._publish import INDEX_LINGER, IndexRecord, flush_all
 from ._pull import DELETED_REASON
 from ._settle import nudge
 from ._state import ChanState, Ledger, SubState
@@ -214,6 +214,8 @@ async def infos(c: Client, st: SubState) -> tuple[dict[str, Any], dict[str, Any]
         if si is None:
             c.forget_channel(sid.channel)
             raise NotFound(f"no channel {sid.channel}", kind="channel", name=sid.channel.name)
+        if st.stream == st.chan.stream:
+            seen(st.chan, si)
         lags = consumer_lags(
             st.spec, consumer_view(ci), stream_view(si), st.chan.index, CATCH_UP_WINDOW
         )
@@ -256,7 +258,7 @@ async def write_record(c: Client, st: SubState, rec: Record, last: int) -> bool:
     return True
 
 
-_index_dec = msgspec.json.Decoder(list[tuple[int, str, str | None]]).decode
+_index_dec = msgspec.json.Decoder(IndexRecord).decode
 
 
 async def read_index(c: Client, chs: ChanState) -> None:
@@ -264,10 +266,13 @@ async def read_index(c: Client, chs: ChanState) -> None:
     rows, chs.idx_next = await read_new(c, chs.idx, chs.idx_next)
     for _seq, _subject, data in rows:
         try:
-            for s, kind, key in _index_dec(data):
-                chs.attrib[s] = (kind, key)
+            record = _index_dec(data)
         except msgspec.DecodeError:
-            pass  # not a record of ours: its sequences stay unattributed
+            continue  # not a record of ours: its sequences stay unattributed
+        if record.stream != chs.created:
+            continue  # about another incarnation of the stream (deleted since)
+        for s, kind, key in record.entries:
+            chs.attrib[s] = (kind, key)
     if len(chs.attrib) > ATTRIB_LIMIT:
         for s in sorted(chs.attrib)[: ATTRIB_LIMIT // 2]:
             del chs.attrib[s]
@@ -307,8 +312,10 @@ async def deleted_seqs(c: Client, si: dict[str, Any]) -> list[int]:
 
 
 async def dead_letters(c: Client, st: SubState) -> int:
-    """Dead letters ``st`` settled, counted on the server (their subject names it)."""
-    info = await c.stream_info(st.chan.dlq, {"subjects_filter": c.names.dlq_count_filter(st.id)})
+    """Dead letters this incarnation of ``st`` settled, counted on the server (their subject
+    names it)."""
+    count_filter = c.names.dlq_count_filter(st.id, st.created_ns)
+    info = await c.stream_info(st.chan.dlq, {"subjects_filter": count_filter})
     if info is None:
         return 0
     return sum(int(n) for n in (info["state"].get("subjects") or {}).values())

@@ -34,6 +34,16 @@ from ._state import ChanState
 
 _index_enc = msgspec.json.Encoder().encode
 
+
+class IndexRecord(msgspec.Struct, array_like=True):
+    """One index record: the slot stream incarnation it is about (its ``created`` stamp: a
+    stream deleted and created again starts its sequences over) and ``(sequence, kind,
+    partition key)`` of each publication."""
+
+    stream: str
+    entries: list[tuple[int, str, str | None]]
+
+
 INDEX_LIMIT = 1 << 20
 """Most sequences kept in a channel's publish index; past it the oldest half is forgotten
 (their subjects then come from the index stream)."""
@@ -77,7 +87,8 @@ async def flush_index(c: Client, chs: ChanState) -> None:
     if not batch or nc is None or nc.is_closed:
         return
     with contextlib.suppress(CallFailed):
-        await _api.publish(nc, c.names.index_subject(chs.id), _index_enc(batch))
+        record = IndexRecord(chs.created, batch)
+        await _api.publish(nc, c.names.index_subject(chs.id), _index_enc(record))
 
 
 async def flush_all(c: Client) -> None:

@@ -419,7 +419,7 @@ async def dead_letter(
     )
     env = Envelope(
         channel=chs.id,
-        publication_id=f"{orig.publication_id}~dlq~{token.subscription.consumer}",
+        publication_id=f"{orig.publication_id}~dlq~{token.subscription.consumer}~{st.created_ns}",
         body=body,
         event_id=orig.event_id,
         kind="dlq",
@@ -430,7 +430,7 @@ async def dead_letter(
         headers=h,
     )
     hdrs = _codec.headers(env, True)
-    subject = c.names.dlq_subject(token.subscription, orig.partition_key)
+    subject = c.names.dlq_subject(token.subscription, st.created_ns, orig.partition_key)
     nc = await c.conn()
     try:
         msg = await _api.request(nc, subject, body, c.request_timeout, headers=hdrs)

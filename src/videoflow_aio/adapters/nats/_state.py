@@ -175,6 +175,16 @@ class ChanState:
     adv_next: int = 1
     ledgers: dict[tuple[str, str], Ledger] = field(default_factory=dict)
     live_adv: Any = None
+    created: str = ""  # the slot stream's incarnation (its ``created`` stamp)
+
+    def new_stream(self, created: str) -> None:
+        """The slot stream was deleted and created again: its sequences start over, so what
+        this client knew of the old one's (its publish index, the index records read) no
+        longer names them."""
+        self.created = created
+        self.index.clear()
+        self.unindexed.clear()
+        self.attrib.clear()
 
     def ledger(self, stream: str, consumer: str) -> Ledger:
         key = (stream, consumer)
