@@ -451,3 +451,32 @@ async def test_each_seed_url_is_tried_once() -> None:
         await b.channel_ids()
     assert all(u in str(info.value) for u in urls)
     await b.aclose()
+
+
+async def test_a_replicated_consumer_confirms_an_ack_once_committed(
+    srv: ServerProcess, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With replicas > 1 the leader emits the ack metric before its group commits the ack,
+    and answers the ack's request after: Completed is then sent as a request and confirmed
+    by both (a confirmed settle survives the leader's crash). The path, forced on one node:
+    a pending delivery is confirmed, a purged one is not."""
+    from videoflow_aio.adapters.nats import _settle
+
+    sent: list[object] = []
+
+    def replicated(st: object) -> bool:
+        sent.append(st)
+        return True
+
+    monkeypatch.setattr(_settle, "replicated", replicated)
+    b = backend(srv)
+    ch, sub = await setup(b)
+    await publish(b, ch, "p1", "p2")
+    got = await b.receive(sub.id, 2, 1 << 20, dl())
+    assert isinstance(await b.settle(got[0].token, Completed(), "s1"), SettleConfirmed)
+    a = admin(b)
+    await a.purge(ch.channel)
+    await a.aclose()
+    assert isinstance(await b.settle(got[1].token, Completed(), "s2"), SettleStale)
+    assert len(sent) == 2
+    await b.aclose()

@@ -221,6 +221,14 @@ async def _send(
     # bridge's, under trio), and a settle is the adapter's hottest path
     waiter = ev.waiting[key] = asyncio.Event()
     try:
+        if not nak and replicated(st):
+            # the leader emits the metric when it applies the ack and answers the ack's
+            # request only once the consumer's group committed it: wait for both
+            failed = await _barrier(c, nc, token, payload)
+            if failed is not None:
+                return failed
+            await ev.caught_up()
+            return waiter.is_set() or ev.seen[nak].pop(key[1:]) is not None
         try:
             await _api.publish(nc, token.opaque, payload)
         except CallFailed as exc:
@@ -237,6 +245,12 @@ async def _send(
         return waiter.is_set() or ev.seen[nak].pop(key[1:]) is not None
     finally:
         ev.waiting.pop(key, None)
+
+
+def replicated(st: SubState) -> bool:
+    """Whether the subscription's consumer is replicated (its channel's ``replicas`` > 1):
+    then an ack is confirmed once committed, not only applied by the leader."""
+    return st.chan.spec.replicas > 1
 
 
 async def _barrier(c: Client, nc: Any, token: DeliveryToken, payload: bytes) -> SettleAnswer | None:
