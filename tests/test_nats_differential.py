@@ -137,6 +137,44 @@ class TestManyClients:
     async def test_three_clients_with_evictions(self, srv: ServerProcess) -> None:
         await differential(three_clients, srv)
 
+    async def test_partitions_and_kinds_by_two_publishers(self, srv: ServerProcess) -> None:
+        await differential(partitions, srv)
+
+
+CHP = make_channel("f", "r", "p", "work", "limits", max_msgs=4)
+P0 = make_subscription(CHP.channel, "p0", ack_wait_seconds=AW, partition=0)
+P1 = make_subscription(CHP.channel, "p1", ack_wait_seconds=AW, partition=1)
+PALL = make_subscription(CHP.channel, "all", ack_wait_seconds=AW)
+PEOS = make_subscription(CHP.channel, "eos", ack_wait_seconds=AW, kind="eos")
+
+
+async def partitions(w: World) -> None:
+    """Two publishers (keyed and not), evictions of what nobody received: each drop is
+    attributed from the other publisher's index records, by a third client that published
+    nothing."""
+    c = CHP.channel
+    subs = (P0, P1, PALL, PEOS)
+    for i in range(3):
+        await w.ensure(i, CHP, *subs)
+    await w.publish(0, c, "k0a", partition_key="0")
+    await w.publish(1, c, "n0")
+    await w.publish(0, c, "k1a", partition_key="1")
+    await w.publish(1, c, "e0", kind="eos")
+    for t in await w.receive(2, P0.id):
+        await w.settle(t, Completed())
+    await w.publish(0, c, "k1b", partition_key="1")  # evicts k0a: settled by p0, not by all
+    await w.publish(1, c, "n1")  # evicts n0: nobody received it
+    for sub in subs:
+        await w.observe(2, sub.id)
+    await w.publish(1, c, "e1", kind="eos")  # evicts k1a
+    await w.publish(0, c, "k0b", partition_key="0")  # evicts e0
+    for sub in subs:
+        await w.observe(2, sub.id)
+        await w.observe(0, sub.id)
+    for t in await w.receive(1, PALL.id):
+        await w.settle(t, Completed())
+    await w.observe(2, PALL.id)
+
 
 # -- the administrator ------------------------------------------------------------------------
 

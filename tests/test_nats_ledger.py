@@ -252,3 +252,15 @@ def test_last_foreign_delivery() -> None:
     assert last_foreign({4: 10, 5: 11}, 3, 5) == 0
     assert last_foreign({4: 10, 6: 12}, 3, 6) == 5
     assert last_foreign({}, 3, 9) == 9 and last_foreign({}, 9, 9) == 0
+
+
+def test_the_ack_floor_counts_removed_messages_as_settled() -> None:
+    """The server's floor of a consumer moves past evicted messages only as its position
+    passes them (issue #14 (10)); everything below the first retained sequence is settled."""
+    local = Local({}, {}, {}, (), 0.0)
+    n = counts(DATA, cv(fs=2, pend=1), StreamView(6, 9), set(), set(), local, 0, 1)
+    assert n.ack_floor == 5
+    n = counts(DATA, cv(fs=2, pend=1), StreamView(6, 9), {7}, set(), local, 0, 1)
+    assert n.ack_floor == 5  # still below the unresolved 7
+    n = counts(DATA, cv(fs=2, pend=1), StreamView(3, 9), {4}, set(), local, 0, 1)
+    assert n.ack_floor == 2

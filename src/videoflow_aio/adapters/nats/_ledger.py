@@ -388,13 +388,14 @@ def counts(
         leased=leased,
         unresolved=frozenset(unresolved),
         dropped=len(set(deleted) | set(lost)) + gone + silent_drops,
-        ack_floor=floor(cv.floor_s, unresolved),
+        ack_floor=floor(max(cv.floor_s, stream.first - 1), unresolved),
     )
 
 
 def floor(server_floor: int, unresolved: Collection[int]) -> int:
-    """The ack floor: the server's, held below the lowest unresolved sequence (the server
-    moves it past an exhausted message once a later one is acked)."""
+    """The ack floor: the server's (raised by the caller to just below the stream's first
+    retained sequence: removed messages count as settled), held below the lowest unresolved
+    sequence (the server moves it past an exhausted message once a later one is acked)."""
     if unresolved:
         return min(server_floor, min(unresolved) - 1)
     return server_floor

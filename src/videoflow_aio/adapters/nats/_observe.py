@@ -460,7 +460,8 @@ async def observe_ack_floor(c: Client, subscription: SubscriptionId) -> Known[in
     exhausted = exhausted_now(st.spec, local(st), led.exhausted_since(st.created_ns))
     deleted = led.deleted_since(st.created_ns)
     unresolved = [s for s in exhausted if not sv.removed(s) and s not in deleted]
-    return Known(floor(int(ci["ack_floor"]["stream_seq"]), unresolved))
+    server = int(ci["ack_floor"]["stream_seq"])
+    return Known(floor(max(server, sv.first - 1), unresolved))  # removed count as settled
 
 
 async def observe_channel(c: Client, channel_id: ChannelId) -> Known[ChannelObservation] | Unknown:
