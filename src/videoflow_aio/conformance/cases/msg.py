@@ -1478,3 +1478,97 @@ async def core_restart(h: Harness) -> None:
     out = await _publish(h, b, ch.channel, "after")
     h.check(isinstance(out, Accepted), f"publish after the restart: {out!r}")
     h.equal(_pids(await _recv(h, b, sub.id)), ["before", "after"], "both, in order")
+
+
+@case(
+    "MSG-067",
+    "another client: a last attempt that lapsed is unresolved for every client before any pull",
+    contract=M,
+    controls=("another_client",),
+)
+async def two_clients_last_attempt_lapses(h: Harness) -> None:
+    b = await h.open()
+    ch = await _channel(h, b)
+    sub = await _sub(h, b, ch.channel, ack_wait_seconds=h.seconds(5), max_deliver=2)
+    c = await _peer(h, b, ch, sub)
+    await _publish(h, b, ch.channel, "p1")
+    for attempt in (1, 2):
+        got = await _recv(h, c, sub.id, wait=10)
+        h.equal([d.attempt for d in got], [attempt], f"attempt {attempt} at the other client")
+        await h.sleep(7)  # it lapses; nobody pulls after the last one
+    for who, what in ((b, "a client that never held it"), (c, "the client that held it")):
+        obs = await _sub_obs(h, who, sub.id)
+        h.equal((obs.unresolved, obs.pending, obs.leased), (1, 0, 0), what)
+
+
+@case(
+    "MSG-068",
+    "administrator deletes a subscription: a token of the old one never settles a new delivery",
+    contract=M,
+    controls=("another_client", "delete_subscription"),
+)
+async def old_token_after_recreate(h: Harness) -> None:
+    b = await h.open()
+    ch = await _channel(h, b)
+    sub = await _sub(h, b, ch.channel, ack_wait_seconds=h.seconds(60))
+    c = await _peer(h, b, ch, sub)
+    await _publish(h, b, ch.channel, "p1")
+    old = await _recv(h, c, sub.id)
+    h.equal(_pids(old), ["p1"], "the other client holds it")
+    await h.controls(b).delete_subscription(sub.id)
+    h.check((await b.ensure_subscription(sub, _op())).created, "ensured again, it is new")
+    new = await _recv(h, b, sub.id)
+    h.equal([(d.envelope.publication_id, d.attempt) for d in new], [("p1", 1)], "redelivered")
+    ans = await c.settle(old[0].token, Completed(), "old")
+    h.check(isinstance(ans, SettleStale), f"the old subscription's token: {ans!r}")
+    ans = await b.settle(new[0].token, Completed(), "new")
+    h.check(isinstance(ans, SettleConfirmed), f"the new delivery settles: {ans!r}")
+    obs = await _sub_obs(h, b, sub.id)
+    h.equal((obs.pending, obs.leased), (0, 0), "settled once")
+
+
+@case(
+    "MSG-069",
+    "administrator deletes a subscription: ensured again, it counts only its own dead letters",
+    contract=M,
+    controls=("delete_subscription",),
+)
+async def dead_letters_per_incarnation(h: Harness) -> None:
+    b = await h.open()
+    ch = await _channel(h, b)
+    sub = await _sub(h, b, ch.channel, ack_wait_seconds=h.seconds(60))
+    for i in range(2):
+        await _publish(h, b, ch.channel, f"p{i}")
+    got = await _recv(h, b, sub.id)
+    await b.settle(got[0].token, Terminal("bad"), "t0")
+    h.equal((await _sub_obs(h, b, sub.id)).dead_lettered, 1, "one dead letter")
+    await h.controls(b).delete_subscription(sub.id)
+    await b.ensure_subscription(sub, _op())
+    h.equal((await _sub_obs(h, b, sub.id)).dead_lettered, 0, "none of its own yet")
+    again = await _recv(h, b, sub.id)
+    h.equal(_pids(again), ["p0", "p1"], "both delivered to the new subscription")
+    await b.settle(again[0].token, Terminal("bad again"), "t1")
+    h.equal((await _sub_obs(h, b, sub.id)).dead_lettered, 1, "its own dead letter")
+    h.equal((await _chan_obs(h, b, ch.channel)).dead_letters, 2, "the channel keeps both")
+
+
+@case(
+    "MSG-070",
+    "another client: a Retry received again by a third client is leased, for every client",
+    contract=M,
+    controls=("another_client",),
+)
+async def retry_received_elsewhere(h: Harness) -> None:
+    b = await h.open()
+    ch = await _channel(h, b)
+    sub = await _sub(h, b, ch.channel, ack_wait_seconds=h.seconds(60), max_deliver=5)
+    c = await _peer(h, b, ch, sub)
+    d = await _peer(h, b, ch, sub)
+    await _publish(h, b, ch.channel, "p1")
+    got = await _recv(h, c, sub.id)
+    h.check(isinstance(await c.settle(got[0].token, Retry(), "r"), SettleConfirmed), "Retry")
+    again = await _recv(h, d, sub.id)
+    h.equal([(x.envelope.publication_id, x.attempt) for x in again], [("p1", 2)], "redelivered")
+    for who, what in ((b, "a bystander"), (c, "the client that gave it back"), (d, "its holder")):
+        obs = await _sub_obs(h, who, sub.id)
+        h.equal((obs.pending, obs.leased), (0, 1), what)
