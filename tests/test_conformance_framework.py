@@ -504,7 +504,7 @@ def test_case_ids_are_validated() -> None:
     with pytest.raises(ValueError, match=r"e\.g\. MYAPP-001"):
         conformance.case("myapp-001", "lower case", contract="messaging")
     with pytest.raises(ValueError, match="unknown contract"):
-        conformance.case("MSG-999", "bad contract", contract="mail")
+        conformance.case("MSG-999", "bad contract", contract="mail")  # type: ignore[arg-type]
 
     def not_async(h: Harness) -> None:
         h.check(True)

@@ -64,7 +64,7 @@ def test_bad_inputs() -> None:
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-def test_timers_set_before_a_run_fire_inside_it_and_after_it(backend: str) -> None:
+def test_timers_set_before_a_run_fire_inside_it_and_after_it(backend: vtime.Backend) -> None:
     clock = FakeClock()
     seen: list[tuple[str, float]] = []
     clock.at(5, lambda: seen.append(("before", clock.monotonic())))

@@ -7,7 +7,7 @@ import inspect
 import re
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from ._capabilities import Capability, check_capabilities
 from ._controls import check_controls
@@ -48,7 +48,7 @@ def case(
     id: str,
     title: str,
     *,
-    contract: str,
+    contract: Literal["runtime_store", "messaging", "payload", "allocation"],
     needs: Iterable[Capability] = (),
     controls: Iterable[str] = (),
 ) -> Callable[[F], F]:

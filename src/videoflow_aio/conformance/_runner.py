@@ -17,7 +17,7 @@ import warnings
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Literal, cast
 
 import anyio
 import anyio.from_thread
@@ -26,7 +26,7 @@ import msgspec
 import trio
 
 from .. import faults
-from ..vtime import VirtualClock, VirtualTimeDeadlock
+from ..vtime import Backend, VirtualClock, VirtualTimeDeadlock
 from ..vtime import run as vrun
 from ._case import Case
 from ._harness import CaseFailure, Harness, Skip
@@ -301,7 +301,7 @@ def execute(
         if provider.real_time:
             anyio.run(body, backend=backend)
         else:
-            vrun(body, backend=backend, clock=VirtualClock())
+            vrun(body, backend=cast(Backend, backend), clock=VirtualClock())  # checked there
     except KeyboardInterrupt:
         raise
     except BaseException as exc:  # a case failure of any kind is a result, not a crash
