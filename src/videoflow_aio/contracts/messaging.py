@@ -32,7 +32,8 @@ from __future__ import annotations
 
 import abc
 from collections.abc import Mapping, Sequence
-from typing import Annotated, Literal
+from types import TracebackType
+from typing import Annotated, Literal, Self
 
 import msgspec
 
@@ -113,10 +114,18 @@ class SubscriptionId(msgspec.Struct, frozen=True, gc=False, order=True):
 
 @checked
 class ChannelSpec(msgspec.Struct, frozen=True, gc=False):
-    """A channel's configuration. Invalid values raise :class:`ValidationError` at construction.
+    """A channel's configuration. Invalid values raise ``ValidationError`` at construction.
 
     Immutable once created: ``retention``, ``replicas``, ``persistence``, ``profile``.
     The rest is reconciled by ``ensure_channel``.
+
+    ``profile`` names the channel's workload class. It is stored with the channel, read back
+    by ``ensure_channel`` and may not change afterwards; any non-empty name is accepted
+    (``"work"`` is the convention for a stage's ordinary stream). One name changes behaviour:
+    ``"latest_per_key"`` (``LATEST_PER_KEY_PROFILE``)
+    keeps only the newest envelope per (kind, ``partition_key``), and needs a backend that
+    offers it (``capabilities().latest_per_key``, else ``Unsupported``). Retention, limits
+    and overflow are set by their own fields, never by the profile.
     """
 
     channel: ChannelId
@@ -435,7 +444,12 @@ def make_channel(
     per_subject_limits: bool = False,
     owner_labels: Mapping[str, str] | None = None,
 ) -> ChannelSpec:
-    """Convenience constructor used by tests and by the composition of the reference runtime."""
+    """A [`ChannelSpec`][videoflow_aio.contracts.messaging.ChannelSpec] for channel
+    ``flow_id.run_id.node``; bad values raise ``ValidationError`` naming the field.
+
+    ``profile`` is the channel's workload class (``"work"`` by convention;
+    ``"latest_per_key"`` keeps only the newest envelope per key — see ``ChannelSpec``).
+    """
     return ChannelSpec(
         channel=ChannelId(flow_id, run_id, node),
         profile=profile,
@@ -491,6 +505,8 @@ def make_subscription(
     byte_credit: int = 67108864,
     kind: Kind = "data",
 ) -> SubscriptionSpec:
+    """A [`SubscriptionSpec`][videoflow_aio.contracts.messaging.SubscriptionSpec] for
+    ``consumer`` on ``channel``; bad values raise ``ValidationError`` naming the field."""
     return SubscriptionSpec(
         id=SubscriptionId(channel, consumer),
         competing=competing,
@@ -559,10 +575,19 @@ def validate_control_write(key: object, expected_version: object, value: object)
 class MessagingBackend(Boundary, abc.ABC):
     """A JetStream-like broker (or Core NATS when ``capabilities().core_only``).
 
-    Unknown channels and subscriptions raise :class:`~videoflow_aio.contracts.NotFound`;
-    invalid arguments raise :class:`~videoflow_aio.contracts.ValidationError`. A refused call
-    changes nothing. Optional profiles raise :class:`~videoflow_aio.contracts.Unsupported`
-    when not offered.
+    Unknown channels and subscriptions raise [`NotFound`][videoflow_aio.contracts.NotFound];
+    invalid arguments raise [`ValidationError`][videoflow_aio.contracts.ValidationError]. A
+    refused call changes nothing. Optional profiles raise
+    [`Unsupported`][videoflow_aio.contracts.Unsupported] when not offered.
+
+    A backend is an async context manager: ``async with Backend(...) as b:`` returns the
+    backend itself and calls ``aclose()`` on the way out, whatever happened inside.
+    Two different things are closed here, and the names keep them apart:
+
+    * ``close(owned, expected_generation)`` **deletes channels** on the broker
+      (their messages, subscriptions and leases), for every client of that broker;
+    * ``aclose()`` **closes this client** (its connection); every channel,
+      subscription and message on the broker stays as it was.
     """
 
     @abc.abstractmethod
@@ -632,8 +657,11 @@ class MessagingBackend(Boundary, abc.ABC):
     async def close(
         self, owned: Sequence[ChannelId], expected_generation: str
     ) -> CleanupObservation:
-        """Remove exactly the owned channels (whose generation label, if any, is
-        ``expected_generation``); report what could not be confirmed removed."""
+        """Delete channels on the broker: exactly those of ``owned`` whose generation label
+        (``owner_labels["generation"]``), if any, is ``expected_generation``, with their
+        messages, subscriptions and leases. Another generation's channel is ``refused``, a
+        missing one ``absent``; what could not be confirmed gone is ``unconfirmed``. The
+        connection stays open (that is ``aclose()``)."""
 
     @abc.abstractmethod
     async def commit_control(
@@ -667,7 +695,22 @@ class MessagingBackend(Boundary, abc.ABC):
         a replacement worker reads."""
 
     async def aclose(self) -> None:
-        """Release client resources (connections). The model holds none."""
+        """Close this client: its connection and whatever else it holds. Nothing on the
+        broker changes (deleting channels is ``close()``). Calling it again does
+        nothing. The in-memory model holds no connection."""
+
+    async def __aenter__(self) -> Self:
+        """The backend itself."""
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        """``aclose()``, whatever happened in the block (its exception propagates)."""
+        await self.aclose()
 
 
 __all__ = [
