@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from ._harness import Harness
 
 CONTRACTS = ("runtime_store", "messaging", "payload", "allocation")
+"""The contracts a case can be written against (``case(contract=...)``)."""
 RESERVED_PREFIXES = ("RTS", "MSG", "PAY", "ALC", "MIG")
 """ID prefixes of the built-in cases: only modules of ``videoflow_aio.conformance.cases`` may
 register IDs that start with one of these."""
@@ -42,6 +43,8 @@ class Case:
 
 
 REGISTRY: dict[str, Case] = {}
+"""Every registered case by ID. Filled by :func:`case`; read it through
+:func:`select_cases`, which imports the built-in case modules first."""
 
 
 def case(

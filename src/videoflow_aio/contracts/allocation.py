@@ -160,6 +160,7 @@ class Infeasible(msgspec.Struct, frozen=True, tag=True):
 
 
 PlanOutcome = FeasiblePlan | Infeasible
+"""What ``plan`` answers: a feasible plan, or why there is none."""
 
 
 class ClaimNode(msgspec.Struct, frozen=True, kw_only=True):

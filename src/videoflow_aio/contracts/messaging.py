@@ -53,12 +53,18 @@ from ._specs import (
 from .errors import IncompatibleProfile, ValidationError
 
 Retention = Literal["limits", "interest"]
+"""How long a channel keeps a message: ``limits`` (up to its limits) or ``interest``."""
 Overflow = Literal["evict_oldest", "reject"]
+"""What a full ``limits`` channel does with a new message: evict the oldest, or reject it."""
 Kind = Literal["data", "eos", "control", "dlq"]
+"""The kind of an envelope: ``data``, ``eos`` (end of stream), ``control``, ``dlq``."""
 
 RETENTIONS: tuple[str, ...] = ("limits", "interest")
+"""Every :data:`Retention`, in order."""
 OVERFLOWS: tuple[str, ...] = ("evict_oldest", "reject")
+"""Every :data:`Overflow`, in order."""
 KINDS: tuple[str, ...] = ("data", "eos", "control", "dlq")
+"""Every :data:`Kind`, in order."""
 LATEST_PER_KEY_PROFILE = "latest_per_key"
 """A channel whose ``profile`` is this keeps only the newest envelope per (kind, partition_key)."""
 
@@ -267,6 +273,7 @@ class PublicationUnresolvable(msgspec.Struct, frozen=True, gc=False, tag=True):
 
 
 PublishOutcome = Accepted | Rejected | PublicationUnknown | PublicationUnresolvable
+"""What ``publish`` answers: exactly one of these, never a guess."""
 
 # -- settle outcomes and answers -----------------------------------------------------------
 
@@ -297,6 +304,7 @@ class Terminal(msgspec.Struct, frozen=True, gc=False, tag=True):
 
 
 SettleOutcome = Completed | Retry | Terminal
+"""How a consumer settles a delivery."""
 
 
 class SettleConfirmed(msgspec.Struct, frozen=True, gc=False, tag=True):
@@ -319,6 +327,7 @@ class SettleStale(msgspec.Struct, frozen=True, gc=False, tag=True):
 
 
 SettleAnswer = SettleConfirmed | SettleUnknown | SettleStale
+"""What ``settle`` answers."""
 
 # -- observations --------------------------------------------------------------------------
 
