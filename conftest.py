@@ -13,9 +13,21 @@ rendered page, can mark it:
   its URL from there (``os.environ.get("NATS_URL", "nats://127.0.0.1:4222")``), as a user's
   program would. A missing binary skips the block, or fails it under
   ``VIDEOFLOW_REQUIRE_SERVERS=1`` (CI).
+
+A block that defines ``test_…`` functions is a test module, as a reader would save it: it runs
+as one, with pytest in a subprocess in a temporary directory (no configuration of this
+repository applies), and every test it collects must pass.
 """
 
 from __future__ import annotations
+
+import re
+import subprocess
+import sys
+import tempfile
+import types
+from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -73,3 +85,36 @@ def pytest_runtest_teardown(item: pytest.Item) -> None:
     env = item.stash.get(_env, None)
     if env is not None:
         env.undo()
+
+
+_TEST_FUNCTION = re.compile(r"^(async )?def test_", re.MULTILINE)
+
+
+def _disabled_plugins(config: pytest.Config) -> list[str]:
+    """The ``-p no:…`` options of this run's ``addopts`` (plugins this suite keeps out)."""
+    args = list(config.getini("addopts"))
+    return [a for i, a in enumerate(args) if a.startswith("no:") and args[i - 1] == "-p"]
+
+
+def _run_as_test_module(item: Any) -> None:
+    argv = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"]
+    argv += [arg for name in _disabled_plugins(item.config) for arg in ("-p", name)]
+    with tempfile.TemporaryDirectory() as tmp:
+        module = Path(tmp) / f"test_{item.path.stem.replace('-', '_')}_block.py"
+        module.write_text(item.obj.code)
+        done = subprocess.run(
+            [*argv, module.name],
+            cwd=tmp,
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=False,
+        )
+    if done.returncode != 0 or " passed" not in done.stdout:
+        pytest.fail(f"the block, run as a test module:\n{done.stdout}{done.stderr}", False)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if _is_doc_block(item) and _TEST_FUNCTION.search(item.obj.code):
+            item.runtest = types.MethodType(_run_as_test_module, item)  # type: ignore[method-assign]

@@ -26,6 +26,7 @@ PROGRAM = textwrap.dedent(
     )
     from videoflow_aio.memory.allocation import MemoryAllocationBackend
     from videoflow_aio.memory.payload import MemoryPayloadStore
+    from videoflow_aio.adapters.redis import RedisPayloadStore
 
     cid = ChannelId("f", "r", "n")
     make_channel("f", "r", "n", "work", retention="limitz")  # E:retention
@@ -33,6 +34,7 @@ PROGRAM = textwrap.dedent(
     make_envelope(cid, "p", kind="frame")  # E:kind
     make_subscription(cid, "c", kind="events")  # E:kind
     MemoryPayloadStore(tier="cold")  # E:tier
+    RedisPayloadStore(tier="cold")  # E:tier
     MemoryAllocationBackend([], authority="kubelet")  # E:authority
 
 
