@@ -31,14 +31,8 @@ from typing import Any
 
 import pytest
 
-from videoflow_aio.testing.servers import (
-    ServerProcess,
-    binary_unavailable,
-    servers_required,
-    start_etcd,
-    start_nats,
-    start_redis,
-)
+from _servers_fixtures import need_binary  # tests/ is on pythonpath (pyproject.toml)
+from videoflow_aio.testing.servers import ServerProcess, start_etcd, start_nats, start_redis
 
 SERVERS = {
     "nats": ("nats-server", start_nats),
@@ -59,11 +53,7 @@ def _server(config: pytest.Config, name: str) -> ServerProcess:
     srv = _running.get(name)
     if srv is None:
         binary, start = SERVERS[name]
-        reason = binary_unavailable(binary)
-        if reason is not None:
-            if servers_required():
-                pytest.fail(f"VIDEOFLOW_REQUIRE_SERVERS=1 but {reason}")
-            pytest.skip(reason)
+        need_binary(binary)  # skips, or fails under VIDEOFLOW_REQUIRE_SERVERS=1
         srv = _running[name] = start()
         config.add_cleanup(srv.stop)
     return srv
