@@ -31,8 +31,9 @@ from typing import Any
 
 import pytest
 
-from _servers_fixtures import need_binary  # tests/ is on pythonpath (pyproject.toml)
 from videoflow_aio.testing.servers import ServerProcess, start_etcd, start_nats, start_redis
+
+pytest_plugins = ["_servers_fixtures"]  # tests/ is on pythonpath (pyproject.toml)
 
 SERVERS = {
     "nats": ("nats-server", start_nats),
@@ -52,6 +53,8 @@ def _is_doc_block(item: pytest.Item) -> bool:
 def _server(config: pytest.Config, name: str) -> ServerProcess:
     srv = _running.get(name)
     if srv is None:
+        from _servers_fixtures import need_binary  # a plugin by now: imported after rewriting
+
         binary, start = SERVERS[name]
         need_binary(binary)  # skips, or fails under VIDEOFLOW_REQUIRE_SERVERS=1
         srv = _running[name] = start()
