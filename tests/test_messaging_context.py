@@ -66,8 +66,8 @@ def test_nats_backends_close_their_connection_and_keep_the_channels(
         spec = make_channel("ctx", backend, "n", "work", "limits")
         async with JetStreamMessagingBackend(nats_srv.url) as b:
             await b.ensure_channel(spec, "op-1")
-            assert b._nc is not None and b._nc.is_connected
-        assert b._nc is None  # the connection is closed...
+            assert b._c.nc is not None and b._c.nc.is_connected
+        assert b._c.nc is None  # the connection is closed...
         async with JetStreamMessagingBackend(nats_srv.url) as again:
             assert spec.channel in await again.channel_ids()  # ...the stream is not
             removed = await again.close([spec.channel], "")  # close() deletes it
