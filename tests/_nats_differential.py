@@ -66,7 +66,6 @@ from videoflow_aio.contracts.messaging import (
     SubscriptionSpec,
     Terminal,
     make_envelope,
-    matches,
 )
 from videoflow_aio.memory.messaging import MemoryMessagingBackend
 from videoflow_aio.testing.servers import ServerProcess, start_nats
@@ -713,7 +712,8 @@ async def raw_truth(
             s
             for s, (kind, key) in w.published.items()
             if s >= start
-            and matches(spec, make_envelope(spec.channel, "x", kind=kind, partition_key=key))
+            and kind == spec.kind
+            and (spec.partition is None or key == str(spec.partition))
         ]
     removed = {s for s in mine if s < first or s in deleted}
     dropped = sorted(s for s in removed if s not in acked)
