@@ -208,6 +208,23 @@ class World(abc.ABC):
         )
         return [Token(d, i) for d in got]
 
+    async def receive_until(
+        self, i: int, sid: SubscriptionId, count: int, within: float, label: str = ""
+    ) -> list[Token]:
+        """Receive until ``count`` deliveries came or ``within`` seconds passed (what a
+        server redelivers only when a lease it lost track of lapses arrives late)."""
+        b = await self.client(i)
+        got: list[Delivery] = []
+        with anyio.move_on_after(within):
+            while len(got) < count:
+                got += await b.receive(sid, count - len(got), BIG, self.dl(within))
+        got = sorted(got, key=self.order)
+        self.rec(
+            label or f"receive until {count} by {i}",
+            [(d.envelope.publication_id, d.attempt) for d in got],
+        )
+        return [Token(d, i) for d in got]
+
     async def settle(
         self,
         t: Token,
