@@ -480,3 +480,20 @@ async def test_a_replicated_consumer_confirms_an_ack_once_committed(
     assert isinstance(await b.settle(got[1].token, Completed(), "s2"), SettleStale)
     assert len(sent) == 2
     await b.aclose()
+
+
+async def test_a_cancelled_publish_is_resolved_by_observe_publication(srv: ServerProcess) -> None:
+    """A publish cancelled while its request was in flight may be stored: the adapter said
+    PublicationUnresolvable "this client never sent it"; it resolves it as any unknown one."""
+    b = backend(srv)
+    ch, sub = await setup(b)
+    env = make_envelope(ch.channel, "c1")
+    with anyio.move_on_after(0) as scope:
+        await b.publish(env, dl())
+    assert scope.cancelled_caught
+    seen = await b.observe_publication(env)
+    assert isinstance(seen, Accepted), seen
+    assert [d.envelope.publication_id for d in await b.receive(sub.id, 8, 1 << 20, dl())] == [
+        "c1"
+    ]  # stored once, whichever attempt stored it
+    await b.aclose()

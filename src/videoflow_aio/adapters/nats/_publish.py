@@ -52,6 +52,7 @@ INDEX_BATCH = 256
 INDEX_LINGER = 0.02
 """Seconds a partial batch waits before it is written."""
 _tasks: set[asyncio.Task[None]] = set()
+CANCELLED = "the publish was cancelled in flight; it may have been sent and stored"
 
 
 def _index(c: Client, chs: ChanState, seq: int, env: Envelope) -> bool:
@@ -143,7 +144,12 @@ async def publish(
     now = loop_time()
     if deadline <= now:
         return Rejected(pid, "deadline passed before the publication was sent")
-    out = await send(c, nc, chs, envelope, deadline - now)
+    try:
+        out = await send(c, nc, chs, envelope, deadline - now)
+    except BaseException:  # cancelled in flight: the request may have left (a late store)
+        if c.pubs.get(pid) is None:
+            c.pubs.put(pid, (PublicationUnknown(pid, CANCELLED), now, envelope))
+        raise
     first = c.pubs.get(pid)
     if first is None or not isinstance(first[0], Accepted):  # once stored, it stays stored
         c.pubs.put(pid, (out, now if first is None else first[1], envelope))
