@@ -137,7 +137,27 @@ async def three_clients(w: World) -> None:
     await w.check_truth(0, SUB, "after all settled")
 
 
+async def reject_full(w: World) -> None:
+    spec = make_channel("f", "r", "x", "work", "limits", max_msgs=2, overflow="reject")
+    sub = make_subscription(spec.channel, "w", ack_wait_seconds=LONG)
+    c = spec.channel
+    await w.ensure(0, spec, sub)
+    await w.ensure(1, spec, sub)
+    await w.publish(0, c, "a0")
+    await w.publish(1, c, "a1")
+    await w.publish(0, c, "a2", label="full: client 0")
+    await w.publish(1, c, "a1", label="a duplicate of a stored one, full")
+    await w.publish(1, c, "a3", label="full: client 1")
+    await w.observe_publication(0, c, "a2")
+    for i in range(2):
+        await w.observe(i, sub.id)
+        await w.observe_channel(i, c)
+
+
 class TestManyClients:
+    async def test_a_full_reject_channel_from_two_clients(self, srv: ServerProcess) -> None:
+        await differential(reject_full, srv)
+
     async def test_three_clients_with_evictions(self, srv: ServerProcess) -> None:
         await differential(three_clients, srv)
 
@@ -257,7 +277,36 @@ async def delete_consumer(w: World) -> None:
     await w.observe(0, SUBD.id)
 
 
+async def purge_two_receivers(w: World) -> None:
+    c = CHK.channel
+    await w.ensure(0, CHK, SUBD)
+    await w.watch(SUBD)
+    await w.ensure(1, CHK, SUBD)
+    for i in range(4):
+        await w.publish(0, c, f"d{i}")
+    a = await w.receive(0, SUBD.id, n=1)
+    b = await w.receive(1, SUBD.id, n=2)
+    await w.settle(b[0], Completed())
+    await w.purge(c)  # d0 leased by 0, d2 by 1, d3 undelivered; d1 settled
+    for i in range(2):
+        await w.observe(i, SUBD.id)
+    await w.settle(a[0], Completed(), label="settle a purged lease, client 0")
+    await w.renew(b[1], label="renew a purged lease, client 1")
+    for i in range(2):
+        await w.observe(i, SUBD.id)
+    await w.publish(1, c, "after")
+    got = await w.receive(0, SUBD.id)
+    for t in got:
+        await w.settle(t, Completed())
+    for i in range(2):
+        await w.observe(i, SUBD.id)
+    await w.check_truth(1, SUBD, "after the purge")
+
+
 class TestAdministrator:
+    async def test_purge_with_two_receivers(self, srv: ServerProcess) -> None:
+        await differential(purge_two_receivers, srv)
+
     async def test_purge_by_kind(self, srv: ServerProcess) -> None:
         await differential(purge_by_kind, srv)
 
@@ -313,7 +362,33 @@ async def restart_dedup(w: World) -> None:
     await w.observe_channel(1, c)
 
 
+async def restart_memory_channel(w: World) -> None:
+    """A channel without persistence is gone after a restart, for every client; created
+    again, it starts over (sequences included) and no client counts from the old one."""
+    spec = make_channel("f", "r", "m", "work", "limits", max_msgs=2)
+    sub = make_subscription(spec.channel, "w", ack_wait_seconds=LONG)
+    c = spec.channel
+    await w.ensure(0, spec, sub)
+    await w.ensure(1, spec, sub)
+    for i in range(3):
+        await w.publish(1, c, f"a{i}")
+    await w.observe(0, sub.id)
+    await w.restart()
+    await w.observe(1, sub.id, label="gone after the restart")
+    await w.observe_channel(0, c, label="the channel too")
+    await w.ensure(0, spec, sub)
+    for i in range(3):
+        await w.publish(0, c, f"b{i}", kind="eos")  # evicts b0, of no interest to sub
+    for i in range(2):
+        await w.observe(i, sub.id)
+
+
 class TestRestart:
+    async def test_a_channel_without_persistence(
+        self, own_srv: ServerProcess, tmp_path: Path
+    ) -> None:
+        await differential(restart_memory_channel, own_srv, store=tmp_path / "js")
+
     async def test_restart_after_publish_receive_settle(
         self, own_srv: ServerProcess, tmp_path: Path
     ) -> None:

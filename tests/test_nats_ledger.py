@@ -93,11 +93,10 @@ def test_own_contiguous_deliveries_prove_a_skip() -> None:
     own = Own({1: 2, 2: 3}, ())
     res = account(rec0(), DATA, cv(d=2, s=3), StreamView(2, 3), (), (), own, data(1), False)
     assert isinstance(res, Accounted) and res.record.dropped == 1
-    gap = Own({2: 3}, ())  # delivery 1 was someone else's
-    assert isinstance(
-        account(rec0(), DATA, cv(d=2, s=3), StreamView(2, 3), (), (), gap, data(1), False),
-        Ambiguous,
-    )
+    gap = Own({2: 3}, ())  # delivery 1 was someone else's: undecided (its delivery pooled)
+    res = account(rec0(), DATA, cv(d=2, s=3), StreamView(2, 3), (), (), gap, data(1), False)
+    assert isinstance(res, Accounted) and res.undecided is not None
+    assert (res.record.dropped, res.record.done, res.record.seen) == (0, [], {2: 3})
 
 
 def test_an_unattributable_removal_is_ambiguous() -> None:
@@ -264,3 +263,23 @@ def test_the_ack_floor_counts_removed_messages_as_settled() -> None:
     assert n.ack_floor == 5  # still below the unresolved 7
     n = counts(DATA, cv(fs=2, pend=1), StreamView(3, 9), {4}, set(), local, 0, 1)
     assert n.ack_floor == 2
+
+
+def test_two_clients_decide_a_purge_together() -> None:
+    """A purge of four messages: x received 1 (leased), y received 2 (settled) and 3
+    (leased), 4 was never delivered; the purge moved the consumer's position past 4. Neither
+    client alone can decide every sequence: x decides its own and records its deliveries,
+    then y decides the rest — 1 + 2 leased lost, 1 silent drop (it said Unknown forever)."""
+    after = cv(d=3, s=4, fs=4)  # positions after the purge
+    view = StreamView(5, 4)
+    x = Own({1: 1}, (), leased={1})
+    y = Own({2: 2, 3: 3}, {2}, leased={3})
+    first = account(rec0(), DATA, after, view, (), (), x, data(4), True)
+    assert isinstance(first, Accounted) and first.undecided is not None
+    assert (first.record.done, first.record.lost, first.record.seen) == ([1], [1], {1: 1})
+    assert first.record.acc == rec0().acc  # the mark stays
+    second = account(first.record, DATA, after, view, (), (), y, data(4), True)
+    assert isinstance(second, Accounted) and second.undecided is None
+    assert (second.record.dropped, second.record.lost, second.record.acc) == (1, [1, 3], 4)
+    alone = account(rec0(), DATA, after, view, (), (), y, data(4), True)
+    assert isinstance(alone, Accounted) and alone.undecided is not None  # 1 is x's to decide

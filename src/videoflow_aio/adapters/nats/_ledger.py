@@ -35,6 +35,8 @@ import msgspec
 
 from ...contracts.messaging import SubscriptionSpec
 
+SEEN_LIMIT = 4096
+"""Most delivery records an accounting record pools (past it, what is left stays Unknown)."""
 FINAL_GRACE = 0.05
 """Seconds past its deadline an unsettled final-attempt lease of this client counts as
 unresolved (the server's advisory follows within about a second)."""
@@ -49,7 +51,9 @@ class Record(msgspec.Struct, forbid_unknown_fields=False):
     not count it twice). The mark — delivered position ``(md, ms)`` and ack
     floor ``floor`` read at server time ``ts`` (ns) — says what was true of every sequence
     above ``acc`` that was retained then: at or below ``ms`` it had been delivered, at or below
-    ``floor`` settled.
+    ``floor`` settled. ``seen`` pools the deliveries since the mark that clients which could
+    decide only part of the removed sequences knew (so that together they cover every
+    delivery: a purge moves the consumer's position past what it removed undelivered).
     """
 
     inc: str
@@ -61,6 +65,7 @@ class Record(msgspec.Struct, forbid_unknown_fields=False):
     ts: int = 0
     done: list[int] = []
     lost: list[int] = []
+    seen: dict[int, int] = {}  # delivery seq -> stream seq since the mark, from partial records
 
 
 def initial_record(inc: str, start_seq: int, created_ns: int) -> Record:
@@ -119,6 +124,7 @@ class Accounted:
     record: Record
     changed: bool
     inferred: tuple[int, ...] = ()  # delivered, no advisory, counted settled by inference
+    undecided: Ambiguous | None = None  # some sequences are left for a client that knows
 
 
 Attribution = Mapping[int, tuple[str, str | None]]
@@ -224,24 +230,32 @@ def account(
     todo = candidates(rec, stream)
     if not todo:
         return _advance(rec, cv, stream, 0, (), changed=_mark_moved(rec, cv))
+    pool = rec.seen if not rec.seen or max(rec.seen) <= cv.delivered_d else {}  # rolled back
+    pooled = Own({**pool, **own.deliveries}, own.settled, own.leased)
     facts = _Facts(
         rec,
         spec,
         cv,
         own,
-        frozenset(own.deliveries.values()),
-        _covered(own, rec.md, cv.delivered_d),
+        frozenset(pooled.deliveries.values()),
+        _covered(pooled, rec.md, cv.delivered_d),
         subjects,
         purge_possible,
     )
     found: dict[str, list[int]] = {SILENT_DROP: [], LOST: [], INFERRED: [], NOTHING: []}
+    left: list[int] = []
+    why: Ambiguous | None = None
     for s in todo:
         if s in deleted or s in exhausted:
             continue  # counted from the advisory ledger
         fate = _fate(facts, s)
         if isinstance(fate, Ambiguous):
-            return fate
+            left.append(s)
+            why = why or fate
+            continue
         found[fate].append(s)
+    if why is not None:
+        return _partial(rec, cv, own, todo, left, found, why)
     return _advance(
         rec,
         cv,
@@ -251,6 +265,36 @@ def account(
         changed=True,
         lost=found[LOST],
     )
+
+
+def _partial(
+    rec: Record,
+    cv: ConsumerView,
+    own: Own,
+    todo: list[int],
+    left: list[int],
+    found: dict[str, list[int]],
+    why: Ambiguous,
+) -> Accounted | Ambiguous:
+    """What this client could decide of ``todo``, when it could not decide ``left``: the
+    decided sequences join ``done`` (their drops counted), this client's deliveries since the
+    mark join ``seen`` (bounded), the mark stays (it vouches for sequences removed after it,
+    and the undecided ones may have been removed before), and the rest is left for a client
+    that knows — one that received them, say. The observation stays ``Unknown`` until every
+    sequence is decided."""
+    decided = [s for s in todo if s not in left]
+    mine = {d: s for d, s in own.deliveries.items() if rec.md < d <= cv.delivered_d}
+    seen = {**rec.seen, **mine} if len(rec.seen) + len(mine) <= SEEN_LIMIT else rec.seen
+    if not decided and seen == rec.seen:
+        return why
+    new = msgspec.structs.replace(
+        rec,
+        dropped=rec.dropped + len(found[SILENT_DROP]),
+        done=sorted(set(rec.done) | set(decided)),
+        lost=sorted(set(rec.lost) | set(found[LOST])),
+        seen=seen,
+    )
+    return Accounted(new, True, tuple(found[INFERRED]), undecided=why)
 
 
 def _mark_moved(rec: Record, cv: ConsumerView) -> bool:

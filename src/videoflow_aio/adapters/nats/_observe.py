@@ -370,10 +370,10 @@ async def _drops(
             deleted = chs.ledger(st.stream, st.consumer).deleted_since(st.created_ns)
             res = account(rec, st.spec, cv, sv, exhausted, deleted, own, subjects, purge)
         if isinstance(res, Ambiguous) or not res.changed:
-            return res
+            return res.undecided or res if isinstance(res, Accounted) else res
         if await write_record(c, st, res.record, rec_seq):
             st.forget_deliveries_below(res.record.md)
-            return res
+            return res.undecided or res  # a partial record still leaves the count Unknown
     return Ambiguous("other clients kept rewriting the drop accounting; try again")
 
 
