@@ -428,7 +428,9 @@ async def decide_lapsed(c: Client, st: SubState, ci: dict[str, Any]) -> bool:
     lapsed undecided: the server holds more deliveries ack-pending than this client's own
     live leases. Once it answered, its ``MAX_DELIVERIES`` advisories are in ``__adv`` before
     the observation reads them (waited for, briefly). True when it nudged."""
-    if st.spec.max_deliver == -1:
+    if st.spec.max_deliver < 2:  # unlimited, or 1: decided by the server at the lapse
+        return False
+    if not int(ci.get("num_redelivered", 0)):  # nothing redelivered: no last attempt yet
         return False
     now = loop_time()
     live = sum(1 for _a, deadline, _d in st.leases.values() if deadline > now)
