@@ -484,7 +484,41 @@ async def interest(w: World) -> None:
     await w.check_truth(0, SUBA, "a after the evictions")
 
 
+CJ = make_channel("f", "r", "j", "work", "interest").channel
+CHJ = make_channel(
+    "f",
+    "r",
+    "j",
+    "work",
+    "interest",
+    required=[SubscriptionId(CJ, "d"), SubscriptionId(CJ, "e")],
+)
+SUBJD = make_subscription(CJ, "d", ack_wait_seconds=LONG)
+SUBJE = make_subscription(CJ, "e", ack_wait_seconds=LONG, kind="eos")
+
+
+async def interest_kinds(w: World) -> None:
+    """Required subscriptions of two kinds, messages published before either is ensured:
+    once each is ensured it holds only its own kind (the placeholder held every kind)."""
+    await w.ensure(0, CHJ)
+    await w.publish(0, CJ, "d0")
+    await w.publish(0, CJ, "e0", kind="eos")
+    await w.ensure(0, SUBJD, SUBJE)
+    await w.ensure(1, CHJ, SUBJD, SUBJE)
+    for t in await w.receive(1, SUBJD.id):
+        await w.settle(t, Completed())
+    await w.observe_channel(0, CJ, label="the data message settled by its only reader")
+    for t in await w.receive(0, SUBJE.id):
+        await w.settle(t, Completed())
+    await w.observe_channel(1, CJ, label="everything settled")
+    for sub in (SUBJD, SUBJE):
+        await w.observe(1, sub.id)
+
+
 class TestInterest:
+    async def test_required_subscriptions_of_two_kinds(self, srv: ServerProcess) -> None:
+        await differential(interest_kinds, srv)
+
     async def test_required_subscriptions_beside_another(self, srv: ServerProcess) -> None:
         await differential(interest, srv)
 

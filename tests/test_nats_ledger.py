@@ -283,3 +283,13 @@ def test_two_clients_decide_a_purge_together() -> None:
     assert (second.record.dropped, second.record.lost, second.record.acc) == (1, [1, 3], 4)
     alone = account(rec0(), DATA, after, view, (), (), y, data(4), True)
     assert isinstance(alone, Accounted) and alone.undecided is not None  # 1 is x's to decide
+
+
+def test_a_removed_message_of_another_kind_is_nothing_whoever_received_it() -> None:
+    """The position passed sequence 1 and another client may have made the delivery; but 1
+    was an eos message, which a data subscription never receives: nothing to decide (it was
+    Unknown)."""
+    res = account(
+        rec0(), DATA, cv(d=1, s=2), StreamView(2, 2), (), (), NOBODY, {1: ("eos", None)}, True
+    )
+    assert isinstance(res, Accounted) and res.undecided is None and res.record.dropped == 0

@@ -191,18 +191,20 @@ def _delivered(f: _Facts, s: int) -> bool | Ambiguous:
 
 def _fate(f: _Facts, s: int) -> str | Ambiguous:
     """What the removal of ``s`` (no advisory named it) was for the subscription."""
+    subject = f.subjects.get(s)
+    if subject is not None and not matches(f.spec, *subject):
+        return NOTHING  # never the subscription's, delivered or not to anyone
     delivered = _delivered(f, s)
     if isinstance(delivered, Ambiguous):
         return delivered
     if not delivered:
-        subject = f.subjects.get(s)
         if subject is None:
             return Ambiguous(
                 f"sequence {s} was removed before delivery and its subject is not known "
                 "(published other than through this adapter, or its index record was lost "
                 "or trimmed): drops cannot be counted"
             )
-        return SILENT_DROP if matches(f.spec, *subject) else NOTHING
+        return SILENT_DROP
     if s <= f.rec.floor or s in f.own.settled:
         return NOTHING  # settled before it left
     if s in f.own.leased:

@@ -39,6 +39,7 @@ from ._ledger import (
     Record,
     StreamView,
     account,
+    candidates,
     consumer_lags,
     counts,
     exhausted_now,
@@ -302,6 +303,18 @@ async def subjects_of(
     return out
 
 
+def known_subjects(chs: ChanState, seqs: list[int]) -> dict[int, tuple[str, str | None]]:
+    """Kind and partition key of each of ``seqs`` this client knows already (no read)."""
+    out: dict[int, tuple[str, str | None]] = {}
+    for s in seqs:
+        entry = chs.index.get(s)
+        if entry is not None:
+            out[s] = (entry[0], entry[1])
+        elif s in chs.attrib:
+            out[s] = chs.attrib[s]
+    return out
+
+
 async def deleted_seqs(c: Client, si: dict[str, Any]) -> list[int]:
     """Interior deletions of the stream ``si`` describes (read only when there are some)."""
     if not int(si["state"].get("num_deleted", 0) or 0):
@@ -353,7 +366,9 @@ async def _drops(
         if rec is None or rec.inc != st.created:
             rec = initial_record(st.created, st.start_seq, parse_ts(st.created))
         need = needs_subject(rec, sv)
-        subjects = await subjects_of(c, chs, need) if need else {}
+        subjects = known_subjects(chs, candidates(rec, sv))  # cheap: what is here already
+        if need:
+            subjects.update(await subjects_of(c, chs, need))
         await c.audit.settle_queue()
         purge = c.audit.purge_possible(st.stream, rec.ts)
         led = chs.ledger(st.stream, st.consumer)
