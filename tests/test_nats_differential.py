@@ -32,11 +32,14 @@ from _nats_differential import (
 )
 from _servers_fixtures import need_binary
 from videoflow_aio.contracts.messaging import (
+    ChannelId,
+    ChannelSpec,
     Completed,
     Retry,
     SettleConfirmed,
     SettleUnknown,
     SubscriptionId,
+    SubscriptionSpec,
     Terminal,
     make_channel,
     make_envelope,
@@ -74,6 +77,10 @@ def own_srv(tmp_path: Path) -> Iterator[ServerProcess]:
     box: list[ServerProcess] = [start_nats(data_dir=tmp_path / "js")]
     yield box[0]
     box[0].stop()
+
+
+def _name(schedule: Schedule) -> str:
+    return getattr(schedule, "__name__", "schedule")
 
 
 async def differential(
@@ -154,17 +161,6 @@ async def reject_full(w: World) -> None:
         await w.observe_channel(i, c)
 
 
-class TestManyClients:
-    async def test_a_full_reject_channel_from_two_clients(self, srv: ServerProcess) -> None:
-        await differential(reject_full, srv)
-
-    async def test_three_clients_with_evictions(self, srv: ServerProcess) -> None:
-        await differential(three_clients, srv)
-
-    async def test_partitions_and_kinds_by_two_publishers(self, srv: ServerProcess) -> None:
-        await differential(partitions, srv)
-
-
 CHP = make_channel("f", "r", "p", "work", "limits", max_msgs=4)
 P0 = make_subscription(CHP.channel, "p0", ack_wait_seconds=LONG, partition=0)
 P1 = make_subscription(CHP.channel, "p1", ack_wait_seconds=LONG, partition=1)
@@ -202,6 +198,15 @@ async def partitions(w: World) -> None:
 
 # -- the administrator ------------------------------------------------------------------------
 
+
+async def two_clients(w: World, ch: ChannelSpec, sub: SubscriptionSpec) -> ChannelId:
+    """Clients 0 and 1 on ``ch`` and ``sub``, the raw watch following ``sub``."""
+    await w.ensure(0, ch, sub)
+    await w.watch(sub)
+    await w.ensure(1, ch, sub)
+    return ch.channel
+
+
 CHK = make_channel("f", "r", "k", "work", "limits", persistence=True)
 SUBD = make_subscription(CHK.channel, "d", ack_wait_seconds=LONG, max_deliver=3)
 SUBE = make_subscription(CHK.channel, "e", ack_wait_seconds=LONG, kind="eos")
@@ -232,10 +237,7 @@ async def purge_by_kind(w: World) -> None:
 
 
 async def delete_messages(w: World) -> None:
-    c = CHK.channel
-    await w.ensure(0, CHK, SUBD)
-    await w.watch(SUBD)
-    await w.ensure(1, CHK, SUBD)
+    c = await two_clients(w, CHK, SUBD)
     seqs = [(await w.publish(0, c, f"d{i}")).sequence for i in range(5)]
     got = await w.receive(1, SUBD.id, n=3)  # d0, d1, d2 leased by client 1
     await w.settle(got[0], Completed())
@@ -254,10 +256,7 @@ async def delete_messages(w: World) -> None:
 
 
 async def delete_consumer(w: World) -> None:
-    c = CHK.channel
-    await w.ensure(0, CHK, SUBD)
-    await w.watch(SUBD)
-    await w.ensure(1, CHK, SUBD)
+    c = await two_clients(w, CHK, SUBD)
     for i in range(3):
         await w.publish(0, c, f"d{i}")
     old = await w.receive(1, SUBD.id, n=2)
@@ -278,10 +277,7 @@ async def delete_consumer(w: World) -> None:
 
 
 async def purge_two_receivers(w: World) -> None:
-    c = CHK.channel
-    await w.ensure(0, CHK, SUBD)
-    await w.watch(SUBD)
-    await w.ensure(1, CHK, SUBD)
+    c = await two_clients(w, CHK, SUBD)
     for i in range(4):
         await w.publish(0, c, f"d{i}")
     a = await w.receive(0, SUBD.id, n=1)
@@ -301,20 +297,6 @@ async def purge_two_receivers(w: World) -> None:
     for i in range(2):
         await w.observe(i, SUBD.id)
     await w.check_truth(1, SUBD, "after the purge")
-
-
-class TestAdministrator:
-    async def test_purge_with_two_receivers(self, srv: ServerProcess) -> None:
-        await differential(purge_two_receivers, srv)
-
-    async def test_purge_by_kind(self, srv: ServerProcess) -> None:
-        await differential(purge_by_kind, srv)
-
-    async def test_delete_messages(self, srv: ServerProcess) -> None:
-        await differential(delete_messages, srv)
-
-    async def test_delete_a_consumer_then_ensure_it_again(self, srv: ServerProcess) -> None:
-        await differential(delete_consumer, srv)
 
 
 # -- a server crash: kill -9 and a restart on the same store ----------------------------------
@@ -383,21 +365,6 @@ async def restart_memory_channel(w: World) -> None:
         await w.observe(i, sub.id)
 
 
-class TestRestart:
-    async def test_a_channel_without_persistence(
-        self, own_srv: ServerProcess, tmp_path: Path
-    ) -> None:
-        await differential(restart_memory_channel, own_srv, store=tmp_path / "js")
-
-    async def test_restart_after_publish_receive_settle(
-        self, own_srv: ServerProcess, tmp_path: Path
-    ) -> None:
-        await differential(restart_points, own_srv, store=tmp_path / "js")
-
-    async def test_dedup_across_a_restart(self, own_srv: ServerProcess, tmp_path: Path) -> None:
-        await differential(restart_dedup, own_srv, store=tmp_path / "js")
-
-
 # -- the last attempts: Retry with a delay, leases that lapse, with several clients ------------
 
 SUBF = make_subscription(C, "f", ack_wait_seconds=AW, max_deliver=2)
@@ -436,23 +403,17 @@ async def final_attempts(w: World) -> None:
     await w.check_truth(1, SUBF, "after the final attempts")
 
 
-class TestFinalAttempts:
-    async def test_final_attempts_with_three_clients(self, srv: ServerProcess) -> None:
-        await differential(final_attempts, srv)
-
-
 # -- interest retention: required subscriptions with another one beside them ------------------
 
-CI = make_channel("f", "r", "i", "work", "interest").channel
-CHI = make_channel(
-    "f",
-    "r",
-    "i",
-    "work",
-    "interest",
-    required=[SubscriptionId(CI, "a"), SubscriptionId(CI, "b")],
-    max_msgs=3,
-)
+
+def interest_channel(node: str, required: tuple[str, ...], **kw: Any) -> ChannelSpec:
+    cid = make_channel("f", "r", node, "work", "interest").channel
+    subs = [SubscriptionId(cid, c) for c in required]
+    return make_channel("f", "r", node, "work", "interest", required=subs, **kw)
+
+
+CHI = interest_channel("i", ("a", "b"), max_msgs=3)
+CI = CHI.channel
 SUBA = make_subscription(CI, "a", ack_wait_seconds=LONG)
 SUBB = make_subscription(CI, "b", ack_wait_seconds=LONG)
 SUBX = make_subscription(CI, "x", ack_wait_seconds=LONG)  # not required
@@ -484,15 +445,8 @@ async def interest(w: World) -> None:
     await w.check_truth(0, SUBA, "a after the evictions")
 
 
-CJ = make_channel("f", "r", "j", "work", "interest").channel
-CHJ = make_channel(
-    "f",
-    "r",
-    "j",
-    "work",
-    "interest",
-    required=[SubscriptionId(CJ, "d"), SubscriptionId(CJ, "e")],
-)
+CHJ = interest_channel("j", ("d", "e"))
+CJ = CHJ.channel
 SUBJD = make_subscription(CJ, "d", ack_wait_seconds=LONG)
 SUBJE = make_subscription(CJ, "e", ack_wait_seconds=LONG, kind="eos")
 
@@ -515,14 +469,6 @@ async def interest_kinds(w: World) -> None:
         await w.observe(1, sub.id)
 
 
-class TestInterest:
-    async def test_required_subscriptions_of_two_kinds(self, srv: ServerProcess) -> None:
-        await differential(interest_kinds, srv)
-
-    async def test_required_subscriptions_beside_another(self, srv: ServerProcess) -> None:
-        await differential(interest, srv)
-
-
 # -- dedup windows across clients, observe_publication repeated -------------------------------
 
 
@@ -543,11 +489,6 @@ async def dedup_windows(w: World) -> None:
     await w.publish(1, small.channel, "same", label="after the window")
     await w.observe_publication(1, small.channel, "same")
     await w.observe_channel(0, small.channel)
-
-
-class TestDedup:
-    async def test_windows_zero_and_small_across_clients(self, srv: ServerProcess) -> None:
-        await differential(dedup_windows, srv, dedup_window_seconds=60)
 
 
 # -- cancellation at every await (NATS only: the model has no awaits to cancel at) ------------
@@ -693,6 +634,65 @@ class TestCoreNats:
         real = await run_nats(core_two_clients, real)
         problems = compare(model, real) + real.problems
         assert not problems, "\n".join(problems) + "\n" + dump(model, real)
+
+
+# -- the schedules compared with the model, one class per kind ---------------------------------
+
+
+class TestManyClients:
+    """Several clients of one channel and subscription."""
+
+    @pytest.mark.parametrize("schedule", [reject_full, three_clients, partitions], ids=_name)
+    async def test_schedule(self, srv: ServerProcess, schedule: Schedule) -> None:
+        await differential(schedule, srv)
+
+
+class TestAdministrator:
+    """An administrator acting out of band."""
+
+    @pytest.mark.parametrize(
+        "schedule",
+        [purge_two_receivers, purge_by_kind, delete_messages, delete_consumer],
+        ids=_name,
+    )
+    async def test_schedule(self, srv: ServerProcess, schedule: Schedule) -> None:
+        await differential(schedule, srv)
+
+
+class TestRestart:
+    """kill -9 and a restart on the same store."""
+
+    @pytest.mark.parametrize(
+        "schedule", [restart_memory_channel, restart_points, restart_dedup], ids=_name
+    )
+    async def test_schedule(
+        self, own_srv: ServerProcess, tmp_path: Path, schedule: Schedule
+    ) -> None:
+        await differential(schedule, own_srv, store=tmp_path / "js")
+
+
+class TestFinalAttempts:
+    """Retry with delays and leases that lapse at the last attempts."""
+
+    @pytest.mark.parametrize("schedule", [final_attempts], ids=_name)
+    async def test_schedule(self, srv: ServerProcess, schedule: Schedule) -> None:
+        await differential(schedule, srv)
+
+
+class TestInterest:
+    """Interest retention with required subscriptions."""
+
+    @pytest.mark.parametrize("schedule", [interest_kinds, interest], ids=_name)
+    async def test_schedule(self, srv: ServerProcess, schedule: Schedule) -> None:
+        await differential(schedule, srv)
+
+
+class TestDedup:
+    """Dedup windows across clients; observe_publication repeated."""
+
+    @pytest.mark.parametrize("schedule", [dedup_windows], ids=_name)
+    async def test_schedule(self, srv: ServerProcess, schedule: Schedule) -> None:
+        await differential(schedule, srv, dedup_window_seconds=60)
 
 
 __all__ = ["SubscriptionId", "Terminal"]
