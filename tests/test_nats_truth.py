@@ -8,12 +8,16 @@ observation is ``Unknown`` — never a guess stated as fact.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
+import json
+from collections.abc import AsyncIterator
 from functools import partial
 from pathlib import Path
 from typing import Any
 
 import anyio
+import nats
 import pytest
 
 from _nats_helpers import (
@@ -311,6 +315,95 @@ async def test_a_lapsed_final_attempt_is_unresolved_for_another_client(
     o = await obs(x, sub.id)
     assert (o.unresolved, o.leased, o.pending) == (1, 0, 0), o
     await x.aclose()
+
+
+@contextlib.asynccontextmanager
+async def nudges_seen(b: Any, ch: Any) -> AsyncIterator[list[bytes]]:
+    """The nudges (pulls that can deliver nothing) any client sends to ``ch``'s consumer
+    ``w``, seen by a raw subscriber to the pull subject while the block runs."""
+    seen: list[bytes] = []
+    nc = await nats.connect(b.servers[0])
+    subject = f"$JS.API.CONSUMER.MSG.NEXT.{b.names.stream(ch.channel)}.w"
+
+    async def cb(msg: Any) -> None:
+        if json.loads(msg.data).get("max_bytes") == 1:
+            seen.append(msg.data)
+
+    await nc.subscribe(subject, cb=cb)
+    await nc.flush()
+    try:
+        yield seen
+    finally:
+        await nc.close()
+
+
+async def final_attempt(b: Any, ch: Any, sub: Any, wait: float) -> Any:
+    """Publish one message and receive it twice (the first lease lapses): the final attempt
+    of ``max_deliver`` 2."""
+    await publish(b, ch, "p1")
+    assert len(await b.receive(sub.id, 1, 1 << 20, dl())) == 1
+    await anyio.sleep(wait)
+    got = await b.receive(sub.id, 1, 1 << 20, dl())
+    assert len(got) == 1 and got[0].attempt == 2
+    return got[0]
+
+
+async def test_a_settled_final_attempt_is_not_nudged(srv: ServerProcess) -> None:
+    """The nudge timed for the lapse of a final-attempt lease is cancelled by its settle
+    (a nudge can reorder the server's redeliveries: none is sent without cause)."""
+    b = backend(srv)
+    ch, sub = await setup(b, sub_kw={"ack_wait_seconds": 0.5, "max_deliver": 2})
+    d = await final_attempt(b, ch, sub, 0.7)
+    async with nudges_seen(b, ch) as seen:
+        assert isinstance(await b.settle(d.token, Completed(), "done"), SettleConfirmed)
+        await anyio.sleep(0.9)  # past the lease's deadline and the nudge's grace
+    assert seen == []  # it was nudged at the old lapse
+    assert (await obs(b, sub.id)).unresolved == 0
+    await b.aclose()
+
+
+async def test_a_renewed_final_attempt_is_decided_at_its_new_lapse(srv: ServerProcess) -> None:
+    """A renewal moves the nudge: not at the old deadline (the lease holds on the server),
+    at the new one — the server decided nothing until a later pull, and said ack pending."""
+    b = backend(srv)
+    ch, sub = await setup(b, sub_kw={"ack_wait_seconds": 1.0, "max_deliver": 2})
+    d = await final_attempt(b, ch, sub, 1.2)
+    await anyio.sleep(0.5)
+    lease = await b.renew(d.token)
+    assert lease.held and lease.lease_deadline is not None
+    stream = b.names.stream(ch.channel)
+    await anyio.sleep_until(d.lease_deadline + 0.25)  # past the old deadline and its grace
+    assert anyio.current_time() < lease.lease_deadline - 0.1
+    info = await raw(b, f"CONSUMER.INFO.{stream}.w")
+    assert info["num_ack_pending"] == 1  # still held on the server
+    o = await obs(b, sub.id)
+    assert (o.unresolved, o.leased) == (0, 1)
+    await anyio.sleep_until(lease.lease_deadline + 0.2)
+    info = await eventually(
+        lambda: raw(b, f"CONSUMER.INFO.{stream}.w"), lambda i: i["num_ack_pending"] == 0
+    )
+    assert info["num_ack_pending"] == 0  # the server decided it, asked by nobody's pull
+    o = await obs(b, sub.id)
+    assert (o.unresolved, o.leased, o.pending) == (1, 0, 0)
+    await b.aclose()
+
+
+async def test_a_closed_client_sends_no_nudge_timed_before_it_closed(srv: ServerProcess) -> None:
+    """Closing cancels the nudges a client timed: used again (it connects anew), it sends
+    none for the leases of its previous connection."""
+    names = prefix()
+    b, other = backend(srv, names), backend(srv, names)
+    ch, sub = await setup(b, sub_kw={"ack_wait_seconds": 0.5, "max_deliver": 2})
+    d = await final_attempt(b, ch, sub, 0.7)
+    async with nudges_seen(b, ch) as seen:
+        await b.aclose()
+        assert isinstance(await b.observe_channel(ch.channel), Known)  # connected again
+        await anyio.sleep_until(d.lease_deadline + 0.4)
+        assert seen == []  # the timer of the closed connection nudged
+    o = await obs(other, sub.id)  # an observer decides it instead (it nudges once)
+    assert (o.unresolved, o.leased, o.pending) == (1, 0, 0)
+    for x in (b, other):
+        await x.aclose()
 
 
 # -- (5) dedup window 0 --------------------------------------------------------------------

@@ -197,6 +197,7 @@ class Client:
         self.inbox = ""
         self.inbox_sub: Any = None
         self.pulls: dict[str, Pull] = {}
+        self.nudges: set[asyncio.Task[bool]] = set()  # nudges in flight (``_settle``)
         self.pull_ids = itertools.count(1)
         self.chans: dict[ChannelId, ChanState] = {}
         self.subs: dict[SubscriptionId, SubState] = {}
@@ -269,9 +270,14 @@ class Client:
 
     async def aclose(self) -> None:
         nc, self.nc = self.nc, None
+        for st in self.subs.values():
+            st.cancel_nudges()  # no nudge runs after close
         if nc is None:
             return
         with anyio.CancelScope(shield=True), contextlib.suppress(Exception):
+            for task in list(self.nudges):
+                task.cancel()
+            await asyncio.gather(*self.nudges, return_exceptions=True)
             with anyio.move_on_after(self.request_timeout):
                 await nc.drain()
             if not nc.is_closed:
@@ -312,6 +318,7 @@ class Client:
     def forget_sub(self, sid: SubscriptionId) -> None:
         st = self.subs.pop(sid, None)
         if st is not None:
+            st.cancel_nudges()
             self.by_consumer.pop((st.stream, st.consumer), None)
 
     def record(self, kind: str, subject: str, ident: str, **attrs: Any) -> None:

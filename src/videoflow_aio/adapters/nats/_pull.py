@@ -86,9 +86,7 @@ def delivery(c: Client, st: SubState, msg: Any, sent_at: float) -> Delivery:
     start = max(sent_at, loop_time() - c.lease_margin)
     deadline = start + st.spec.ack_wait_seconds
     st.leases[seq] = (attempt, deadline, dseq)
-    cap = st.spec.max_deliver
-    if cap > 1 and attempt >= cap:  # (max_deliver 1: the server decides at the lapse)
-        _settle.nudge_when_lapsed(c, st, deadline)  # unresolved then, for every client
+    _settle.nudge_if_final(c, st, seq, attempt, deadline)  # unresolved then, for every client
     if st.deliveries.get(dseq, seq) != seq:
         st.deliveries.clear()  # delivery sequences restarted (a new incarnation, or a rollback)
     st.deliveries[dseq] = seq

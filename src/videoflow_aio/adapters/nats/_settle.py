@@ -196,6 +196,7 @@ NOT_PENDING = (
 def _gone(st: SubState, seq: int) -> None:
     """The server held no lease where this client held a live one: the message was removed
     under it (a purge, say) — unsettled, which the drop accounting must know."""
+    st.cancel_nudge(seq)
     if seq in st.leases:
         del st.leases[seq]
         st.lost.add(seq)
@@ -282,19 +283,30 @@ async def nudge(c: Client, st: SubState) -> bool:
     return True
 
 
-_nudges: set[asyncio.Task[bool]] = set()
+def nudge_if_final(c: Client, st: SubState, seq: int, attempt: int, deadline: float) -> None:
+    """Time a nudge for the lapse of a lease ending at ``deadline`` when it is the message's
+    final attempt (``max_deliver`` 1 needs none: the server decides at the lapse)."""
+    cap = st.spec.max_deliver
+    if cap > 1 and attempt >= cap:
+        nudge_when_lapsed(c, st, seq, deadline)
 
 
-def nudge_when_lapsed(c: Client, st: SubState, deadline: float) -> None:
-    """Nudge the server once the final-attempt lease ending at ``deadline`` (loop time) has
-    lapsed there, so every client sees it unresolved then, not at the next pull."""
+def nudge_when_lapsed(c: Client, st: SubState, seq: int, deadline: float) -> None:
+    """Nudge the server once the final-attempt lease of ``seq`` ending at ``deadline`` (loop
+    time) has lapsed there, so every client sees it unresolved then, not at the next pull.
+    A settle or the server's "no lease" cancels it, a renewal moves it, and closing the client
+    or forgetting the subscription cancels it (and awaits a nudge in flight, ``c.nudges``)."""
 
     def fire() -> None:
+        st.nudge_at.pop(seq, None)
+        if c.nc is None:
+            return  # closed meanwhile
         task = asyncio.get_running_loop().create_task(nudge(c, st))
-        _nudges.add(task)
-        task.add_done_callback(_nudges.discard)
+        c.nudges.add(task)
+        task.add_done_callback(c.nudges.discard)
 
-    asyncio.get_running_loop().call_at(deadline + LAPSE_GRACE, fire)
+    st.cancel_nudge(seq)
+    st.nudge_at[seq] = asyncio.get_running_loop().call_at(deadline + LAPSE_GRACE, fire)
 
 
 def _check(token: DeliveryToken, outcome: SettleOutcome, settlement_id: str) -> None:
@@ -354,6 +366,7 @@ async def settle(
         assert not isinstance(res, bool)
         return res
     st.leases.pop(seq, None)
+    st.cancel_nudge(seq)  # settled (a final Retry nudges at once below)
     if retry is None:
         st.settled.put(seq, token.attempt)
     elif final:
@@ -370,6 +383,7 @@ async def resettle(c: Client, st: SubState, d: Delivery) -> None:
     is recorded (``settle_forgotten`` in the backend's observation log)."""
     res = await _send(c, st, d.token, ACK, nak=False)
     st.leases.pop(d.sequence, None)
+    st.cancel_nudge(d.sequence)
     st.resettled += 1
     c.record(
         "settle_forgotten",
@@ -401,6 +415,7 @@ async def renew(c: Client, token: DeliveryToken) -> LeaseObservation:
         return LeaseObservation(False, None, token.attempt, f"renewal unconfirmed: {res}")
     deadline = now + st.spec.ack_wait_seconds
     st.leases[token.sequence] = (token.attempt, deadline, delivery_seq(token))
+    nudge_if_final(c, st, token.sequence, token.attempt, deadline)  # moved to the new lapse
     return LeaseObservation(True, deadline, token.attempt)
 
 

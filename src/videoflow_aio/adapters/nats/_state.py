@@ -122,6 +122,7 @@ class SubState:
     lock: asyncio.Lock | None = None
     evidence: Any = None  # _settle.Evidence once this client settled on the subscription
     resettled: int = 0  # redeliveries of messages whose confirmed settle the server lost
+    nudge_at: dict[int, asyncio.TimerHandle] = field(default_factory=dict)  # final leases
     dead: set[int] = field(default_factory=set)  # incarnations (created_ns) seen deleted
     checked_d: int = 0  # delivery sequences up to here were checked for other clients' ones
     foreign_d: int = 0  # the highest delivery sequence another client received (0: none seen)
@@ -132,6 +133,7 @@ class SubState:
         self.created_ns = parse_ts(created)
         self.start_seq = start_seq
         self.leases.clear()
+        self.cancel_nudges()
         self.deliveries.clear()
         self.settled = Bounded()
         self.outcomes = Bounded()
@@ -143,6 +145,19 @@ class SubState:
 
     def __post_init__(self) -> None:
         self.created_ns = parse_ts(self.created)
+
+    def cancel_nudge(self, seq: int) -> None:
+        """Cancel the nudge timed for the lapse of ``seq``'s final-attempt lease, if any."""
+        handle = self.nudge_at.pop(seq, None)
+        if handle is not None:
+            handle.cancel()
+
+    def cancel_nudges(self) -> None:
+        """Cancel every nudge timed by this client on the subscription (its leases are
+        forgotten: a new incarnation, the subscription forgotten, the client closed)."""
+        for handle in self.nudge_at.values():
+            handle.cancel()
+        self.nudge_at.clear()
 
     def void_give_backs(self) -> None:
         """Leave every delivery given back so far to the server's count: after a reconnect
