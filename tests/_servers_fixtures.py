@@ -13,6 +13,8 @@ from collections.abc import Iterator
 import pytest
 
 from videoflow_aio.testing.servers import (
+    Certificates,
+    RedisServer,
     ServerProcess,
     binary_unavailable,
     servers_required,
@@ -75,8 +77,63 @@ def nats_srv() -> Iterator[ServerProcess]:
     srv.stop()
 
 
+# -- secured servers (tests/test_security_*.py) ----------------------------------------------
+# Recognisable secrets: the no-leak test greps everything the library produced for them.
+SECRETS = {
+    "redis_admin": "adm1n-PW-redis-93f1c2",
+    "redis_app": "app-PW-redis-5b7e0a",
+    "etcd_root": "r00t-PW-etcd-c41d9e",
+    "etcd_app": "app-PW-etcd-8a2f61",
+    "nats_app": "app-PW-nats-2d9b47",
+    "nats_token": "t0ken-nats-6e13f8",
+    "nats_other": "other-PW-nats-0c5a3d",
+}
+REDIS_NAMESPACES = ("vfsec", "vfsecp")
+"""The namespaces the least-privilege Redis user ``app`` may touch (its ACL is exactly
+``acl_rules(REDIS_NAMESPACES)``)."""
+
+
+@pytest.fixture(scope="module")
+def pki() -> Iterator[Certificates]:
+    """A throwaway CA, server and client certificates in a temporary directory (trustme)."""
+    certs = Certificates.make()
+    yield certs
+    certs.remove()
+
+
+def redis_acl() -> list[str]:
+    """The ACL file of :func:`redis_secure_srv`: no default user, an ``admin`` with every
+    right, ``app`` with exactly the documented least-privilege rules."""
+    from videoflow_aio.adapters.redis import acl_rules
+
+    return [
+        "user default off",
+        f"user admin on >{SECRETS['redis_admin']} ~* &* +@all",
+        f"user app on >{SECRETS['redis_app']} {acl_rules(REDIS_NAMESPACES)}",
+    ]
+
+
+@pytest.fixture(scope="module")
+def redis_secure_srv(pki: Certificates) -> Iterator[ServerProcess]:
+    """redis-server on TLS (``rediss://``, a plain port too: ``plain_url``) with ACL users
+    (:func:`redis_acl`), maxmemory-policy noeviction."""
+    need_binary("redis-server")
+    srv = RedisServer(
+        tls=pki, plain_port=True, acl=redis_acl(), maxmemory="256mb", policy="noeviction"
+    ).start()
+    yield srv
+    srv.stop()
+
+
 SERVER_FIXTURES = frozenset(
-    {"redis_srv", "redis_durable_srv", "redis_evictable_srv", "etcd_srv", "nats_srv"}
+    {
+        "redis_srv",
+        "redis_durable_srv",
+        "redis_evictable_srv",
+        "etcd_srv",
+        "nats_srv",
+        "redis_secure_srv",
+    }
 )
 """The fixtures above: a test using one is marked ``server`` (conftest.py)."""
 
