@@ -125,6 +125,73 @@ def redis_secure_srv(pki: Certificates) -> Iterator[ServerProcess]:
     srv.stop()
 
 
+ETCD_NAMESPACE = "vfsec"
+"""The namespace etcd user ``app`` may read and write (its role allows ``vfsec/…`` only)."""
+ETCD_CN_NAMESPACE = "vfcn"
+"""The namespace of the password-less user named by the client certificate's common name."""
+ETCD_TOKEN_TTL = 3
+"""``--auth-token-ttl`` of the secured etcd: short, so tests see a token expire."""
+
+
+def _etcd_secure(pki: Certificates, *, client_cert_auth: bool) -> ServerProcess:
+    import anyio
+
+    from videoflow_aio.adapters.etcd import enable_auth, grant_prefix
+    from videoflow_aio.testing.servers import CLIENT_NAME, EtcdServer
+
+    need_binary("etcd")
+    srv = EtcdServer(
+        tls=pki, client_cert_auth=client_cert_auth, args=["--auth-token-ttl", str(ETCD_TOKEN_TTL)]
+    ).start()
+    tls = pki.client_tls(client_cert=client_cert_auth)
+    root = SECRETS["etcd_root"]
+
+    async def setup() -> None:
+        await enable_auth(srv.url, root_password=root, tls=tls)
+        await grant_prefix(
+            srv.url,
+            username="app",
+            password=SECRETS["etcd_app"],
+            namespace=ETCD_NAMESPACE,
+            root_password=root,
+            tls=tls,
+        )
+        if client_cert_auth:
+            await grant_prefix(
+                srv.url,
+                username=CLIENT_NAME,
+                password=None,
+                namespace=ETCD_CN_NAMESPACE,
+                root_password=root,
+                tls=tls,
+            )
+
+    try:
+        anyio.run(setup)
+    except BaseException:
+        srv.stop()
+        raise
+    return srv
+
+
+@pytest.fixture(scope="module")
+def etcd_tls_srv(pki: Certificates) -> Iterator[ServerProcess]:
+    """etcd serving TLS (no client certificate needed) with authentication on: ``root`` and
+    ``app`` (role: ``ETCD_NAMESPACE/…`` only)."""
+    srv = _etcd_secure(pki, client_cert_auth=False)
+    yield srv
+    srv.stop()
+
+
+@pytest.fixture(scope="module")
+def etcd_mtls_srv(pki: Certificates) -> Iterator[ServerProcess]:
+    """etcd requiring a client certificate (mTLS), authentication on: ``root``, ``app``, and
+    the certificate's common name as a password-less user limited to ``ETCD_CN_NAMESPACE``."""
+    srv = _etcd_secure(pki, client_cert_auth=True)
+    yield srv
+    srv.stop()
+
+
 SERVER_FIXTURES = frozenset(
     {
         "redis_srv",
@@ -133,6 +200,8 @@ SERVER_FIXTURES = frozenset(
         "etcd_srv",
         "nats_srv",
         "redis_secure_srv",
+        "etcd_tls_srv",
+        "etcd_mtls_srv",
     }
 )
 """The fixtures above: a test using one is marked ``server`` (conftest.py)."""

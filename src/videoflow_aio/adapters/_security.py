@@ -16,6 +16,8 @@ classification of a refused handshake.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import hmac
 import os
 import ssl
@@ -370,11 +372,62 @@ def tls_failure(exc: BaseException | None) -> str | None:
     return None
 
 
+PROBE_SECONDS = 0.5
+"""How long one diagnosis probe may take (a refused connection is named within the adapter's
+timeout: adapters leave this much of it for :func:`diagnose_tls`)."""
+
+
+async def diagnose_tls(
+    host: str, port: int, context: ssl.SSLContext | None, server_hostname: str | None = None
+) -> str | None:
+    """Name a connection failure by a TLS handshake of our own (asyncio only).
+
+    Without ``context`` (a plain client): ``"tls-required"`` when the port completes a TLS
+    handshake. With it: the :func:`tls_failure` reason of the handshake, including the
+    alert a server sends after a TLS 1.3 handshake when it refuses the client's certificate
+    (read while sending nothing, so no reset hides it); ``"tls-not-offered"`` when the other
+    end drops the ClientHello. None when the probe finds nothing wrong with TLS.
+    """
+    probe = context
+    if probe is None:
+        probe = ssl.create_default_context()
+        probe.check_hostname = False
+        probe.verify_mode = ssl.CERT_NONE
+    handshaken = False
+    try:
+        async with asyncio.timeout(2 * PROBE_SECONDS):  # the handshake times out first
+            reader, writer = await asyncio.open_connection(
+                host,
+                port,
+                ssl=probe,
+                server_hostname=server_hostname or host,
+                ssl_handshake_timeout=PROBE_SECONDS,
+            )
+            handshaken = True
+            try:
+                if context is None:
+                    return "tls-required"
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(PROBE_SECONDS / 2):
+                        await reader.read(1)
+            finally:
+                writer.transport.abort()
+    except ssl.SSLError as exc:
+        return tls_failure(exc) if context is not None else None
+    except (ConnectionResetError, asyncio.IncompleteReadError, BrokenPipeError):
+        return "tls-not-offered" if context is not None and not handshaken else None
+    except (OSError, TimeoutError):
+        return None
+    return None
+
+
 __all__ = [
+    "PROBE_SECONDS",
     "Credentials",
     "Secret",
     "TLSConfig",
     "as_secret",
+    "diagnose_tls",
     "merge_credentials",
     "split_url",
     "tls_failure",

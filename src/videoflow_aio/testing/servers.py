@@ -558,9 +558,8 @@ class EtcdServer(Server):
         if self.tls is not None:
             argv += ["--cert-file", str(self.tls.server_cert)]
             argv += ["--key-file", str(self.tls.server_key)]
-            argv += ["--trusted-ca-file", str(self.tls.ca_file)]
-            if self.client_cert_auth:
-                argv += ["--client-cert-auth"]
+            if self.client_cert_auth:  # --trusted-ca-file alone makes etcd 3.4 require one
+                argv += ["--client-cert-auth", "--trusted-ca-file", str(self.tls.ca_file)]
         return argv
 
     def _url(self, port: int) -> str:

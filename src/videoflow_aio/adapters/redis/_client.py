@@ -46,7 +46,16 @@ from ...contracts.errors import (
     OutcomeUnknown,
     ValidationError,
 )
-from .._security import Credentials, Secret, TLSConfig, as_secret, split_url, tls_failure
+from .._security import (
+    PROBE_SECONDS,
+    Credentials,
+    Secret,
+    TLSConfig,
+    as_secret,
+    diagnose_tls,
+    split_url,
+    tls_failure,
+)
 from .._trio_bridge import Affinity
 from .._watchdog import Watchdog
 
@@ -154,18 +163,14 @@ class WaitingConnectionPool(ConnectionPool):
         timed_out = isinstance(exc, rexc.TimeoutError | TimeoutError) or (
             "handshake is taking longer" in str(exc)
         )
-        # a plain server waits for a command end that a TLS ClientHello never sends
-        if tls and timed_out and await _answers_plain(host, port):
-            return "tls-not-offered"
-        # a TLS server drops a client that sends plain text
-        if not tls and not timed_out and await _speaks_tls(host, port):
-            return "tls-required"
-        if tls and not timed_out:
-            # TLS 1.3: the server checks the client's certificate after the client finished its
-            # handshake; its alert races the first command and may arrive as a reset. A quiet
-            # handshake of our own gets the alert itself.
-            return tls_failure(await _tls_alert(host, port, kw["tls_context"]))
-        return None
+        if tls and timed_out:
+            # a plain server waits for a command end that a TLS ClientHello never sends
+            return "tls-not-offered" if await _answers_plain(host, port) else None
+        # a TLS server drops a plain client; TLS 1.3: a refused client certificate's alert
+        # races the first command and may arrive as a reset
+        return await diagnose_tls(
+            host, port, kw.get("tls_context"), kw.get("server_hostname") or None
+        )
 
     async def release(self, connection: Any) -> None:
         try:
@@ -174,7 +179,7 @@ class WaitingConnectionPool(ConnectionPool):
             self._slots.release()
 
 
-_PROBE_SECONDS = 0.5
+_PROBE_SECONDS = PROBE_SECONDS
 
 
 async def _answers_plain(host: str, port: int) -> bool:
@@ -192,42 +197,6 @@ async def _answers_plain(host: str, port: int) -> bool:
     except (OSError, TimeoutError):
         return False
     return first in (b"+", b"-")
-
-
-async def _speaks_tls(host: str, port: int) -> bool:
-    """True when the server at ``host:port`` completes a TLS handshake (nothing verified: this
-    only names the failure of a plain client)."""
-    ctx = ssl.create_default_context()
-    ctx.check_hostname = False
-    ctx.verify_mode = ssl.CERT_NONE
-    try:
-        async with asyncio.timeout(2 * _PROBE_SECONDS):  # the handshake times out first
-            _reader, writer = await asyncio.open_connection(
-                host, port, ssl=ctx, ssl_handshake_timeout=_PROBE_SECONDS
-            )
-            writer.transport.abort()
-    except (OSError, TimeoutError, ssl.SSLError):
-        return False
-    return True
-
-
-async def _tls_alert(host: str, port: int, ctx: ssl.SSLContext) -> BaseException | None:
-    """The TLS error the server at ``host:port`` answers a handshake with ``ctx`` with (its
-    alert, read while sending nothing), or None."""
-    try:
-        async with asyncio.timeout(2 * _PROBE_SECONDS):  # the handshake times out first
-            reader, writer = await asyncio.open_connection(
-                host, port, ssl=ctx, ssl_handshake_timeout=_PROBE_SECONDS
-            )
-            try:
-                await reader.read(1)
-            finally:
-                writer.transport.abort()
-    except ssl.SSLError as exc:
-        return exc
-    except (OSError, TimeoutError):
-        return None
-    return None
 
 
 class TLSConnection(Connection):
