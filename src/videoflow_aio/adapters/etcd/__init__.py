@@ -4,7 +4,13 @@ and the authentication set-up through the client API (:func:`enable_auth`,
 
 from __future__ import annotations
 
-from ._admin import enable_auth, grant_prefix, prefix_range, revoke_prefix
-from .runtime_store import EtcdRuntimeStore
+from .._extras import explain
+
+try:
+    from ._admin import enable_auth, grant_prefix, prefix_range, revoke_prefix
+    from .runtime_store import EtcdRuntimeStore
+except ModuleNotFoundError as _exc:  # aetcd missing: name the extra that installs it
+    explain("etcd", _exc)
+    raise
 
 __all__ = ["EtcdRuntimeStore", "enable_auth", "grant_prefix", "prefix_range", "revoke_prefix"]

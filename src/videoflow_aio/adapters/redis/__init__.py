@@ -3,8 +3,14 @@ PayloadStore, and :func:`acl_rules`, the least-privilege ACL they run under."""
 
 from __future__ import annotations
 
+from .._extras import explain
 from ._acl import acl_commands, acl_rules
-from .payload import RedisPayloadStore
-from .runtime_store import RedisRuntimeStore
+
+try:
+    from .payload import RedisPayloadStore
+    from .runtime_store import RedisRuntimeStore
+except ModuleNotFoundError as _exc:  # redis-py missing: name the extra that installs it
+    explain("redis", _exc)
+    raise
 
 __all__ = ["RedisPayloadStore", "RedisRuntimeStore", "acl_commands", "acl_rules"]
