@@ -192,8 +192,88 @@ def etcd_mtls_srv(pki: Certificates) -> Iterator[ServerProcess]:
     srv.stop()
 
 
+NATS_PREFIX = "vfsec"
+"""The subject prefix NATS user ``app`` may publish on (account ``APP``, JetStream on)."""
+
+
+def nats_seed(path: str) -> str:
+    """Write a fresh NKey user seed to ``path``; returns its public key."""
+    import os
+
+    import nkeys
+
+    seed = nkeys.encode_seed(os.urandom(32), nkeys.PREFIX_BYTE_USER)
+    with open(path, "wb") as f:
+        f.write(seed)
+    os.chmod(path, 0o600)
+    return str(nkeys.from_seed(bytearray(seed)).public_key.decode())
+
+
+def nats_accounts(nkey_public: str) -> str:
+    """The ``accounts`` block of :func:`nats_secure_srv`: ``APP`` (JetStream) with ``app``
+    (password, exactly ``jetstream_permissions(NATS_PREFIX)``) and an NKey user (same
+    permissions); ``OTHER`` (JetStream) with ``other``, to show accounts do not see each
+    other's streams."""
+    from videoflow_aio.adapters.nats import jetstream_permissions, permissions_config
+
+    perms = permissions_config(jetstream_permissions(NATS_PREFIX))
+    return (
+        "accounts {\n"
+        "  APP { jetstream: enabled, users: [\n"
+        f'    {{user: app, password: "{SECRETS["nats_app"]}", permissions: {perms}}}\n'
+        f"    {{nkey: {nkey_public}, permissions: {perms}}}\n"
+        "  ] }\n"
+        "  OTHER { jetstream: enabled, users: [\n"
+        f'    {{user: other, password: "{SECRETS["nats_other"]}"}}\n'
+        "  ] }\n"
+        "}\n"
+    )
+
+
+@pytest.fixture(scope="module")
+def nats_secure_srv(
+    pki: Certificates, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[ServerProcess]:
+    """nats-server with TLS, JetStream, accounts ``APP``/``OTHER`` (:func:`nats_accounts`);
+    ``srv.nkey_seed_file`` names the NKey user's seed file."""
+    from videoflow_aio.testing.servers import NatsServer
+
+    need_binary("nats-server")
+    seed = str(tmp_path_factory.mktemp("nkey") / "user.nk")
+    srv = NatsServer(tls=pki, config=nats_accounts(nats_seed(seed))).start()
+    srv.nkey_seed_file = seed  # type: ignore[attr-defined]
+    yield srv
+    srv.stop()
+
+
+@pytest.fixture(scope="module")
+def nats_token_srv(pki: Certificates) -> Iterator[ServerProcess]:
+    """nats-server with TLS and token authentication (token ``SECRETS['nats_token']``)."""
+    from videoflow_aio.testing.servers import NatsServer
+
+    need_binary("nats-server")
+    conf = f'authorization {{ token: "{SECRETS["nats_token"]}" }}\n'
+    srv = NatsServer(tls=pki, jetstream=False, config=conf).start()
+    yield srv
+    srv.stop()
+
+
+@pytest.fixture(scope="module")
+def nats_mtls_srv(pki: Certificates) -> Iterator[ServerProcess]:
+    """nats-server requiring a client certificate signed by the CA (mTLS), no JetStream."""
+    from videoflow_aio.testing.servers import NatsServer
+
+    need_binary("nats-server")
+    srv = NatsServer(tls=pki, tls_verify=True, jetstream=False).start()
+    yield srv
+    srv.stop()
+
+
 SERVER_FIXTURES = frozenset(
     {
+        "nats_secure_srv",
+        "nats_token_srv",
+        "nats_mtls_srv",
         "redis_srv",
         "redis_durable_srv",
         "redis_evictable_srv",

@@ -4,11 +4,14 @@
   pull consumers, with client-side ledgers where the server is silent (see ``docs/nats.md``).
 * :class:`CoreNatsMessagingBackend` — the ``core_only`` profile on Core NATS: no retention,
   no leases, bounded client queues with slow-consumer drops reported.
+* :func:`jetstream_permissions` / :func:`core_permissions` — the least-privilege permissions
+  a backend's user needs (``docs/security.md``).
 """
 
 from __future__ import annotations
 
 from .._extras import explain
+from ._permissions import core_permissions, jetstream_permissions, permissions_config
 
 try:
     from .core import CoreNatsMessagingBackend
@@ -17,4 +20,10 @@ except ModuleNotFoundError as _exc:  # nats-py missing: name the extra that inst
     explain("nats", _exc)
     raise
 
-__all__ = ["CoreNatsMessagingBackend", "JetStreamMessagingBackend"]
+__all__ = [
+    "CoreNatsMessagingBackend",
+    "JetStreamMessagingBackend",
+    "core_permissions",
+    "jetstream_permissions",
+    "permissions_config",
+]

@@ -16,6 +16,7 @@ import msgspec
 import nats.errors
 
 from ...contracts.errors import VideoflowError
+from . import _security
 
 _json_encode = msgspec.json.Encoder().encode
 _json_decode = msgspec.json.Decoder().decode
@@ -52,20 +53,25 @@ class NoResponders(VideoflowError):
 async def request(
     nc: Any, subject: str, payload: bytes, seconds: float, headers: Any = None
 ) -> Any:
-    """``nc.request`` with nats-py's exceptions mapped (see the module docstring)."""
+    """``nc.request`` with nats-py's exceptions mapped (see the module docstring); a request
+    the server refused (permissions) is ``AccessDenied`` instead of no answer."""
+    start = _security.mark(nc)
     try:
         return await nc.request(subject, payload, timeout=seconds, headers=headers)
     except nats.errors.NoRespondersError as exc:
         raise NoResponders(f"no responders on {subject}") from exc
     except nats.errors.TimeoutError as exc:
+        _security.raise_if_denied(nc, subject, start, "request")
         raise NoAnswer(f"no reply on {subject} within {seconds:.3g} s") from exc
     except (
         nats.errors.ConnectionClosedError,
         nats.errors.OutboundBufferLimitError,
         nats.errors.ConnectionDrainingError,
     ) as exc:
+        _security.raise_if_denied(nc, subject, start, "request")
         raise NotSent(f"not sent ({type(exc).__name__})") from exc
     except nats.errors.Error as exc:
+        _security.raise_if_denied(nc, subject, start, "request")
         raise NoAnswer(f"{type(exc).__name__}: {exc}") from exc
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import ssl
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -61,9 +62,11 @@ from ...contracts.messaging import (
     check_immutable,
     matches,
 )
+from .._security import Secret, TLSConfig
 from .._trio_bridge import Affinity
 from ._bridge import bridged
 from ._names import Names
+from ._security import NatsAuth
 from .jetstream import _on_asyncio_side, connect
 
 
@@ -86,7 +89,8 @@ class _CoreChan:
 
 @bridged
 class CoreNatsMessagingBackend(MessagingBackend):
-    """The messaging contract's ``core_only`` profile on plain NATS at ``url``."""
+    """The messaging contract's ``core_only`` profile on plain NATS at ``url``; security
+    arguments as :class:`~videoflow_aio.adapters.nats.JetStreamMessagingBackend`'s."""
 
     def __init__(
         self,
@@ -96,12 +100,26 @@ class CoreNatsMessagingBackend(MessagingBackend):
         client_queue_limit: int = 64,
         max_payload_bytes: int = 8388608,
         request_timeout: float = 5.0,
+        tls: TLSConfig | ssl.SSLContext | None = None,
+        username: str | None = None,
+        password: str | Secret | None = None,
+        token: str | Secret | None = None,
+        nkey_seed_file: str | None = None,
+        creds_file: str | None = None,
     ) -> None:
         if client_queue_limit < 1:
             raise ValidationError("client_queue_limit must be >= 1", field="client_queue_limit")
         if max_payload_bytes < 1:
             raise ValidationError("max_payload_bytes must be >= 1", field="max_payload_bytes")
-        self.servers = [url] if isinstance(url, str) else list(url)
+        self.servers, self._auth = NatsAuth.from_args(
+            [url] if isinstance(url, str) else list(url),
+            tls=tls,
+            username=username,
+            password=password,
+            token=token,
+            nkey_seed_file=nkey_seed_file,
+            creds_file=creds_file,
+        )
         self.names = Names("VF", subject_prefix)
         self.client_queue_limit = client_queue_limit
         self.max_payload_bytes = max_payload_bytes
@@ -125,7 +143,7 @@ class CoreNatsMessagingBackend(MessagingBackend):
             "reconnect_time_wait": 0.2,
             "error_cb": self._on_error,
         }
-        self._nc = await connect(opts, self.servers, 2 * self.request_timeout)
+        self._nc = await connect(opts, self.servers, 2 * self.request_timeout, self._auth)
         return self._nc
 
     async def _on_error(self, exc: Exception) -> None:

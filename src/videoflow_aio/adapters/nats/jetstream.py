@@ -27,6 +27,7 @@ from __future__ import annotations
 import base64
 import contextlib
 import itertools
+import ssl
 from collections.abc import Sequence
 from typing import Any
 
@@ -38,6 +39,7 @@ import sniffio
 
 from ...contracts import Known, Unknown
 from ...contracts.errors import (
+    AccessDenied,
     BackendUnavailable,
     IncompatibleProfile,
     NotFound,
@@ -80,11 +82,13 @@ from ...contracts.messaging import (
     check_immutable,
     validate_control_write,
 )
+from .._security import Secret, TLSConfig
 from .._trio_bridge import Affinity
-from . import _api, _profiles
+from . import _api, _profiles, _security
 from ._api import ApiError, NoAnswer, NoResponders, NotSent
 from ._bridge import bridged
 from ._names import ADV_TERMINATED, Names
+from ._security import NatsAuth
 from ._state import Bounded, ChanState, Pull, SubState
 
 NS = 1_000_000_000
@@ -157,6 +161,11 @@ class JetStreamMessagingBackend(MessagingBackend):
       disconnected fail at once (definitely not sent); True lets nats-py buffer it and replay
       it after a reconnect, which turns a reported failure into a possible late acceptance.
     * ``replication_factor``: the most replicas a channel may ask for (the cluster's size).
+    * security: ``tls`` (a :class:`~videoflow_aio.adapters.TLSConfig` or ``ssl.SSLContext``;
+      ``tls://`` URLs imply it), and one of ``username``/``password``, ``token``,
+      ``nkey_seed_file``, ``creds_file`` (or the URL's user info, taken out of it). A refused
+      connection is ``AuthenticationFailed``; a subject the user may not use ``AccessDenied``
+      (``adapters.nats._security``).
     """
 
     def __init__(
@@ -175,6 +184,12 @@ class JetStreamMessagingBackend(MessagingBackend):
         replication_factor: int = 1,
         buffer_while_disconnected: bool = False,
         connect_options: dict[str, Any] | None = None,
+        tls: TLSConfig | ssl.SSLContext | None = None,
+        username: str | None = None,
+        password: str | Secret | None = None,
+        token: str | Secret | None = None,
+        nkey_seed_file: str | None = None,
+        creds_file: str | None = None,
     ) -> None:
         if request_timeout <= 0:
             raise ValidationError("request_timeout must be > 0", field="request_timeout")
@@ -184,7 +199,15 @@ class JetStreamMessagingBackend(MessagingBackend):
             raise ValidationError("dedup_window_seconds must be >= 0", field="dedup_window_seconds")
         if replication_factor < 1:
             raise ValidationError("replication_factor must be >= 1", field="replication_factor")
-        self.servers = [url] if isinstance(url, str) else list(url)
+        self.servers, self._auth = NatsAuth.from_args(
+            [url] if isinstance(url, str) else list(url),
+            tls=tls,
+            username=username,
+            password=password,
+            token=token,
+            nkey_seed_file=nkey_seed_file,
+            creds_file=creds_file,
+        )
         self.names = Names(stream_prefix, subject_prefix)
         self.request_timeout = float(request_timeout)
         self.max_payload_bytes = max_payload_bytes
@@ -237,10 +260,18 @@ class JetStreamMessagingBackend(MessagingBackend):
             if not self.buffer_while_disconnected:
                 opts["pending_size"] = 0
             opts.update(self._connect_options)
-            nc = await connect(opts, self.servers, 2 * self.request_timeout)
+            nc = await connect(opts, self.servers, 2 * self.request_timeout, self._auth)
             self._inbox = nc.new_inbox()
             try:
+                start = _security.mark(nc)
                 self._inbox_sub = await nc.subscribe(f"{self._inbox}.*", cb=self._on_pull_reply)
+                await _security.check_subscribe(
+                    nc, f"{self._inbox}.*", start, "subscribe", self.request_timeout
+                )
+            except AccessDenied:
+                with contextlib.suppress(Exception):
+                    await nc.close()
+                raise
             except nats.errors.Error as exc:
                 with contextlib.suppress(Exception):
                     await nc.close()
@@ -865,6 +896,7 @@ class JetStreamMessagingBackend(MessagingBackend):
         }
         subject = f"$JS.API.CONSUMER.MSG.NEXT.{st.stream}.{st.consumer}"
         limit = now + expires + self.request_timeout
+        start = _security.mark(nc)
         try:
             await nc.publish(subject, _api.encode(body), reply=f"{self._inbox}.{token}")
             with anyio.CancelScope(deadline=limit):
@@ -874,6 +906,8 @@ class JetStreamMessagingBackend(MessagingBackend):
                 # (max_ack_pending) would wait for its expiry, so do not wait for its status
                 with anyio.CancelScope(deadline=min(limit, anyio.current_time() + LINGER)):
                     await pull.done.wait()
+            if pull.status is None and not pull.msgs:  # an empty pull may be a refused one
+                _security.raise_if_denied(nc, subject, start, "receive")
         except nats.errors.Error as exc:
             pull.status = ("error", f"{type(exc).__name__}: {exc}")
         finally:
@@ -1515,20 +1549,13 @@ def seen_iter(st: SubState) -> list[int]:
     return list(st.delivered_seqs)
 
 
-async def connect(opts: dict[str, Any], servers: list[str], seconds: float) -> Any:
-    """``nats.connect`` bounded by ``seconds``; every failure is :class:`BackendUnavailable`
+async def connect(
+    opts: dict[str, Any], servers: list[str], seconds: float, auth: NatsAuth | None = None
+) -> Any:
+    """``nats.connect`` bounded by ``seconds``; a refused client is
+    :class:`AuthenticationFailed` at once, every other failure :class:`BackendUnavailable`
     with the cause chained (nats-py can keep retrying an unreachable server forever)."""
-    try:
-        with anyio.fail_after(seconds):
-            return await nats.connect(**opts)
-    except TimeoutError as exc:
-        raise BackendUnavailable(
-            f"cannot connect to NATS at {servers} within {seconds:g} s", backend="nats"
-        ) from exc
-    except Exception as exc:  # nats-py raises assorted errors (OSError, NoServersError…)
-        raise BackendUnavailable(
-            f"cannot connect to NATS at {servers}: {exc}", backend="nats"
-        ) from exc
+    return await _security.secure_connect(opts, servers, seconds, auth)
 
 
 def _stamped(cfg: dict[str, Any], operation_id: str) -> dict[str, Any]:

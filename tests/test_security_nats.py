@@ -1,0 +1,267 @@
+"""The NATS backends on a secured nats-server: TLS, mTLS, user/password, token and NKey, a
+dedicated JetStream account whose user has exactly the documented least-privilege permissions,
+and every refusal as one typed error within the backend's timeout.
+
+Real time, asyncio (nats-py).
+"""
+
+from __future__ import annotations
+
+import itertools
+import uuid
+from typing import Any
+
+import anyio
+import pytest
+
+from _servers_fixtures import NATS_PREFIX, SECRETS
+from videoflow_aio.adapters import TLSConfig
+from videoflow_aio.adapters.nats import CoreNatsMessagingBackend, JetStreamMessagingBackend
+from videoflow_aio.contracts import Known
+from videoflow_aio.contracts.errors import (
+    AccessDenied,
+    AuthenticationFailed,
+    BackendUnavailable,
+    NotFound,
+    ValidationError,
+)
+from videoflow_aio.contracts.messaging import (
+    Accepted,
+    Completed,
+    SettleConfirmed,
+    make_channel,
+    make_envelope,
+    make_subscription,
+)
+from videoflow_aio.testing.servers import Certificates, ServerProcess
+
+pytestmark = [pytest.mark.anyio, pytest.mark.server]
+
+TIMEOUT = 1.0
+SLACK = 1.5
+_ids = itertools.count(1)
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+def app_backend(srv: ServerProcess, pki: Certificates, **kw: Any) -> JetStreamMessagingBackend:
+    options: dict[str, Any] = {
+        "stream_prefix": f"S{uuid.uuid4().hex[:8]}",
+        "subject_prefix": NATS_PREFIX,
+        "request_timeout": TIMEOUT,
+        "tls": pki.client_tls(client_cert=False),
+        "username": "app",
+        "password": SECRETS["nats_app"],
+    }
+    options.update(kw)
+    return JetStreamMessagingBackend(options.pop("url", srv.url), **options)
+
+
+async def round_trip(b: Any) -> None:
+    """Channel, subscription, publish, receive, settle, observe: the whole contract path."""
+    node = f"n{next(_ids)}"
+    ch = make_channel("f", "r", node, "work", retention="limits")
+    await b.ensure_channel(ch, f"op-{uuid.uuid4().hex[:8]}")
+    sub = make_subscription(ch.channel, "w", ack_wait_seconds=5.0)
+    await b.ensure_subscription(sub, f"op-{uuid.uuid4().hex[:8]}")
+    out = await b.publish(make_envelope(ch.channel, "p1"), anyio.current_time() + 2)
+    assert isinstance(out, Accepted), out
+    got = await b.receive(sub.id, 4, 1 << 20, anyio.current_time() + 2)
+    assert len(got) == 1
+    assert isinstance(await b.settle(got[0].token, Completed(), "s1"), SettleConfirmed)
+    assert isinstance(await b.observe_subscription(sub.id), Known)
+
+
+async def refused(b: Any) -> BaseException:
+    start = anyio.current_time()
+    with pytest.raises(BackendUnavailable) as info:
+        await b.capabilities() if isinstance(b, CoreNatsMessagingBackend) else None
+        await b._conn()
+    elapsed = anyio.current_time() - start
+    await b.aclose()
+    assert elapsed < 2 * TIMEOUT + SLACK, f"took {elapsed:.2f}s"  # the connect budget
+    return info.value
+
+
+# -- what works -----------------------------------------------------------------------------
+async def test_least_privilege_user_in_its_own_account_runs_the_contract_over_tls(
+    nats_secure_srv: ServerProcess, pki: Certificates
+) -> None:
+    b = app_backend(nats_secure_srv, pki)
+    try:
+        await round_trip(b)
+    finally:
+        await b.aclose()
+
+
+async def test_nkey_user(nats_secure_srv: ServerProcess, pki: Certificates) -> None:
+    seed = nats_secure_srv.nkey_seed_file  # type: ignore[attr-defined]
+    b = app_backend(nats_secure_srv, pki, username=None, password=None, nkey_seed_file=seed)
+    try:
+        await round_trip(b)
+    finally:
+        await b.aclose()
+
+
+async def test_token_and_credentials_in_the_url(
+    nats_token_srv: ServerProcess, nats_secure_srv: ServerProcess, pki: Certificates
+) -> None:
+    tls = pki.client_tls(client_cert=False)
+    core = CoreNatsMessagingBackend(
+        nats_token_srv.url, tls=tls, token=SECRETS["nats_token"], request_timeout=TIMEOUT
+    )
+    try:
+        await core._conn()
+    finally:
+        await core.aclose()
+    host_port = nats_secure_srv.url.split("://", 1)[1]
+    b = app_backend(
+        nats_secure_srv,
+        pki,
+        url=f"tls://app:{SECRETS['nats_app']}@{host_port}",
+        username=None,
+        password=None,
+    )
+    try:
+        await b._conn()
+        assert all(SECRETS["nats_app"] not in s for s in b.servers)
+    finally:
+        await b.aclose()
+
+
+async def test_mtls(nats_mtls_srv: ServerProcess, pki: Certificates) -> None:
+    ok = CoreNatsMessagingBackend(nats_mtls_srv.url, tls=pki.client_tls(), request_timeout=TIMEOUT)
+    try:
+        await ok._conn()
+    finally:
+        await ok.aclose()
+    cert, key = pki.issue_client("expired-client", "expired", expired=True)
+    for tls in (
+        pki.client_tls(client_cert=False),
+        TLSConfig(ca_file=str(pki.ca_file), cert_file=str(cert), key_file=str(key)),
+    ):
+        err = await refused(
+            CoreNatsMessagingBackend(nats_mtls_srv.url, tls=tls, request_timeout=TIMEOUT)
+        )
+        assert isinstance(err, AuthenticationFailed), err
+        assert err.reason == "client-certificate-refused"
+
+
+async def test_accounts_do_not_see_each_others_streams(
+    nats_secure_srv: ServerProcess, pki: Certificates
+) -> None:
+    app = app_backend(nats_secure_srv, pki, stream_prefix="SHARED")
+    other = app_backend(
+        nats_secure_srv, pki, stream_prefix="SHARED", username="other",
+        password=SECRETS["nats_other"],
+    )  # fmt: skip
+    try:
+        ch = make_channel("f", "r", "iso", "work", retention="limits")
+        await app.ensure_channel(ch, "op-iso")
+        await app.publish(make_envelope(ch.channel, "p1"), anyio.current_time() + 2)
+        with pytest.raises(NotFound):  # the same stream name, in another account: absent
+            await other.observe_channel(ch.channel)
+    finally:
+        await app.aclose()
+        await other.aclose()
+
+
+def test_two_ways_to_authenticate_are_refused() -> None:
+    with pytest.raises(ValidationError, match="one way"):
+        JetStreamMessagingBackend("nats://127.0.0.1:1", username="a", password="b", token="c")
+    with pytest.raises(ValidationError, match="both in the URL"):
+        JetStreamMessagingBackend("nats://a:b@127.0.0.1:1", token="c")
+    with pytest.raises(ValidationError, match="go together"):
+        JetStreamMessagingBackend("nats://127.0.0.1:1", username="a")
+
+
+# -- the failure matrix ----------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("case", "reason"),
+    [
+        ("wrong password", "bad-credentials"),
+        ("unknown user", "bad-credentials"),
+        ("no credentials", "credentials-required"),
+        ("untrusted server certificate", "server-certificate-untrusted"),
+        ("server name mismatch", "server-certificate-mismatch"),
+        ("plain client, TLS server", "tls-required"),
+    ],
+)
+async def test_refused_connections_are_one_typed_error_within_the_timeout(
+    nats_secure_srv: ServerProcess, pki: Certificates, case: str, reason: str
+) -> None:
+    options: dict[str, dict[str, Any]] = {
+        "wrong password": {"password": "not-the-password"},
+        "unknown user": {"username": "nobody"},
+        "no credentials": {"username": None, "password": None},
+        "untrusted server certificate": {"tls": TLSConfig()},
+        "server name mismatch": {
+            "tls": TLSConfig(ca_file=str(pki.ca_file), server_hostname="other.example")
+        },
+        "plain client, TLS server": {
+            "url": nats_secure_srv.url.replace("tls://", "nats://"),
+            "tls": None,
+        },
+    }
+    err = await refused(app_backend(nats_secure_srv, pki, **options[case]))
+    assert isinstance(err, AuthenticationFailed), err
+    assert err.reason == reason and err.applied is False
+
+
+async def test_wrong_token(nats_token_srv: ServerProcess, pki: Certificates) -> None:
+    b = CoreNatsMessagingBackend(
+        nats_token_srv.url, tls=pki.client_tls(client_cert=False), token="not-the-token",
+        request_timeout=TIMEOUT,
+    )  # fmt: skip
+    err = await refused(b)
+    assert isinstance(err, AuthenticationFailed) and err.reason == "bad-credentials"
+
+
+async def test_tls_client_on_a_plain_server_sends_nothing(
+    nats_srv: ServerProcess, pki: Certificates
+) -> None:
+    """nats-py would send CONNECT (the password) in clear: the backend refuses first."""
+    err = await refused(app_backend(nats_srv, pki))
+    assert isinstance(err, AuthenticationFailed) and err.reason == "tls-not-offered"
+
+
+async def test_expired_server_certificate() -> None:
+    from _servers_fixtures import need_binary
+    from videoflow_aio.testing.servers import NatsServer
+
+    need_binary("nats-server")
+    stale = Certificates.make(expired_server=True)
+    try:
+        with NatsServer(tls=stale, jetstream=False) as srv:
+            b = CoreNatsMessagingBackend(
+                srv.url, tls=stale.client_tls(client_cert=False), request_timeout=TIMEOUT
+            )
+            err = await refused(b)
+    finally:
+        stale.remove()
+    assert isinstance(err, AuthenticationFailed) and err.reason == "server-certificate-expired"
+
+
+async def test_subject_outside_the_permissions_is_access_denied(
+    nats_secure_srv: ServerProcess, pki: Certificates
+) -> None:
+    """A publish the server refuses gets no acknowledgement: the backend reports the
+    refusal, not an unknown outcome, within the publish deadline."""
+    # app may use the JetStream API (a stream on "elsewhere.>" in its own account is made),
+    # but may publish only on its own prefix
+    denied = app_backend(nats_secure_srv, pki, subject_prefix="elsewhere")
+    try:
+        ch = make_channel("f", "r", "deny", "work", retention="limits")
+        await denied.ensure_channel(ch, "op-deny")  # JetStream API: allowed
+        start = anyio.current_time()
+        with pytest.raises(AccessDenied) as info:
+            await denied.publish(make_envelope(ch.channel, "p1"), anyio.current_time() + TIMEOUT)
+        assert anyio.current_time() - start < TIMEOUT + SLACK
+        assert info.value.resource.startswith("elsewhere.")
+        seen = await denied.observe_channel(ch.channel)
+        assert isinstance(seen, Known) and seen.value.messages == 0  # nothing stored
+    finally:
+        await denied.aclose()
