@@ -265,3 +265,64 @@ async def test_subject_outside_the_permissions_is_access_denied(
         assert isinstance(seen, Known) and seen.value.messages == 0  # nothing stored
     finally:
         await denied.aclose()
+
+
+async def test_permission_withdrawn_mid_run_is_access_denied_and_nothing_stored(
+    pki: Certificates, tmp_path: Any
+) -> None:
+    """The operator reloads the server with the publish permission gone (SIGHUP): the next
+    publish of the running backend is refused, typed, and nothing is stored."""
+    import os
+    import signal
+
+    from _servers_fixtures import nats_accounts, nats_seed, need_binary
+    from videoflow_aio.testing.servers import NatsServer
+
+    need_binary("nats-server")
+    accounts = nats_accounts(nats_seed(str(tmp_path / "user.nk")))
+    with NatsServer(tls=pki, config=accounts) as srv:
+        b = app_backend(srv, pki)
+        try:
+            ch = make_channel("f", "r", "mid", "work", retention="limits")
+            await b.ensure_channel(ch, "op-mid")
+            deadline = anyio.current_time() + 2
+            assert isinstance(await b.publish(make_envelope(ch.channel, "p1"), deadline), Accepted)
+            conf = srv.dir / "server.conf"
+            text = conf.read_text().replace(f'"{NATS_PREFIX}.>", ', "")
+            assert text != conf.read_text()
+            conf.write_text(text)
+            os.kill(srv.pid, signal.SIGHUP)
+            await anyio.sleep(0.5)  # the reload applies to live connections
+            with pytest.raises(AccessDenied):
+                await b.publish(make_envelope(ch.channel, "p2"), anyio.current_time() + TIMEOUT)
+            seen = await b.observe_channel(ch.channel)
+            assert isinstance(seen, Known) and seen.value.messages == 1  # p1 only
+        finally:
+            await b.aclose()
+
+
+async def test_creds_file_in_operator_mode(pki: Certificates, tmp_path: Any) -> None:
+    from _nats_jwt import operator_setup
+    from _servers_fixtures import need_binary
+    from videoflow_aio.testing.servers import NatsServer
+
+    need_binary("nats-server")
+    conf, creds = operator_setup(tmp_path)
+    with NatsServer(tls=pki, jetstream=False, config=conf) as srv:
+        tls = pki.client_tls(client_cert=False)
+        ok = CoreNatsMessagingBackend(
+            srv.url, tls=tls, creds_file=str(creds), request_timeout=TIMEOUT
+        )
+        try:
+            await ok._conn()
+        finally:
+            await ok.aclose()
+        # a .creds of another (untrusted) operator is refused
+        (tmp_path / "other").mkdir()
+        _, stranger = operator_setup(tmp_path / "other")
+        err = await refused(
+            CoreNatsMessagingBackend(
+                srv.url, tls=tls, creds_file=str(stranger), request_timeout=TIMEOUT
+            )
+        )
+        assert isinstance(err, AuthenticationFailed) and err.reason == "bad-credentials"
