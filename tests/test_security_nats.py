@@ -326,3 +326,34 @@ async def test_creds_file_in_operator_mode(pki: Certificates, tmp_path: Any) -> 
             )
         )
         assert isinstance(err, AuthenticationFailed) and err.reason == "bad-credentials"
+
+
+async def test_core_publish_and_subscribe_refused_are_access_denied(
+    nats_secure_srv: ServerProcess, pki: Certificates
+) -> None:
+    """Core NATS confirms a publish by a flush: a refused one must not come back Accepted.
+    ``app`` has the JetStream permissions only: it may publish on its prefix but not
+    subscribe to it, and may not publish elsewhere."""
+    tls = pki.client_tls(client_cert=False)
+
+    def core(prefix: str) -> CoreNatsMessagingBackend:
+        return CoreNatsMessagingBackend(
+            nats_secure_srv.url, subject_prefix=prefix, tls=tls, username="app",
+            password=SECRETS["nats_app"], request_timeout=TIMEOUT,
+        )  # fmt: skip
+
+    mine, elsewhere = core(f"{NATS_PREFIX}.core"), core("elsewhere")
+    try:
+        for b in (mine, elsewhere):
+            ch = make_channel("f", "r", "c", "work", retention="limits")
+            await b.ensure_channel(ch, "op-core")
+        sub = make_subscription(ch.channel, "w")
+        with pytest.raises(AccessDenied) as info:
+            await mine.ensure_subscription(sub, "op-core-sub")
+        assert info.value.operation == "subscribe"
+        with pytest.raises(AccessDenied) as info:
+            await elsewhere.publish(make_envelope(ch.channel, "p1"), anyio.current_time() + 1)
+        assert info.value.operation == "publish"
+    finally:
+        await mine.aclose()
+        await elsewhere.aclose()

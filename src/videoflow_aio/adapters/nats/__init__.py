@@ -11,7 +11,12 @@
 from __future__ import annotations
 
 from .._extras import explain
-from ._permissions import core_permissions, jetstream_permissions, permissions_config
+from ._permissions import (
+    core_permissions,
+    jetstream_permissions,
+    merge_permissions,
+    permissions_config,
+)
 
 try:
     from .core import CoreNatsMessagingBackend
@@ -25,5 +30,6 @@ __all__ = [
     "JetStreamMessagingBackend",
     "core_permissions",
     "jetstream_permissions",
+    "merge_permissions",
     "permissions_config",
 ]

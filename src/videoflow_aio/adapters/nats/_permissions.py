@@ -38,9 +38,25 @@ def core_permissions(subject_prefix: str = "vf") -> Permissions:
     }
 
 
+def merge_permissions(*parts: Permissions) -> Permissions:
+    """One user's permissions for several backends (the allow-lists joined)."""
+    out: Permissions = {}
+    for perms in parts:
+        for direction, rules in perms.items():
+            allow = out.setdefault(direction, {}).setdefault("allow", [])
+            allow.extend(s for s in rules.get("allow", []) if s not in allow)
+    return out
+
+
 def permissions_config(perms: Permissions) -> str:
     """``perms`` as nats-server configuration (a user's ``permissions:`` value)."""
     return json.dumps(perms)
 
 
-__all__ = ["Permissions", "core_permissions", "jetstream_permissions", "permissions_config"]
+__all__ = [
+    "Permissions",
+    "core_permissions",
+    "jetstream_permissions",
+    "merge_permissions",
+    "permissions_config",
+]

@@ -25,6 +25,7 @@ import nats.errors
 
 from ...contracts import Known, Unknown
 from ...contracts.errors import (
+    AccessDenied,
     BackendUnavailable,
     NotFound,
     Unsupported,
@@ -64,6 +65,7 @@ from ...contracts.messaging import (
 )
 from .._security import Secret, TLSConfig
 from .._trio_bridge import Affinity
+from . import _security
 from ._bridge import bridged
 from ._names import Names
 from ._security import NatsAuth
@@ -227,12 +229,19 @@ class CoreNatsMessagingBackend(MessagingBackend):
                 sub.arrived = None
                 ev.set()
 
+        start = _security.mark(nc)
         try:
             sub.nsub = await nc.subscribe(
                 subject, queue=queue, cb=deliver, pending_msgs_limit=1 << 20, pending_bytes_limit=0
             )
         except nats.errors.Error as exc:
             raise BackendUnavailable(f"cannot subscribe {spec.id}: {exc}", backend="nats") from exc
+        try:  # the server refuses a subscription only asynchronously
+            await _security.check_subscribe(nc, subject, start, "subscribe", self.request_timeout)
+        except AccessDenied:
+            with contextlib.suppress(nats.errors.Error):
+                await sub.nsub.unsubscribe()
+            raise
         self._subs[spec.id] = sub
         self._by_sid[sub.nsub._id] = sub
         return VerifiedSubscription(spec, created=True)
@@ -256,13 +265,17 @@ class CoreNatsMessagingBackend(MessagingBackend):
         hdrs = {"Vf-Pid": pid}
         if envelope.event_id != pid:
             hdrs["Vf-Event"] = envelope.event_id
+        start = _security.mark(nc)
         try:
             await nc.publish(subject, envelope.body, headers=hdrs)
             await nc.flush(timeout=max(deadline - now, 0.001))
         except (nats.errors.ConnectionClosedError, nats.errors.OutboundBufferLimitError) as exc:
             return Rejected(pid, f"not sent ({type(exc).__name__})")
         except (nats.errors.Error, TimeoutError) as exc:
+            _security.raise_if_denied(nc, subject, start, "publish")
             return PublicationUnknown(pid, f"no flush confirmation before the deadline: {exc!r}")
+        # the server drops a refused publish and says so before its answer to the flush
+        _security.raise_if_denied(nc, subject, start, "publish")
         ch.seq += 1
         for sub in self._subs.values():
             if sub.spec.channel == envelope.channel and matches(sub.spec, envelope):

@@ -101,6 +101,8 @@ class NatsProvider(Provider):
 
     name = "nats"
     real_time = True
+    subject_root = ""
+    """Put before every subject prefix (``nats-secure``: the prefix its user may publish on)."""
 
     def __init__(self, url: str | None = None, scale: float = 0.05) -> None:
         self.url = url
@@ -109,6 +111,10 @@ class NatsProvider(Provider):
 
     def contracts(self) -> frozenset[str]:
         return frozenset({"messaging"})
+
+    def connection_options(self) -> dict[str, Any]:
+        """Constructor options every backend gets (TLS, credentials: ``nats-secure``)."""
+        return {}
 
     def unavailable(self) -> str | None:
         why = missing("nats")
@@ -153,15 +159,19 @@ class NatsProvider(Provider):
             if extra:
                 raise Skip(f"the nats provider cannot honour {extra} (model-only options)")
             backend: Any
+            root, secured = self.subject_root, self.connection_options()
             if core:
-                backend = CoreNatsMessagingBackend(url, subject_prefix=f"c{tag}", **options)
+                backend = CoreNatsMessagingBackend(
+                    url, subject_prefix=f"{root}c{tag}", **options, **secured
+                )
             else:
                 backend = JetStreamMessagingBackend(
                     url,
                     stream_prefix=f"T{tag}",
-                    subject_prefix=f"t{tag}",
+                    subject_prefix=f"{root}t{tag}",
                     request_timeout=max(1.0, 20 * self.scale),
                     **options,
+                    **secured,
                 )
             opened.append(backend)
             return backend
