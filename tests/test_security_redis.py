@@ -348,3 +348,43 @@ async def test_user_deleted_mid_run_is_authentication_failed(
         assert await admin.exists(f"{store.namespace}:rs:k:k") == 0
     finally:
         await store.aclose()
+
+
+async def test_a_command_withdrawn_mid_run_leaves_no_half_write(
+    redis_secure_srv: ServerProcess, pki: Certificates, admin: aredis.Redis
+) -> None:
+    """Redis checks a script's commands as they run and keeps the writes before a refused
+    one; the adapter's scripts ask for every command first (``_acl.guard``). Without that,
+    a re-put with ``SET`` withdrawn would delete the object it replaces, and a CAS with
+    ``HSET`` withdrawn would bump the version counter."""
+    name, password = f"half-{uuid.uuid4().hex[:6]}", uuid.uuid4().hex
+    await _user_with_rules(admin, name, password, acl_rules(REDIS_NAMESPACES))
+    ns = f"{REDIS_NAMESPACES[1]}:h{uuid.uuid4().hex[:6]}"
+    common: dict[str, Any] = {
+        "namespace": ns,
+        "timeout": TIMEOUT,
+        "tls": pki.client_tls(client_cert=False),
+        "username": name,
+        "password": password,
+    }
+    payload = RedisPayloadStore(redis_secure_srv.url, **common)
+    rts = RedisRuntimeStore(redis_secure_srv.url, **common)
+    try:
+        ref = await payload.put(b"first", "k", RetentionContract(ttl_seconds=60))
+        assert await rts.cas("a", None, b"1")
+        rev = await admin.get(f"{ns}:rs:rev")
+        await _acl(admin, "ACL", "SETUSER", name, "-set", "-hset")
+        with pytest.raises(AccessDenied):
+            await payload.put(b"second", "k", RetentionContract(ttl_seconds=60))
+        with pytest.raises(AccessDenied):
+            await rts.cas("a", (await rts.get("a"))[1], b"2")
+        await _acl(admin, "ACL", "SETUSER", name, "+set", "+hset")
+        got = await payload.read(ref)
+        assert isinstance(got, PayloadBytes) and got.data == b"first"  # not deleted
+        assert await admin.get(f"{ns}:rs:rev") == rev  # no version consumed
+        assert (await rts.get("a"))[0] == b"1"
+        await payload.drop_namespace()
+    finally:
+        await _acl(admin, "ACL", "DELUSER", name)
+        await payload.aclose()
+        await rts.aclose()

@@ -18,6 +18,7 @@ the documented rule set and the tested one cannot drift apart.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 
 DIRECT_COMMANDS = (
@@ -78,4 +79,56 @@ def acl_rules(namespaces: Iterable[str]) -> str:
     return f"resetkeys {keys} resetchannels -@all {cmds}"
 
 
-__all__ = ["acl_commands", "acl_rules"]
+# the arguments after the key that make each command's ACL check well-formed
+_CHECK_ARGS: dict[str, tuple[str, ...]] = {
+    "decrby": ("1",),
+    "hdel": ("f",),
+    "hget": ("f",),
+    "hmget": ("f",),
+    "hset": ("f", "v"),
+    "incrby": ("1",),
+    "pexpire": ("1",),
+    "pexpireat": ("1",),
+    "rpush": ("v",),
+    "set": ("v",),
+    "zadd": ("0", "m"),
+    "zrange": ("0", "1"),
+    "zrangebylex": ("-", "+"),
+    "zrem": ("m",),
+    "zremrangebyscore": ("0", "0"),
+    "zscore": ("m",),
+}
+_KEYLESS = frozenset({"time"})
+_CALL = re.compile(r"redis\.call\('([A-Za-z]+)'")
+
+
+def guard(source: str, ns: str) -> str:
+    """``source`` with a check of every command it may run, on a key of ``ns``, before its
+    first statement (after a ``#!lua`` line).
+
+    Redis checks a script's commands against the ACL one at a time, as they run, and keeps
+    the writes made before a refused one: a permission withdrawn from the user between two
+    calls would leave half a write behind. ``redis.acl_check_cmd`` (Redis 7) asks first, so a
+    refused script changes nothing and fails with ``NOPERM`` (``AccessDenied``).
+    """
+    commands = sorted({c.lower() for c in _CALL.findall(source)})
+    key = f"{ns}:acl"
+    checks = []
+    for cmd in commands:
+        args = () if cmd in _KEYLESS else (key, *_CHECK_ARGS.get(cmd, ()))
+        checks.append("{" + ", ".join(f"'{a}'" for a in (cmd, *args)) + "}")
+    block = (
+        f"for _, a in ipairs({{{', '.join(checks)}}}) do\n"
+        "  if not redis.acl_check_cmd(unpack(a)) then\n"
+        "    return redis.error_reply('NOPERM this user has no permissions to run the ' ..\n"
+        "      a[1] .. ' command on this namespace (checked before any write)')\n"
+        "  end\n"
+        "end\n"
+    )
+    if source.startswith("#!"):
+        first, _, rest = source.partition("\n")
+        return f"{first}\n{block}{rest}"
+    return block + source.lstrip("\n")
+
+
+__all__ = ["acl_commands", "acl_rules", "guard"]
