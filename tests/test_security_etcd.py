@@ -14,6 +14,13 @@ from typing import Any
 import anyio
 import pytest
 
+from _security_matrix import (
+    REFUSED_CONNECTIONS,
+    expired_server_certificates,
+    refused_client_certificates,
+    refused_options,
+)
+from _security_matrix import refused as _refused
 from _servers_fixtures import (
     ETCD_CN_NAMESPACE,
     ETCD_NAMESPACE,
@@ -26,7 +33,6 @@ from videoflow_aio.adapters.etcd import EtcdRuntimeStore, grant_prefix, revoke_p
 from videoflow_aio.contracts.errors import (
     AccessDenied,
     AuthenticationFailed,
-    BackendUnavailable,
     ValidationError,
 )
 from videoflow_aio.testing.servers import Certificates, EtcdServer, ServerProcess
@@ -34,7 +40,6 @@ from videoflow_aio.testing.servers import Certificates, EtcdServer, ServerProces
 pytestmark = [pytest.mark.anyio, pytest.mark.server]
 
 TIMEOUT = 2.0
-SLACK = 1.5
 
 
 @pytest.fixture
@@ -55,16 +60,7 @@ def app_store(srv: ServerProcess, pki: Certificates, **kw: Any) -> EtcdRuntimeSt
 
 
 async def refused(store: EtcdRuntimeStore, call: str = "cas") -> BaseException:
-    start = anyio.current_time()
-    with pytest.raises(BackendUnavailable) as info:
-        if call == "cas":
-            await store.cas(f"k-{uuid.uuid4().hex[:6]}", None, b"v")
-        else:
-            await store.get("k")
-    elapsed = anyio.current_time() - start
-    await store.aclose()
-    assert elapsed < TIMEOUT + SLACK, f"took {elapsed:.2f}s"
-    return info.value
+    return await _refused(store, call, budget=TIMEOUT)
 
 
 # -- what works -----------------------------------------------------------------------------
@@ -134,33 +130,14 @@ async def test_bad_arguments_are_refused() -> None:
 
 
 # -- the failure matrix ----------------------------------------------------------------------
-@pytest.mark.parametrize(
-    ("case", "reason"),
-    [
-        ("wrong password", "bad-credentials"),
-        ("unknown user", "bad-credentials"),
-        ("no credentials", "credentials-required"),
-        ("untrusted server certificate", "server-certificate-untrusted"),
-        ("server name mismatch", "server-certificate-mismatch"),
-        ("plain client, TLS server", "tls-required"),
-    ],
-)
+@pytest.mark.parametrize(("case", "reason"), REFUSED_CONNECTIONS)
 async def test_refused_connections_are_one_typed_error_within_the_timeout(
     etcd_tls_srv: ServerProcess, pki: Certificates, case: str, reason: str
 ) -> None:
     srv = etcd_tls_srv
-    options: dict[str, dict[str, Any]] = {
-        "wrong password": {"password": "not-the-password"},
-        "unknown user": {"username": "nobody"},
-        "no credentials": {"username": None, "password": None},
-        "untrusted server certificate": {"tls": TLSConfig()},
-        "server name mismatch": {
-            "tls": TLSConfig(ca_file=str(pki.ca_file), server_hostname="other.example")
-        },
-        "plain client, TLS server": {"url": srv.url.replace("https://", "http://"), "tls": None},
-    }
+    options = refused_options(case, pki, srv.url.replace("https://", "http://"))
     for call in ("cas", "get"):
-        err = await refused(app_store(srv, pki, **options[case]), call)
+        err = await refused(app_store(srv, pki, **options), call)
         assert isinstance(err, AuthenticationFailed), err
         assert err.reason == reason and err.applied is False
 
@@ -179,36 +156,20 @@ async def test_tls_client_on_a_plain_server(etcd_srv: ServerProcess, pki: Certif
 
 
 async def test_client_certificates_refused(etcd_mtls_srv: ServerProcess, pki: Certificates) -> None:
-    cert, key = pki.issue_client("expired-client", "expired", expired=True)
-    foreign = Certificates.make()
-    try:
-        for tls in (
-            pki.client_tls(client_cert=False),
-            TLSConfig(ca_file=str(pki.ca_file), cert_file=str(cert), key_file=str(key)),
-            TLSConfig(
-                ca_file=str(pki.ca_file),
-                cert_file=str(foreign.client_cert),
-                key_file=str(foreign.client_key),
-            ),
-        ):
+    with refused_client_certificates(pki) as refusals:
+        for tls in refusals:
             err = await refused(app_store(etcd_mtls_srv, pki, tls=tls))
             assert isinstance(err, AuthenticationFailed), err
             assert err.reason == "client-certificate-refused"
-    finally:
-        foreign.remove()
 
 
 async def test_expired_server_certificate(pki: Certificates) -> None:
     need_binary("etcd")
-    stale = Certificates.make(expired_server=True)
-    try:
-        with EtcdServer(tls=stale) as srv:
-            store = EtcdRuntimeStore(
-                srv.url, namespace="x", timeout=TIMEOUT, tls=stale.client_tls(client_cert=False)
-            )
-            err = await refused(store)
-    finally:
-        stale.remove()
+    with expired_server_certificates() as stale, EtcdServer(tls=stale) as srv:
+        store = EtcdRuntimeStore(
+            srv.url, namespace="x", timeout=TIMEOUT, tls=stale.client_tls(client_cert=False)
+        )
+        err = await refused(store)
     assert isinstance(err, AuthenticationFailed) and err.reason == "server-certificate-expired"
 
 

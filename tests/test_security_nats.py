@@ -14,14 +14,20 @@ from typing import Any
 import anyio
 import pytest
 
+from _security_matrix import (
+    REFUSED_CONNECTIONS,
+    SLACK,
+    expired_server_certificates,
+    refused_client_certificates,
+    refused_options,
+)
+from _security_matrix import refused as _refused
 from _servers_fixtures import NATS_PREFIX, SECRETS
-from videoflow_aio.adapters import TLSConfig
 from videoflow_aio.adapters.nats import CoreNatsMessagingBackend, JetStreamMessagingBackend
 from videoflow_aio.contracts import Known
 from videoflow_aio.contracts.errors import (
     AccessDenied,
     AuthenticationFailed,
-    BackendUnavailable,
     NotFound,
     ValidationError,
 )
@@ -38,7 +44,6 @@ from videoflow_aio.testing.servers import Certificates, ServerProcess
 pytestmark = [pytest.mark.anyio, pytest.mark.server]
 
 TIMEOUT = 1.0
-SLACK = 1.5
 _ids = itertools.count(1)
 
 
@@ -76,14 +81,7 @@ async def round_trip(b: Any) -> None:
 
 
 async def refused(b: Any) -> BaseException:
-    start = anyio.current_time()
-    with pytest.raises(BackendUnavailable) as info:
-        await b.capabilities() if isinstance(b, CoreNatsMessagingBackend) else None
-        await b._conn()
-    elapsed = anyio.current_time() - start
-    await b.aclose()
-    assert elapsed < 2 * TIMEOUT + SLACK, f"took {elapsed:.2f}s"  # the connect budget
-    return info.value
+    return await _refused(b, "connect", budget=2 * TIMEOUT)  # the connect budget
 
 
 # -- what works -----------------------------------------------------------------------------
@@ -138,16 +136,13 @@ async def test_mtls(nats_mtls_srv: ServerProcess, pki: Certificates) -> None:
         await ok._conn()
     finally:
         await ok.aclose()
-    cert, key = pki.issue_client("expired-client", "expired", expired=True)
-    for tls in (
-        pki.client_tls(client_cert=False),
-        TLSConfig(ca_file=str(pki.ca_file), cert_file=str(cert), key_file=str(key)),
-    ):
-        err = await refused(
-            CoreNatsMessagingBackend(nats_mtls_srv.url, tls=tls, request_timeout=TIMEOUT)
-        )
-        assert isinstance(err, AuthenticationFailed), err
-        assert err.reason == "client-certificate-refused"
+    with refused_client_certificates(pki) as refusals:
+        for tls in refusals:
+            err = await refused(
+                CoreNatsMessagingBackend(nats_mtls_srv.url, tls=tls, request_timeout=TIMEOUT)
+            )
+            assert isinstance(err, AuthenticationFailed), err
+            assert err.reason == "client-certificate-refused"
 
 
 async def test_accounts_do_not_see_each_others_streams(
@@ -179,34 +174,12 @@ def test_two_ways_to_authenticate_are_refused() -> None:
 
 
 # -- the failure matrix ----------------------------------------------------------------------
-@pytest.mark.parametrize(
-    ("case", "reason"),
-    [
-        ("wrong password", "bad-credentials"),
-        ("unknown user", "bad-credentials"),
-        ("no credentials", "credentials-required"),
-        ("untrusted server certificate", "server-certificate-untrusted"),
-        ("server name mismatch", "server-certificate-mismatch"),
-        ("plain client, TLS server", "tls-required"),
-    ],
-)
+@pytest.mark.parametrize(("case", "reason"), REFUSED_CONNECTIONS)
 async def test_refused_connections_are_one_typed_error_within_the_timeout(
     nats_secure_srv: ServerProcess, pki: Certificates, case: str, reason: str
 ) -> None:
-    options: dict[str, dict[str, Any]] = {
-        "wrong password": {"password": "not-the-password"},
-        "unknown user": {"username": "nobody"},
-        "no credentials": {"username": None, "password": None},
-        "untrusted server certificate": {"tls": TLSConfig()},
-        "server name mismatch": {
-            "tls": TLSConfig(ca_file=str(pki.ca_file), server_hostname="other.example")
-        },
-        "plain client, TLS server": {
-            "url": nats_secure_srv.url.replace("tls://", "nats://"),
-            "tls": None,
-        },
-    }
-    err = await refused(app_backend(nats_secure_srv, pki, **options[case]))
+    options = refused_options(case, pki, nats_secure_srv.url.replace("tls://", "nats://"))
+    err = await refused(app_backend(nats_secure_srv, pki, **options))
     assert isinstance(err, AuthenticationFailed), err
     assert err.reason == reason and err.applied is False
 
@@ -233,15 +206,11 @@ async def test_expired_server_certificate() -> None:
     from videoflow_aio.testing.servers import NatsServer
 
     need_binary("nats-server")
-    stale = Certificates.make(expired_server=True)
-    try:
-        with NatsServer(tls=stale, jetstream=False) as srv:
-            b = CoreNatsMessagingBackend(
-                srv.url, tls=stale.client_tls(client_cert=False), request_timeout=TIMEOUT
-            )
-            err = await refused(b)
-    finally:
-        stale.remove()
+    with expired_server_certificates() as stale, NatsServer(tls=stale, jetstream=False) as srv:
+        b = CoreNatsMessagingBackend(
+            srv.url, tls=stale.client_tls(client_cert=False), request_timeout=TIMEOUT
+        )
+        err = await refused(b)
     assert isinstance(err, AuthenticationFailed) and err.reason == "server-certificate-expired"
 
 

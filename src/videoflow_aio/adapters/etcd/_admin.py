@@ -68,6 +68,16 @@ async def _auth(ch: EtcdChannel, what: str, method: str, request: Any, *, exists
         raise BackendUnavailable(f"etcd {what} failed: {details}", backend="etcd") from exc
 
 
+async def _role(ch: EtcdChannel, user: str, role: str, perm: Any = None) -> None:
+    """Create ``role`` (with ``perm``, when given) and grant it to ``user``."""
+    await _auth(ch, "role add", "RoleAdd", rpc.AuthRoleAddRequest(name=role), exists_ok=True)
+    if perm is not None:
+        grant = rpc.AuthRoleGrantPermissionRequest(name=role, perm=perm)
+        await _auth(ch, "grant permission", "RoleGrantPermission", grant, exists_ok=False)
+    request = rpc.AuthUserGrantRoleRequest(user=user, role=role)
+    await _auth(ch, "grant role", "UserGrantRole", request, exists_ok=True)
+
+
 async def enable_auth(
     url: str,
     *,
@@ -86,14 +96,7 @@ async def enable_auth(
             rpc.AuthUserAddRequest(name=ROOT, password=pw.reveal()),
             exists_ok=True,
         )
-        await _auth(ch, "role add", "RoleAdd", rpc.AuthRoleAddRequest(name=ROOT), exists_ok=True)
-        await _auth(
-            ch,
-            "grant role",
-            "UserGrantRole",
-            rpc.AuthUserGrantRoleRequest(user=ROOT, role=ROOT),
-            exists_ok=True,
-        )
+        await _role(ch, ROOT, ROOT)
         await _auth(ch, "auth enable", "AuthEnable", rpc.AuthEnableRequest(), exists_ok=False)
 
 
@@ -119,22 +122,8 @@ async def grant_prefix(
         else:
             add = rpc.AuthUserAddRequest(name=username, password=pw.reveal())
         await _auth(ch, "user add", "UserAdd", add, exists_ok=True)
-        await _auth(ch, "role add", "RoleAdd", rpc.AuthRoleAddRequest(name=role), exists_ok=True)
         perm = rpc.Permission(permType=rpc.Permission.READWRITE, key=start, range_end=end)
-        await _auth(
-            ch,
-            "grant permission",
-            "RoleGrantPermission",
-            rpc.AuthRoleGrantPermissionRequest(name=role, perm=perm),
-            exists_ok=False,
-        )
-        await _auth(
-            ch,
-            "grant role",
-            "UserGrantRole",
-            rpc.AuthUserGrantRoleRequest(user=username, role=role),
-            exists_ok=True,
-        )
+        await _role(ch, username, role, perm)
     return role
 
 

@@ -16,6 +16,7 @@ import importlib.util
 import os
 import secrets
 from dataclasses import dataclass, field
+from typing import Any
 
 from ...adapters._security import Credentials, Secret, TLSConfig
 from ...testing.servers import Certificates
@@ -71,8 +72,26 @@ class Secured:
             return tls
         return TLSConfig.from_env(env_prefix(self.engine)) or TLSConfig()
 
-    def env_credentials(self) -> Credentials:
-        return Credentials.from_env(env_prefix(self.engine)) or Credentials()
+    def client_options(self, *, client_cert: bool = False) -> dict[str, Any]:
+        """``tls`` and the credentials of the least-privilege user ``app`` of the started
+        server, else those of the environment (every field the engine's adapters take)."""
+        if self.passwords:
+            return {
+                "tls": self.client_tls(client_cert=client_cert),
+                "username": "app",
+                "password": self.password("app"),
+            }
+        creds = Credentials.from_env(env_prefix(self.engine)) or Credentials()
+        out: dict[str, Any] = {
+            "tls": self.client_tls(),
+            "username": creds.username,
+            "password": creds.password,
+        }
+        if self.engine == "nats":
+            out.update(
+                token=creds.token, nkey_seed_file=creds.nkey_seed_file, creds_file=creds.creds_file
+            )
+        return out
 
 
 __all__ = ["ROOT", "Secured", "env_prefix", "env_url", "trustme_missing"]

@@ -72,18 +72,7 @@ class SecureEtcdProvider(EtcdProvider):
         return f"{ROOT}/{case.id}-{uuid.uuid4().hex[:8]}"
 
     def connection_options(self) -> dict[str, Any]:
-        if self.secured.passwords:
-            return {
-                "tls": self.secured.client_tls(client_cert=True),
-                "username": "app",
-                "password": self.secured.password("app"),
-            }
-        creds = self.secured.env_credentials()
-        return {
-            "tls": self.secured.client_tls(),
-            "username": creds.username,
-            "password": creds.password,
-        }
+        return self.secured.client_options(client_cert=self.secured.certs is not None)
 
 
 register_provider("etcd-secure", SecureEtcdProvider)

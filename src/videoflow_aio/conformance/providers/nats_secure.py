@@ -64,21 +64,7 @@ class SecureNatsProvider(NatsProvider):
         self.secured.remove()
 
     def connection_options(self) -> dict[str, Any]:
-        if self.secured.passwords:
-            return {
-                "tls": self.secured.client_tls(),
-                "username": "app",
-                "password": self.secured.password("app"),
-            }
-        creds = self.secured.env_credentials()
-        return {
-            "tls": self.secured.client_tls(),
-            "username": creds.username,
-            "password": creds.password,
-            "token": creds.token,
-            "nkey_seed_file": creds.nkey_seed_file,
-            "creds_file": creds.creds_file,
-        }
+        return self.secured.client_options()
 
 
 register_provider("nats-secure", SecureNatsProvider)

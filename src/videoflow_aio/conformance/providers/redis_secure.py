@@ -78,15 +78,7 @@ class SecureRedisProvider(RedisProvider):
         return f"{ROOT}:{case.id}-{uuid.uuid4().hex[:8]}"
 
     def connection_options(self) -> dict[str, Any]:
-        if self.secured.passwords:
-            app = self.secured.password("app")
-            return {"tls": self.secured.client_tls(), "username": "app", "password": app}
-        creds = self.secured.env_credentials()
-        return {
-            "tls": self.secured.client_tls(),
-            "username": creds.username,
-            "password": creds.password,
-        }
+        return self.secured.client_options()
 
     def controls(self, contract: str) -> frozenset[str] | None:
         if not self.secured.passwords:  # a given server: no operator credentials
