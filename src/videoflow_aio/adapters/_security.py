@@ -377,10 +377,21 @@ PROBE_SECONDS = 0.5
 timeout: adapters leave this much of it for :func:`diagnose_tls`)."""
 
 
+def probe_seconds(timeout: float) -> float:
+    """The time one diagnosis probe may take for an adapter with ``timeout`` (a quarter of
+    it, at least :data:`PROBE_SECONDS`: a loaded machine handshakes slowly)."""
+    return max(PROBE_SECONDS, timeout / 4)
+
+
 async def diagnose_tls(
-    host: str, port: int, context: ssl.SSLContext | None, server_hostname: str | None = None
+    host: str,
+    port: int,
+    context: ssl.SSLContext | None,
+    server_hostname: str | None = None,
+    seconds: float = PROBE_SECONDS,
 ) -> str | None:
-    """Name a connection failure by a TLS handshake of our own (asyncio only).
+    """Name a connection failure by a TLS handshake of our own (asyncio only), taking at most
+    ``2 * seconds``.
 
     Without ``context`` (a plain client): ``"tls-required"`` when the port completes a TLS
     handshake. With it: the :func:`tls_failure` reason of the handshake, including the
@@ -395,20 +406,20 @@ async def diagnose_tls(
         probe.verify_mode = ssl.CERT_NONE
     handshaken = False
     try:
-        async with asyncio.timeout(2 * PROBE_SECONDS):  # the handshake times out first
+        async with asyncio.timeout(2 * seconds):  # the handshake times out first
             reader, writer = await asyncio.open_connection(
                 host,
                 port,
                 ssl=probe,
                 server_hostname=server_hostname or host,
-                ssl_handshake_timeout=PROBE_SECONDS,
+                ssl_handshake_timeout=seconds,
             )
             handshaken = True
             try:
                 if context is None:
                     return "tls-required"
                 with contextlib.suppress(TimeoutError):
-                    async with asyncio.timeout(PROBE_SECONDS / 2):
+                    async with asyncio.timeout(seconds / 2):
                         await reader.read(1)
             finally:
                 writer.transport.abort()
@@ -429,6 +440,7 @@ __all__ = [
     "as_secret",
     "diagnose_tls",
     "merge_credentials",
+    "probe_seconds",
     "split_url",
     "tls_failure",
 ]

@@ -34,7 +34,7 @@ from ...contracts.errors import (
     BackendUnavailable,
     ValidationError,
 )
-from .._security import Credentials, TLSConfig, diagnose_tls
+from .._security import Credentials, TLSConfig, diagnose_tls, probe_seconds
 
 T = TypeVar("T")
 
@@ -166,7 +166,8 @@ class EtcdChannel:
                 host, _, port = self.target.rpartition(":")
                 context = None if self.tls is None else self.tls.context()
                 hostname = None if self.tls is None else self.tls.server_hostname
-                reason = await diagnose_tls(host, int(port), context, hostname)
+                seconds = probe_seconds(self.timeout)
+                reason = await diagnose_tls(host, int(port), context, hostname, seconds)
                 if reason is not None:
                     raise AuthenticationFailed(
                         f"etcd at {self.target}: the connection was refused ({reason})",

@@ -320,9 +320,17 @@ async def _discard(nc: Any) -> None:
 async def check_subscribe(nc: Any, subject: str, start: int, what: str, seconds: float) -> None:
     """A round trip after subscribing (``start``: the :func:`mark` taken before it):
     :class:`AccessDenied` when the server refused the subscription (it says so only
-    asynchronously, before its answer to the round trip)."""
-    with contextlib.suppress(nats.errors.Error, TimeoutError):
+    asynchronously, before its answer to the round trip); :class:`BackendUnavailable` when
+    the round trip fails, since then nobody knows whether the subscription stands."""
+    try:
         await nc.flush(timeout=seconds)
+    except (nats.errors.Error, TimeoutError) as exc:
+        raise_if_denied(nc, subject, start, what)
+        raise BackendUnavailable(
+            f"nats {what} to {subject!r}: not confirmed within {seconds:g} s "
+            f"({type(exc).__name__})",
+            backend="nats",
+        ) from exc
     raise_if_denied(nc, subject, start, what)
 
 

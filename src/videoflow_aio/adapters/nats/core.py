@@ -25,7 +25,6 @@ import nats.errors
 
 from ...contracts import Known, Unknown
 from ...contracts.errors import (
-    AccessDenied,
     BackendUnavailable,
     NotFound,
     Unsupported,
@@ -238,7 +237,7 @@ class CoreNatsMessagingBackend(MessagingBackend):
             raise BackendUnavailable(f"cannot subscribe {spec.id}: {exc}", backend="nats") from exc
         try:  # the server refuses a subscription only asynchronously
             await _security.check_subscribe(nc, subject, start, "subscribe", self.request_timeout)
-        except AccessDenied:
+        except BackendUnavailable:  # refused, or not confirmed: no half-made subscription
             with contextlib.suppress(nats.errors.Error):
                 await sub.nsub.unsubscribe()
             raise

@@ -39,7 +39,6 @@ import sniffio
 
 from ...contracts import Known, Unknown
 from ...contracts.errors import (
-    AccessDenied,
     BackendUnavailable,
     IncompatibleProfile,
     NotFound,
@@ -268,7 +267,7 @@ class JetStreamMessagingBackend(MessagingBackend):
                 await _security.check_subscribe(
                     nc, f"{self._inbox}.*", start, "subscribe", self.request_timeout
                 )
-            except AccessDenied:
+            except BackendUnavailable:  # refused, or not confirmed
                 with contextlib.suppress(Exception):
                     await nc.close()
                 raise

@@ -53,6 +53,7 @@ from .._security import (
     TLSConfig,
     as_secret,
     diagnose_tls,
+    probe_seconds,
     split_url,
     tls_failure,
 )
@@ -163,13 +164,14 @@ class WaitingConnectionPool(ConnectionPool):
         timed_out = isinstance(exc, rexc.TimeoutError | TimeoutError) or (
             "handshake is taking longer" in str(exc)
         )
+        seconds = probe_seconds(self.wait_timeout)
         if tls and timed_out:
             # a plain server waits for a command end that a TLS ClientHello never sends
-            return "tls-not-offered" if await _answers_plain(host, port) else None
+            return "tls-not-offered" if await _answers_plain(host, port, seconds) else None
         # a TLS server drops a plain client; TLS 1.3: a refused client certificate's alert
         # races the first command and may arrive as a reset
         return await diagnose_tls(
-            host, port, kw.get("tls_context"), kw.get("server_hostname") or None
+            host, port, kw.get("tls_context"), kw.get("server_hostname") or None, seconds
         )
 
     async def release(self, connection: Any) -> None:
@@ -182,10 +184,10 @@ class WaitingConnectionPool(ConnectionPool):
 _PROBE_SECONDS = PROBE_SECONDS
 
 
-async def _answers_plain(host: str, port: int) -> bool:
+async def _answers_plain(host: str, port: int, seconds: float) -> bool:
     """True when the server at ``host:port`` answers a plain-text PING (a reply or an error)."""
     try:
-        async with asyncio.timeout(_PROBE_SECONDS):
+        async with asyncio.timeout(seconds):
             reader, writer = await asyncio.open_connection(host, port)
             try:
                 writer.write(b"PING\r\n")
@@ -322,7 +324,7 @@ def make_client(
         retry=Retry(NoBackoff(), 0),
         health_check_interval=0,
         # the rest of the deadline names a refused handshake (_diagnose)
-        socket_connect_timeout=max(0.05, timeout - 2 * _PROBE_SECONDS),
+        socket_connect_timeout=max(0.05, timeout - 2 * probe_seconds(timeout)),
         **extra,
     )
     return Redis(connection_pool=pool, protocol=protocol)
