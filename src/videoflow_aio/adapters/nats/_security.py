@@ -317,13 +317,33 @@ async def _discard(nc: Any) -> None:
             await nc.close()
 
 
+async def round_trip(nc: Any, seconds: float) -> None:
+    """Every command written so far has reached the server and been answered (PING/PONG).
+
+    nats-py's ``flush`` writes its PING straight to the socket, ahead of commands still queued
+    for its flusher task, so its PONG can come back before a just-sent SUB or PUB was even
+    written — and before the server's refusal of it. The queue is written out first
+    (nats-py's own ``_flush_pending(force_flush=True)``; two flushes where it is missing).
+    Raises ``nats.errors`` errors or ``TimeoutError`` as ``flush`` does.
+    """
+    start = anyio.current_time()
+    pending = getattr(nc, "_flush_pending", None)
+    if pending is not None:
+        with anyio.fail_after(seconds):
+            await pending(force_flush=True)
+    else:
+        await nc.flush(timeout=seconds)
+    left = max(seconds - (anyio.current_time() - start), 0.001)
+    await nc.flush(timeout=left)
+
+
 async def check_subscribe(nc: Any, subject: str, start: int, what: str, seconds: float) -> None:
     """A round trip after subscribing (``start``: the :func:`mark` taken before it):
     :class:`AccessDenied` when the server refused the subscription (it says so only
     asynchronously, before its answer to the round trip); :class:`BackendUnavailable` when
     the round trip fails, since then nobody knows whether the subscription stands."""
     try:
-        await nc.flush(timeout=seconds)
+        await round_trip(nc, seconds)
     except (nats.errors.Error, TimeoutError) as exc:
         raise_if_denied(nc, subject, start, what)
         raise BackendUnavailable(
@@ -341,5 +361,6 @@ __all__ = [
     "classify",
     "mark",
     "raise_if_denied",
+    "round_trip",
     "secure_connect",
 ]

@@ -267,7 +267,8 @@ class CoreNatsMessagingBackend(MessagingBackend):
         start = _security.mark(nc)
         try:
             await nc.publish(subject, envelope.body, headers=hdrs)
-            await nc.flush(timeout=max(deadline - now, 0.001))
+            # the PUB itself, not only a PING that overtook it, has reached the server
+            await _security.round_trip(nc, max(deadline - now, 0.001))
         except (nats.errors.ConnectionClosedError, nats.errors.OutboundBufferLimitError) as exc:
             return Rejected(pid, f"not sent ({type(exc).__name__})")
         except (nats.errors.Error, TimeoutError) as exc:
