@@ -56,11 +56,17 @@ async def refused(target: Any, call: str = "cas", *, budget: float) -> BaseExcep
         elif call == "get":
             await target.get("k")
         else:
-            await target._conn()
+            await nats_connect(target)
     elapsed = anyio.current_time() - start
     await target.aclose()
     assert elapsed < budget + SLACK, f"took {elapsed:.2f}s"
     return info.value
+
+
+async def nats_connect(backend: Any) -> Any:
+    """Make a NATS backend open its connection (JetStream keeps it in its client ``_c``)."""
+    client = getattr(backend, "_c", None)
+    return await (client.conn() if client is not None else backend._conn())
 
 
 @contextlib.contextmanager

@@ -18,6 +18,7 @@ from _security_matrix import (
     REFUSED_CONNECTIONS,
     SLACK,
     expired_server_certificates,
+    nats_connect,
     refused_client_certificates,
     refused_options,
 )
@@ -112,7 +113,7 @@ async def test_token_and_credentials_in_the_url(
         nats_token_srv.url, tls=tls, token=SECRETS["nats_token"], request_timeout=TIMEOUT
     )
     try:
-        await core._conn()
+        await nats_connect(core)
     finally:
         await core.aclose()
     host_port = nats_secure_srv.url.split("://", 1)[1]
@@ -124,7 +125,7 @@ async def test_token_and_credentials_in_the_url(
         password=None,
     )
     try:
-        await b._conn()
+        await nats_connect(b)
         assert all(SECRETS["nats_app"] not in s for s in b.servers)
     finally:
         await b.aclose()
@@ -133,7 +134,7 @@ async def test_token_and_credentials_in_the_url(
 async def test_mtls(nats_mtls_srv: ServerProcess, pki: Certificates) -> None:
     ok = CoreNatsMessagingBackend(nats_mtls_srv.url, tls=pki.client_tls(), request_timeout=TIMEOUT)
     try:
-        await ok._conn()
+        await nats_connect(ok)
     finally:
         await ok.aclose()
     with refused_client_certificates(pki) as refusals:
@@ -283,7 +284,7 @@ async def test_creds_file_in_operator_mode(pki: Certificates, tmp_path: Any) -> 
             srv.url, tls=tls, creds_file=str(creds), request_timeout=TIMEOUT
         )
         try:
-            await ok._conn()
+            await nats_connect(ok)
         finally:
             await ok.aclose()
         # a .creds of another (untrusted) operator is refused
@@ -326,3 +327,34 @@ async def test_core_publish_and_subscribe_refused_are_access_denied(
     finally:
         await mine.aclose()
         await elsewhere.aclose()
+
+
+async def test_settle_evidence_refused_is_access_denied_not_stale(pki: Certificates) -> None:
+    """A settle is confirmed by the server's ack metric; a user who may not subscribe to
+    metrics would see every settle as stale. The refused subscription is reported instead."""
+    from _servers_fixtures import need_binary
+    from videoflow_aio.adapters.nats import jetstream_permissions, permissions_config
+    from videoflow_aio.testing.servers import NatsServer
+
+    need_binary("nats-server")
+    perms = jetstream_permissions(NATS_PREFIX)
+    perms["subscribe"]["allow"].remove("$JS.EVENT.METRIC.>")
+    conf = (
+        "accounts { A { jetstream: enabled, users: ["
+        f'{{user: app, password: "{SECRETS["nats_app"]}", '
+        f"permissions: {permissions_config(perms)}}}] }} }}\n"
+    )
+    with NatsServer(tls=pki, config=conf) as srv:
+        b = app_backend(srv, pki)
+        try:
+            ch = make_channel("f", "r", "ev", "work", retention="limits")
+            await b.ensure_channel(ch, "op-ev")
+            sub = make_subscription(ch.channel, "w", ack_wait_seconds=5.0)
+            await b.ensure_subscription(sub, "op-ev-sub")
+            await b.publish(make_envelope(ch.channel, "p1"), anyio.current_time() + 5)
+            got = await b.receive(sub.id, 1, 1 << 20, anyio.current_time() + 5)
+            with pytest.raises(AccessDenied) as info:
+                await b.settle(got[0].token, Completed(), "s1")
+            assert "$JS.EVENT.METRIC" in info.value.resource.upper()
+        finally:
+            await b.aclose()

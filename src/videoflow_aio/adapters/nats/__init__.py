@@ -4,6 +4,8 @@
   pull consumers, with client-side ledgers where the server is silent (see ``docs/nats.md``).
 * :class:`CoreNatsMessagingBackend` — the ``core_only`` profile on Core NATS: no retention,
   no leases, bounded client queues with slow-consumer drops reported.
+* :class:`JetStreamAdmin` — an administrator's own connection: purge, delete a message or a
+  subscription's consumer, read the server's raw state (out of band, as the ``nats`` CLI).
 * :func:`jetstream_permissions` / :func:`core_permissions` — the least-privilege permissions
   a backend's user needs (``docs/security.md``).
 """
@@ -19,6 +21,7 @@ from ._permissions import (
 )
 
 try:
+    from .admin import JetStreamAdmin
     from .core import CoreNatsMessagingBackend
     from .jetstream import JetStreamMessagingBackend
 except ModuleNotFoundError as _exc:  # nats-py missing: name the extra that installs it
@@ -27,6 +30,7 @@ except ModuleNotFoundError as _exc:  # nats-py missing: name the extra that inst
 
 __all__ = [
     "CoreNatsMessagingBackend",
+    "JetStreamAdmin",
     "JetStreamMessagingBackend",
     "core_permissions",
     "jetstream_permissions",

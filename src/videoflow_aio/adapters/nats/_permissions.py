@@ -11,7 +11,7 @@ starts with the backend's ``stream_prefix``. The isolation NATS offers for that 
 account: give the backend's user an account of its own with JetStream enabled, and its
 streams and consumers are invisible to every other account (and theirs to it). Within that
 account the user may publish only on its subject prefix, the JetStream API and acks, and
-subscribe only to its inboxes and the termination advisories it follows.
+subscribe only to its inboxes and its account's JetStream advisories and metrics.
 """
 
 from __future__ import annotations
@@ -26,7 +26,10 @@ def jetstream_permissions(subject_prefix: str = "vf") -> Permissions:
     ``subject_prefix`` (everything else is denied)."""
     return {
         "publish": {"allow": [f"{subject_prefix}.>", "$JS.API.>", "$JS.ACK.>"]},
-        "subscribe": {"allow": ["_INBOX.>", "$JS.EVENT.ADVISORY.CONSUMER.MSG_TERMINATED.>"]},
+        # inboxes (replies, pulls, observations); what the backend follows: consumer
+        # advisories, the JetStream API audit (purges by an administrator), ack metrics
+        # (the evidence of a confirmed settle)
+        "subscribe": {"allow": ["_INBOX.>", "$JS.EVENT.ADVISORY.>", "$JS.EVENT.METRIC.>"]},
     }
 
 

@@ -3,10 +3,10 @@
 - :class:`NatsAuth` turns the backends' ``tls=``, ``username=``/``password=``, ``token=``,
   ``nkey_seed_file=`` and ``creds_file=`` (or a URL's user info, taken out of the URL) into
   nats-py connect options; its ``repr`` shows no secret.
-- :func:`secure_connect` opens the connection. nats-py retries a refused connection forever
-  (``max_reconnect_attempts=-1``) and reports each refusal to ``error_cb`` only; the callback
-  installed here classifies it (wrong credentials, TLS certificates, TLS on one side only)
-  and stops the connect with :class:`AuthenticationFailed` at the first one.
+- ``_connection.connect`` opens the connection with :func:`new_client` and :func:`on_error`.
+  nats-py retries a refused connection forever and reports each refusal to ``error_cb``
+  only; :func:`on_error` classifies it (wrong credentials, TLS certificates, TLS on one side
+  only) and stops the connect with :class:`AuthenticationFailed` at the first one.
 - TLS is enforced: nats-py upgrades only when the server asks for TLS, so a TLS client on a
   plain server would send its CONNECT — credentials included — in clear. :class:`_Client`
   refuses to write CONNECT without TLS when TLS was asked for (``"tls-not-offered"``).
@@ -23,7 +23,7 @@ from __future__ import annotations
 import contextlib
 import re
 import ssl
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -248,60 +248,31 @@ class _Client(Client):  # type: ignore[misc]
         return command
 
 
-ErrorCallback = Callable[[Exception], Awaitable[None]]
-
-
-async def secure_connect(
-    opts: dict[str, Any], servers: list[str], seconds: float, auth: NatsAuth | None
-) -> Any:
-    """``nats.connect`` bounded by ``seconds``: a refusal is :class:`AuthenticationFailed`
-    at once, anything else :class:`BackendUnavailable` (cause chained). The connection
-    carries its :class:`Denials`."""
-    auth = auth or NatsAuth()
-    denials = Denials()
+def new_client(auth: NatsAuth) -> Any:
+    """A nats-py client that refuses CONNECT in clear when ``auth`` asks for TLS, carrying
+    its :class:`Denials` (connect it with ``auth.options()`` and :func:`on_error`)."""
     nc = _Client()
     nc.videoflow_require_tls = auth.tls is not None
-    setattr(nc, ATTR, denials)
-    user_cb: ErrorCallback | None = opts.get("error_cb")
-    connecting = True
-
-    async def on_error(exc: Exception) -> None:
-        typed = classify(exc, auth)
-        if typed is not None:
-            if connecting:
-                raise typed  # ends nats-py's retry loop: nc.connect raises it
-            denials.fatal = typed
-        else:
-            denials.record(exc)
-        if user_cb is not None:
-            await user_cb(exc)
-
-    options = {**opts, **auth.options(), "error_cb": on_error}
-    where = ", ".join(servers)
-    try:
-        with anyio.fail_after(seconds):
-            await nc.connect(**options)
-    except AuthenticationFailed:
-        await _discard(nc)
-        raise
-    except TimeoutError as exc:
-        await _discard(nc)
-        raise BackendUnavailable(
-            f"cannot connect to NATS at {where} within {seconds:g} s", backend="nats"
-        ) from exc
-    except Exception as exc:  # nats-py raises assorted errors (OSError, NoServersError…)
-        await _discard(nc)
-        typed = classify(exc, auth)
-        if typed is not None:
-            raise typed from exc
-        raise BackendUnavailable(
-            f"cannot connect to NATS at {where}: {type(exc).__name__}: {exc}", backend="nats"
-        ) from exc
-    connecting = False
+    setattr(nc, ATTR, Denials())
     return nc
 
 
-async def _discard(nc: Any) -> None:
+def on_error(nc: Any, exc: BaseException, auth: NatsAuth, *, connected: bool) -> None:
+    """What the connection's error callback does first with ``exc``: while connecting, a
+    refusal ends the connect (:class:`AuthenticationFailed` raised out of nats-py's retry
+    loop); once connected, a refusal while reconnecting is kept for the next call, and a
+    permission violation is kept for the call it answers."""
+    typed = classify(exc, auth)
+    denials: Denials = getattr(nc, ATTR)
+    if typed is not None:
+        if not connected:
+            raise typed
+        denials.fatal = typed
+    else:
+        denials.record(exc)
+
+
+async def discard(nc: Any) -> None:
     """Close a connection that never completed. Its socket is aborted first: a TLS
     transport's graceful close would wait for the server's close_notify."""
     transport = getattr(nc, "_transport", None)
@@ -337,21 +308,34 @@ async def round_trip(nc: Any, seconds: float) -> None:
     await nc.flush(timeout=left)
 
 
-async def check_subscribe(nc: Any, subject: str, start: int, what: str, seconds: float) -> None:
-    """A round trip after subscribing (``start``: the :func:`mark` taken before it):
-    :class:`AccessDenied` when the server refused the subscription (it says so only
+async def check_subscribe(
+    nc: Any,
+    subjects: Sequence[str],
+    start: int,
+    what: str,
+    seconds: float,
+    *,
+    strict: bool = True,
+) -> None:
+    """One round trip after subscribing to ``subjects`` (``start``: the :func:`mark` taken
+    before): :class:`AccessDenied` when the server refused one (it says so only
     asynchronously, before its answer to the round trip); :class:`BackendUnavailable` when
-    the round trip fails, since then nobody knows whether the subscription stands."""
+    the round trip fails (``strict``; else the caller goes on unconfirmed, as without this
+    check), since then nobody knows whether the subscriptions stand."""
     try:
         await round_trip(nc, seconds)
     except (nats.errors.Error, TimeoutError) as exc:
-        raise_if_denied(nc, subject, start, what)
+        for subject in subjects:
+            raise_if_denied(nc, subject, start, what)
+        if not strict:
+            return
         raise BackendUnavailable(
-            f"nats {what} to {subject!r}: not confirmed within {seconds:g} s "
+            f"nats {what} to {', '.join(subjects)}: not confirmed within {seconds:g} s "
             f"({type(exc).__name__})",
             backend="nats",
         ) from exc
-    raise_if_denied(nc, subject, start, what)
+    for subject in subjects:
+        raise_if_denied(nc, subject, start, what)
 
 
 __all__ = [
@@ -359,8 +343,10 @@ __all__ = [
     "NatsAuth",
     "check_subscribe",
     "classify",
+    "discard",
     "mark",
+    "new_client",
+    "on_error",
     "raise_if_denied",
     "round_trip",
-    "secure_connect",
 ]
