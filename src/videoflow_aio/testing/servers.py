@@ -258,6 +258,8 @@ def _http_ok(
 
 # -- certificates -------------------------------------------------------------------------------
 CLIENT_NAME = "videoflow-client"
+"""The common name of the client certificate :meth:`Certificates.make` issues (etcd takes it as
+the user under ``--client-cert-auth``)."""
 
 
 @dataclass

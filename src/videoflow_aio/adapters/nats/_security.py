@@ -20,6 +20,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import re
 import ssl
@@ -291,21 +292,34 @@ async def discard(nc: Any) -> None:
 async def round_trip(nc: Any, seconds: float) -> None:
     """Every command written so far has reached the server and been answered (PING/PONG).
 
-    nats-py's ``flush`` writes its PING straight to the socket, ahead of commands still queued
-    for its flusher task, so its PONG can come back before a just-sent SUB or PUB was even
-    written — and before the server's refusal of it. The queue is written out first
-    (nats-py's own ``_flush_pending(force_flush=True)``; two flushes where it is missing).
-    Raises ``nats.errors`` errors or ``TimeoutError`` as ``flush`` does.
+    Two nats-py behaviours are worked around (its private ``_flush_pending``/``_send_ping``;
+    plain ``flush`` where they are missing):
+
+    - ``flush`` writes its PING straight to the socket, ahead of commands still queued for
+      its flusher task, so its PONG can come back before a just-sent SUB or PUB was even
+      written — and before the server's refusal of it: the queue is written out first;
+    - a ``flush`` that times out cancels its PONG future but leaves it queued; the late PONG
+      then fails in the connection's read loop (``InvalidStateError``): the future here is
+      never cancelled, only no longer waited for.
+
+    Raises ``nats.errors.FlushTimeoutError`` (a ``TimeoutError``) when no PONG came within
+    ``seconds``, and nats-py's errors for a closed connection.
     """
-    start = anyio.current_time()
     pending = getattr(nc, "_flush_pending", None)
-    if pending is not None:
-        with anyio.fail_after(seconds):
-            await pending(force_flush=True)
-    else:
+    send_ping = getattr(nc, "_send_ping", None)
+    if pending is None or send_ping is None:
         await nc.flush(timeout=seconds)
-    left = max(seconds - (anyio.current_time() - start), 0.001)
-    await nc.flush(timeout=left)
+        return
+    if nc.is_closed:
+        raise nats.errors.ConnectionClosedError
+    pong: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+    try:
+        async with asyncio.timeout(seconds):
+            await pending(force_flush=True)
+            await send_ping(pong)
+            await asyncio.shield(pong)
+    except TimeoutError as exc:
+        raise nats.errors.FlushTimeoutError from exc
 
 
 async def check_subscribe(
