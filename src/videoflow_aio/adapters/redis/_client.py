@@ -323,8 +323,11 @@ def make_client(
         protocol=protocol,
         retry=Retry(NoBackoff(), 0),
         health_check_interval=0,
-        # the rest of the deadline names a refused handshake (_diagnose)
-        socket_connect_timeout=max(0.05, timeout - 2 * probe_seconds(timeout)),
+        # over TLS, the rest of the deadline names a handshake a plain server never answers
+        # (_diagnose); a plain connect keeps all of it
+        socket_connect_timeout=(
+            timeout if tls is None else max(timeout / 2, timeout - probe_seconds(timeout))
+        ),
         **extra,
     )
     return Redis(connection_pool=pool, protocol=protocol)
