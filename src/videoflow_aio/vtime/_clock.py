@@ -106,8 +106,9 @@ class VirtualClock:
         A task that polls with ``await sleep(0)`` never lets the loop go idle, so time
         would never move. After this many consecutive iterations at one virtual instant in
         which tasks were always ready, the loop treats them as spinning: it jumps to the
-        next deadline as if they had taken that long (never past a worker thread or
-        pending real I/O, nor past what ``advance()`` allows in manual mode).
+        next deadline as if they had taken that long (never while a worker thread runs,
+        never ahead of real time while real I/O is pending, nor past what ``advance()``
+        allows in manual mode).
         """
         return None if self._spin_limit == _NEVER else self._spin_limit
 

@@ -368,11 +368,20 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
             or when <= now
             or not self.virtual_clock._may_jump_to(when)
             or self._vt_threads_busy()
-            or self._vt_real_io()
+            or (self._vt_real_io() and self._vt_real_waited(now) < when - now)
         ):
             return now
         self.virtual_clock._set_now(when)
         return when
+
+    def _vt_real_waited(self, now: float) -> float:
+        """Real seconds since the loop first got stuck (idle, or spinning) at instant ``now``:
+        with real I/O pending, a jump of ``d`` virtual seconds waits until this reaches ``d``."""
+        real_now = time.perf_counter()  # wall-clock: real I/O is measured in real time
+        anchor = self._vt_anchor
+        if anchor is None or anchor[0] != now:
+            anchor = self._vt_anchor = (now, real_now)
+        return real_now - anchor[1]
 
     # -- the run loop --------------------------------------------------------------------
     def _run_once(self) -> None:
@@ -512,11 +521,7 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
             self._process_events(selector.select(_WAIT_SLICE))
             return False
         now = self.virtual_clock._now
-        real_now = time.perf_counter()  # wall-clock: real I/O is measured in real time
-        anchor = self._vt_anchor
-        if anchor is None or anchor[0] != now:
-            anchor = self._vt_anchor = (now, real_now)
-        remaining = (when - now) - (real_now - anchor[1])
+        remaining = (when - now) - self._vt_real_waited(now)
         if remaining <= 0:
             return True
         events_ = selector.select(min(remaining, _WAIT_SLICE))

@@ -156,13 +156,22 @@ class TrioVirtualClock(trio.abc.Clock):
             or when <= now
             or not owner._may_jump_to(when)
             or _threads_working(runner)
-            or _io_waiters(runner)
+            or (_io_waiters(runner) and self._real_waited(now) < when - now)
         ):
             return now
         owner._set_now(when)
         if pending and pending[0][0] <= when:
             owner._fire_pending(when, self._interrupt)
         return owner._now
+
+    def _real_waited(self, now: float) -> float:
+        """Real seconds since trio first got stuck (idle, or spinning) at instant ``now``:
+        with real I/O pending, a jump of ``d`` virtual seconds waits until this reaches ``d``."""
+        real_now = time.perf_counter()  # wall-clock: real I/O is measured in real time
+        anchor = self._anchor
+        if anchor is None or anchor[0] != now:
+            anchor = self._anchor = (now, real_now)
+        return real_now - anchor[1]
 
     def jump(self, seconds: float) -> None:
         """Move time forward by ``seconds`` without waiting (like ``MockClock.jump``)."""
@@ -221,11 +230,7 @@ class TrioVirtualClock(trio.abc.Clock):
         if _io_waiters(runner):
             if not jumpable:
                 return _WAIT_SLICE
-            real_now = time.perf_counter()  # wall-clock: real I/O is measured in real time
-            anchor = self._anchor
-            if anchor is None or anchor[0] != now:
-                anchor = self._anchor = (now, real_now)
-            remaining = (when - now) - (real_now - anchor[1])
+            remaining = (when - now) - self._real_waited(now)
             if remaining > 0:
                 return min(remaining, _WAIT_SLICE)
         # before jumping or declaring a deadlock, take in any I/O already delivered (trio's

@@ -1,0 +1,79 @@
+"""Adversarial checks of the virtual-time loop (issue 11), beyond the cases the issue names:
+spinning tasks while real I/O is pending, and timer deadlines that are not numbers."""
+
+from __future__ import annotations
+
+import math
+import time
+
+import anyio
+import anyio.abc
+import anyio.lowlevel
+import pytest
+
+from _vtime_helpers import BACKENDS
+from videoflow_aio import vtime
+from videoflow_aio.vtime import VirtualClock
+
+pytestmark = pytest.mark.anyio
+
+
+async def _close(stream: anyio.abc.SocketStream) -> None:
+    await stream.aclose()
+
+
+@pytest.mark.timeout(20)
+async def test_a_spinner_with_a_socket_open_still_reaches_its_deadline(
+    vclock: VirtualClock,
+) -> None:
+    """A polling loop under ``move_on_after`` ends on a real clock whatever sockets are open.
+    With real I/O registered the loop may not outrun real time, so the jump waits until that
+    much real time has passed — but it must come (it never came: the spin rule refused to
+    jump at all while I/O was pending)."""
+    vclock.spin_threshold = 100
+    wall0 = time.perf_counter()  # wall-clock: the jump must wait for real time to pass
+    listener = await anyio.create_tcp_listener(local_host="127.0.0.1")
+    async with listener, anyio.create_task_group() as tg:
+        tg.start_soon(listener.serve, _close)
+        with anyio.move_on_after(0.2) as scope:
+            while True:  # noqa: ASYNC110 - the polling idiom under test
+                await anyio.sleep(0)  # noqa: ASYNC115
+        tg.cancel_scope.cancel()
+    assert scope.cancelled_caught
+    assert vclock.monotonic() == 1000.2
+    assert time.perf_counter() - wall0 >= 0.2  # wall-clock: never ahead of real time
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_deadlines_of_every_waiting_api_in_the_corner_cases(backend: str) -> None:
+    """inf never fires, -inf and past deadlines fire at once, NaN is refused, huge finite
+    deadlines are reached exactly; the clock never reads inf or NaN."""
+
+    async def main() -> list[object]:
+        out: list[object] = []
+        with anyio.move_on_after(-math.inf) as scope:
+            await anyio.sleep(1)
+        out.append((scope.cancelled_caught, anyio.current_time()))
+        with anyio.CancelScope(deadline=math.inf):
+            await anyio.sleep(3)
+        out.append(anyio.current_time())
+        for bad in (math.nan,):
+            with pytest.raises(ValueError):
+                anyio.move_on_after(bad).__enter__()
+        with anyio.fail_after(math.inf):
+            await anyio.sleep(2)
+        out.append(anyio.current_time())
+        await anyio.sleep_until(0)  # in the past
+        out.append(anyio.current_time())
+        with anyio.move_on_after(1e300) as scope:
+            await anyio.sleep_forever()
+        out.append((scope.cancelled_caught, anyio.current_time()))
+        return out
+
+    assert vtime.run(main, backend=backend) == [
+        (True, 1000.0),
+        1003.0,
+        1005.0,
+        1005.0,
+        (True, 1005.0 + 1e300),
+    ]
