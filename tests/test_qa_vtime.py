@@ -3,6 +3,7 @@ spinning tasks while real I/O is pending, and timer deadlines that are not numbe
 
 from __future__ import annotations
 
+import asyncio
 import math
 import time
 
@@ -42,6 +43,23 @@ async def test_a_spinner_with_a_socket_open_still_reaches_its_deadline(
     assert scope.cancelled_caught
     assert vclock.monotonic() == 1000.2
     assert time.perf_counter() - wall0 >= 0.2  # wall-clock: never ahead of real time
+
+
+@pytest.mark.parametrize("when", [None, "1", object()])
+def test_a_timer_deadline_that_is_not_a_number_is_refused_at_the_call(when: object) -> None:
+    """``call_at(None, ...)`` used to enter the heap and break the run loop itself (a
+    TypeError from inside ``run_until_complete``, every later timer lost)."""
+
+    async def main() -> float:
+        loop = asyncio.get_running_loop()
+        with pytest.raises(TypeError):
+            loop.call_at(when, print)  # type: ignore[arg-type]
+        with pytest.raises(TypeError):
+            loop.call_later(when, print)  # type: ignore[arg-type]
+        await asyncio.sleep(1)
+        return loop.time()
+
+    assert vtime.run(main) == 1001.0
 
 
 @pytest.mark.parametrize("backend", BACKENDS)

@@ -183,6 +183,8 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
         if self._debug:
             self._check_thread()
             self._check_callback(callback, "call_at")
+        if type(when) is not float:  # a non-number would break the heap's comparisons later
+            when = when + 0.0  # TypeError here, at the call, for None, a str, an object
         return self._vt_push(when, callback, args, context)
 
     def call_later(
