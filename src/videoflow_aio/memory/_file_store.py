@@ -135,14 +135,15 @@ def encode_line(record: bytes) -> bytes:
 
 
 def decode_line(line: bytes, where: str) -> bytes:
+    """The record of one log line, exactly as :func:`encode_line` writes it (8 lower-case
+    hex digits of its CRC32, a space, canonical base64); anything else is CorruptRecord."""
     try:
-        crc = int(line[:8], 16)
         if len(line) < 9 or line[8:9] != b" ":
             raise ValueError("no separator")
         record = binascii.a2b_base64(line[9:], strict_mode=True) if line[9:] else b""
     except (ValueError, binascii.Error) as exc:
         raise CorruptRecord(f"undecodable log line in {where}: {exc}", resource=where) from None
-    if zlib.crc32(record) != crc:
+    if line[:8] != b"%08x" % zlib.crc32(record):  # not int(..., 16): it reads "+d0e 9b1" too
         raise CorruptRecord(f"log line with a bad checksum in {where}", resource=where)
     return record
 
