@@ -1,13 +1,22 @@
-"""FileRuntimeStore beyond issue 11's own list: strict log lines."""
+"""FileRuntimeStore beyond issue 11's own list: strict log lines, and a root written by the
+previous release (no ``store.json``, per-key counters, tombstones, no checksums) adopted once,
+crash-safely, instead of refused — a user upgrading the library keeps their store."""
 
 from __future__ import annotations
 
+import base64
+import json
+import os
+import zlib
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
+import anyio
 import pytest
 
-from videoflow_aio.contracts.runtime_store import CorruptRecord
+from videoflow_aio.contracts.runtime_store import CorruptRecord, key_tag, version_number
+from videoflow_aio.memory._file_store import FileStoreCore
 from videoflow_aio.memory.runtime_store import FileRuntimeStore
 
 pytestmark = pytest.mark.anyio
@@ -41,3 +50,153 @@ async def test_a_log_line_whose_checksum_field_was_altered_is_corrupt(
         await store.log_entries("log")
     with pytest.raises(CorruptRecord):
         await FileRuntimeStore(tmp_path).append("log", b"r2")
+
+
+# -- a root of the previous release -----------------------------------------------------------
+
+#: the previous release's layout (git show eaf2969:src/videoflow_aio/memory/_file_store.py):
+#: kv/<name>.json {"key", "n": per-key write counter, "value": base64 | null (a tombstone)},
+#: locks/<name>.lock never removed, logs/<name>.log "<crc32 hex> <base64>\n" (unchanged)
+OLD_RECORDS: dict[str, tuple[str, int, bytes | None]] = {
+    "jobs%2f1": ("jobs/1", 3, b"running"),
+    "b": ("b", 1, b"\x00\xff binary"),
+    "gone": ("gone", 7, None),  # deleted after 7 writes: the highest number in the store
+    "%c3%a9t%c3%a9": ("\u00e9t\u00e9", 2, b"unicode key"),
+}
+OLD_LOG = [b"first", b"second"]
+
+
+def _old_root(root: Path) -> None:
+    """Write the previous release's files by hand (not with its code)."""
+    for sub in ("kv", "locks", "logs"):
+        (root / sub).mkdir(parents=True)
+    for stem, (key, n, value) in OLD_RECORDS.items():
+        encoded = None if value is None else base64.b64encode(value).decode()
+        (root / "kv" / f"{stem}.json").write_text(
+            json.dumps({"key": key, "n": n, "value": encoded})
+        )
+        (root / "locks" / f"{stem}.lock").touch()
+    (root / "kv" / "b.tmp").write_text('{"key": "b", "n": 2, "val')  # a write that died
+    lines = b"".join(b"%08x %s\n" % (zlib.crc32(r), base64.b64encode(r)) for r in OLD_LOG)
+    (root / "logs" / "audit.log").write_bytes(lines)
+
+
+async def _state(store: FileRuntimeStore) -> dict[str, Any]:
+    return {
+        "scan": await store.scan(""),
+        "gone": await store.get("gone"),
+        "log": await store.log_entries("audit"),
+    }
+
+
+def _expected_scan() -> list[tuple[str, bytes, str]]:
+    live = [(k, v, n) for k, n, v in OLD_RECORDS.values() if v is not None]
+    return sorted((k, v, f"{n}-{key_tag(k)}") for k, v, n in live)
+
+
+async def test_a_root_of_the_previous_release_is_adopted(tmp_path: Path) -> None:
+    _old_root(tmp_path)
+    store = FileRuntimeStore(tmp_path)
+    assert await _state(store) == {"scan": _expected_scan(), "gone": (None, None), "log": OLD_LOG}
+    # a version a client of the old release holds still compares equal
+    assert await store.cas("jobs/1", f"3-{key_tag('jobs/1')}", b"done")
+    # no number of the old store is handed out again, tombstones' included
+    assert await store.cas("gone", None, b"back")
+    _, version = await store.get("gone")
+    assert version is not None and version_number("gone", version) > 7
+    assert await store.append("audit", b"third") == 3
+    # the root is of the current format now: store.json, checksummed records, no tombstone
+    assert (tmp_path / "store.json").exists()
+    assert not (tmp_path / "upgrade.json").exists()
+    for path in (tmp_path / "kv").glob("*.json"):
+        assert "crc" in json.loads(path.read_bytes())
+    assert not list((tmp_path / "kv").glob("*.tmp"))
+    reopened = FileRuntimeStore(tmp_path)
+    assert (await reopened.get("jobs/1"))[0] == b"done"
+
+
+class _Killed(BaseException):
+    """What a process killed at this point leaves: whatever it has not done yet."""
+
+
+def _kill_after(monkeypatch: pytest.MonkeyPatch, steps: int) -> list[str]:
+    """Make the ``steps``-th file-system change of the store (a rename, an unlink, a
+    directory fsync) the last one before the process dies."""
+    done: list[str] = []
+    for name in ("replace", "unlink"):
+        real = getattr(os, name)
+
+        def step(*args: Any, _real: Any = real, _name: str = name, **kwargs: Any) -> Any:
+            if len(done) >= steps:
+                raise _Killed
+            result = _real(*args, **kwargs)
+            done.append(f"{_name} {args[0]}")
+            return result
+
+        monkeypatch.setattr(os, name, step)  # the module _file_store calls
+    return done
+
+
+def test_an_upgrade_killed_at_every_step_finishes_on_the_next_open(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each step of the adoption is atomic, the numbers to continue from are made durable
+    before anything changes, and ``store.json`` comes last: killed after any step, the next
+    open finishes the job, with the same records, versions and log."""
+    reference = tmp_path / "reference"
+    _old_root(reference)
+    FileStoreCore(str(reference), compact_at_open=False)._ensure()
+    expected_next = json.loads((reference / "store.json").read_bytes())["next"]
+    assert expected_next == 8
+    for steps in range(64):
+        root = tmp_path / f"killed-after-{steps}"
+        _old_root(root)
+        with monkeypatch.context() as patch:
+            _kill_after(patch, steps)
+            try:
+                FileStoreCore(str(root), compact_at_open=False)._ensure()
+                finished = True
+            except _Killed:
+                finished = False
+        FileStoreCore(str(root))._ensure()  # the next open (and its compaction)
+        assert json.loads((root / "store.json").read_bytes())["next"] == expected_next, steps
+        state = anyio.run(_state, FileRuntimeStore(root))
+        assert state == {"scan": _expected_scan(), "gone": (None, None), "log": OLD_LOG}, steps
+        if finished:
+            break
+    else:
+        pytest.fail("the upgrade never finished")
+    assert steps > 4  # it has several steps, and each was interrupted once
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        lambda root: (root / "kv" / "b.json").write_text("{not json"),
+        lambda root: (root / "kv" / "b.json").write_text('{"key": "other", "n": 1, "value": ""}'),
+        lambda root: (root / "kv" / "b.json").write_text('{"key": "b", "n": 0, "value": ""}'),
+    ],
+    ids=["not-json", "another-key", "number-zero"],
+)
+def test_an_old_root_with_a_damaged_record_is_refused_and_left_as_it_was(
+    tmp_path: Path, damage: Callable[[Path], Any]
+) -> None:
+    _old_root(tmp_path)
+    damage(tmp_path)
+    before = {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()}
+    with pytest.raises(CorruptRecord):
+        FileStoreCore(str(tmp_path)).get("jobs/1")
+    after = {
+        p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file() and p.name != "store.lock"
+    }
+    assert after == {p: v for p, v in before.items() if p.name != "store.lock"}
+
+
+async def test_a_current_root_that_lost_its_counter_is_still_refused(tmp_path: Path) -> None:
+    """Checksummed records without store.json are not an old release's store: the counter
+    of a current store was lost, and versions of deleted keys could come back."""
+    store = FileRuntimeStore(tmp_path)
+    await store.cas("k", None, b"v")
+    (tmp_path / "store.json").unlink()
+    with pytest.raises(CorruptRecord, match=r"no store.json"):
+        await FileRuntimeStore(tmp_path).get("k")
