@@ -14,6 +14,7 @@ import pytest
 
 from _vtime_helpers import BACKENDS
 from videoflow_aio import vtime
+from videoflow_aio.memory.clock import FakeClock
 from videoflow_aio.vtime import VirtualClock
 
 pytestmark = pytest.mark.anyio
@@ -95,3 +96,34 @@ def test_deadlines_of_every_waiting_api_in_the_corner_cases(backend: str) -> Non
         1005.0,
         (True, 1005.0 + 1e300),
     ]
+
+
+@pytest.mark.parametrize("bad", ["5", None, True, b"1", [1]])
+def test_the_clock_takes_numbers_of_seconds_not_anything_float_accepts(bad: object) -> None:
+    """``float()`` took ``"5"`` and ``True``: ``advance("5")`` moved time, ``at("5", cb)``
+    set a timer; a wrong type is a TypeError, and nothing moves."""
+    clock = FakeClock()
+    with pytest.raises(TypeError):
+        clock.advance(bad)  # type: ignore[arg-type]
+    with pytest.raises(TypeError):
+        clock.at(bad, print)  # type: ignore[arg-type]
+    with pytest.raises(TypeError):
+        VirtualClock(start=bad)  # type: ignore[arg-type]
+    assert clock.monotonic() == 1000.0 and not clock._pending
+
+
+def test_numbers_out_of_the_float_range_are_value_errors() -> None:
+    clock = FakeClock()
+    for call in (lambda: clock.advance(10**400), lambda: clock.at(10**400, print)):
+        with pytest.raises(ValueError):
+            call()
+    with pytest.raises(ValueError):
+        VirtualClock(start=10**400)
+    assert clock.monotonic() == 1000.0
+
+
+@pytest.mark.parametrize("bad", ["no", "false", 0, None])
+def test_autojump_must_be_a_bool(bad: object) -> None:
+    """``VirtualClock(autojump="false")`` was truthy: autojump on, the opposite of asked."""
+    with pytest.raises(TypeError):
+        VirtualClock(autojump=bad)  # type: ignore[arg-type]

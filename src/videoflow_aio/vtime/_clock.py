@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import heapq
 import math
+import numbers
 import sys
 import warnings
 from collections.abc import Awaitable, Callable
@@ -73,13 +74,16 @@ class VirtualClock:
         autojump: bool = True,
         spin_threshold: int | None = DEFAULT_SPIN_THRESHOLD,
     ) -> None:
-        start = float(start)
-        if not math.isfinite(start) or not math.isfinite(float(wall_start)):
+        start = _seconds(start, "start")
+        wall_start = _seconds(wall_start, "wall_start")
+        if not math.isfinite(start) or not math.isfinite(wall_start):
             raise ValueError("start and wall_start must be finite")
+        if not isinstance(autojump, bool):  # "false" would be truthy: autojump on
+            raise TypeError(f"autojump must be True or False, not {autojump!r}")
         self._spin_limit = _NEVER
         self.spin_threshold = spin_threshold
         self._start = start
-        self._wall_start = float(wall_start)
+        self._wall_start = wall_start
         self._now = start
         #: in manual mode the loop may jump up to this instant (raised by advance()).
         self._horizon = start
@@ -189,7 +193,7 @@ class VirtualClock:
         trio and standalone it runs when the clock reaches its deadline (from the run loop
         on trio: it must not block or await).
         """
-        delay = float(seconds_from_now)
+        delay = _seconds(seconds_from_now, "delay")
         if math.isnan(delay):
             raise ValueError("delay must not be NaN")
         when = self._now + max(delay, 0.0)
@@ -239,7 +243,7 @@ class VirtualClock:
         seed's ``FakeClock.advance(s)``; the returned awaitable is already complete.
         On a clock whose event loop is open but not running, it raises ``RuntimeError``.
         """
-        seconds = float(seconds)
+        seconds = _seconds(seconds, "seconds")
         if not math.isfinite(seconds) or seconds < 0:
             raise ValueError(f"cannot advance by {seconds!r} seconds (need finite, >= 0)")
         if not math.isfinite(self._now + seconds):
@@ -340,6 +344,17 @@ if TYPE_CHECKING:
     from trio.abc import Clock as trio_abc_Clock
 else:
     trio_abc_Clock = Any
+
+
+def _seconds(value: object, name: str) -> float:
+    """``value`` as a float of seconds: an int or float (not a bool or a str, which
+    ``float()`` would take); TypeError for another type, ValueError past the float range."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{name} must be a number of seconds, not {value!r}")
+    try:
+        return float(value)
+    except OverflowError:
+        raise ValueError(f"{name} {value!r} is out of the float range") from None
 
 
 def _running_loop() -> asyncio.AbstractEventLoop | None:
