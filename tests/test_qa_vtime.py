@@ -127,3 +127,17 @@ def test_autojump_must_be_a_bool(bad: object) -> None:
     """``VirtualClock(autojump="false")`` was truthy: autojump on, the opposite of asked."""
     with pytest.raises(TypeError):
         VirtualClock(autojump=bad)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_run_refuses_a_clock_that_is_not_a_virtual_clock(backend: str) -> None:
+    """``clock="x"`` was an AttributeError from inside the loop's set-up (and a second one
+    from the half-built loop's ``__del__``)."""
+
+    async def main() -> None:
+        await anyio.sleep(1)
+
+    with pytest.raises(TypeError, match="VirtualClock"):
+        vtime.run(main, backend=backend, clock="x")  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="VirtualClock"):
+        vtime.new_event_loop("x")  # type: ignore[arg-type]
