@@ -129,6 +129,7 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
 
     def __init__(self, clock: VirtualClock | None = None) -> None:
         if clock is not None and not isinstance(clock, VirtualClock):
+            self._closed = True  # nothing to close: BaseEventLoop.__del__ looks at this
             raise TypeError(f"clock must be a VirtualClock, not {clock!r}")
         self._vt_heap: list[tuple[float, int, asyncio.TimerHandle]] = []
         self._vt_seq = 0
