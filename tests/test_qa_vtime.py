@@ -64,7 +64,7 @@ def test_a_timer_deadline_that_is_not_a_number_is_refused_at_the_call(when: obje
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-def test_deadlines_of_every_waiting_api_in_the_corner_cases(backend: str) -> None:
+def test_deadlines_of_every_waiting_api_in_the_corner_cases(backend: vtime.Backend) -> None:
     """inf never fires, -inf and past deadlines fire at once, NaN is refused, huge finite
     deadlines are reached exactly; the clock never reads inf or NaN."""
 
@@ -130,7 +130,7 @@ def test_autojump_must_be_a_bool(bad: object) -> None:
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-def test_run_refuses_a_clock_that_is_not_a_virtual_clock(backend: str) -> None:
+def test_run_refuses_a_clock_that_is_not_a_virtual_clock(backend: vtime.Backend) -> None:
     """``clock="x"`` was an AttributeError from inside the loop's set-up (and a second one
     from the half-built loop's ``__del__``)."""
 
