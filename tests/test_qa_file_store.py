@@ -7,6 +7,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+import threading
 import zlib
 from collections.abc import Callable
 from pathlib import Path
@@ -200,3 +201,28 @@ async def test_a_current_root_that_lost_its_counter_is_still_refused(tmp_path: P
     (tmp_path / "store.json").unlink()
     with pytest.raises(CorruptRecord, match=r"no store.json"):
         await FileRuntimeStore(tmp_path).get("k")
+
+
+def test_processes_opening_an_old_root_at_once_adopt_it_once(tmp_path: Path) -> None:
+    """The adoption runs under store.lock: openers that race (threads here, each with its
+    own descriptors, as processes have) see it done once, and agree on every version."""
+    _old_root(tmp_path)
+    cores = [FileStoreCore(str(tmp_path)) for _ in range(4)]
+    errors: list[BaseException] = []
+
+    def open_and_read(core: FileStoreCore) -> None:
+        try:
+            core.get("jobs/1")
+        except BaseException as exc:  # reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=open_and_read, args=(core,)) for core in cores]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == []
+    assert json.loads((tmp_path / "store.json").read_bytes())["next"] == 8
+    assert {core.get("jobs/1") for core in cores} == {(b"running", 3)}
+    numbers = {core.cas(f"new-{i}", None, b"v") for i, core in enumerate(cores)}
+    assert len(numbers) == 4 and min(n for n in numbers if n is not None) >= 8

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import math
 import time
+from typing import Any
 
 import anyio
 import anyio.abc
@@ -15,7 +16,7 @@ import pytest
 from _vtime_helpers import BACKENDS
 from videoflow_aio import vtime
 from videoflow_aio.memory.clock import FakeClock
-from videoflow_aio.vtime import VirtualClock
+from videoflow_aio.vtime import VirtualClock, VirtualTimeDeadlock
 
 pytestmark = pytest.mark.anyio
 
@@ -141,3 +142,87 @@ def test_run_refuses_a_clock_that_is_not_a_virtual_clock(backend: vtime.Backend)
         vtime.run(main, backend=backend, clock="x")  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="VirtualClock"):
         vtime.new_event_loop("x")  # type: ignore[arg-type]
+
+
+async def _finally_awaits(log: list[object]) -> None:
+    try:
+        await anyio.Event().wait()
+    finally:
+        log.append(anyio.current_time())
+        await anyio.sleep(1)  # cleanup that itself waits: it runs, on virtual time
+        log.append(anyio.current_time())
+
+
+async def _nested_groups(log: list[object]) -> None:
+    async def leaf(i: int) -> None:
+        try:
+            with anyio.CancelScope(shield=True):
+                await anyio.Semaphore(0).acquire()
+        finally:
+            log.append(i)
+
+    async def middle(i: int) -> None:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(leaf, 10 * i + 1)
+            tg.start_soon(leaf, 10 * i + 2)
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(middle, 1)
+        tg.start_soon(middle, 2)
+
+
+async def _sibling_finishes_first(log: list[object]) -> None:
+    async def stuck() -> None:
+        send, receive = anyio.create_memory_object_stream[int](0)
+        async with send, receive:
+            try:
+                await receive.receive()
+            finally:
+                log.append(anyio.current_time())
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(stuck)
+        tg.start_soon(anyio.sleep, 5)  # the deadlock comes once this one is done
+
+
+@pytest.mark.parametrize(
+    ("body", "expected"),
+    [
+        (_finally_awaits, [1000.0, 1001.0]),
+        (_nested_groups, [11, 12, 21, 22]),
+        (_sibling_finishes_first, [1005.0]),
+    ],
+    ids=["finally-awaits", "nested-shielded-groups", "sibling-finishes-first"],
+)
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_deadlock_shapes_end_cleanly_with_every_finally_run(
+    backend: vtime.Backend, body: Any, expected: list[object]
+) -> None:
+    log: list[object] = []
+    with pytest.raises(VirtualTimeDeadlock) as info:
+        vtime.run(body, log, backend=backend)
+    assert type(info.value) is VirtualTimeDeadlock  # one plain exception, not a group
+    assert sorted(log, key=str) == sorted(expected, key=str)
+
+
+@pytest.mark.parametrize("exc", [SystemExit(3), KeyboardInterrupt()], ids=["exit", "ctrl-c"])
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_an_exit_raised_in_a_clock_callback_ends_the_run_after_every_finally(
+    backend: vtime.Backend, exc: BaseException
+) -> None:
+    log: list[object] = []
+
+    async def main() -> None:
+        def interrupt() -> None:
+            raise exc
+
+        vtime.current_clock().at(1, interrupt)
+        try:
+            with anyio.CancelScope(shield=True):
+                await anyio.sleep(10)
+        finally:
+            log.append(anyio.current_time())
+
+    with pytest.raises(type(exc)):
+        vtime.run(main, backend=backend)
+    assert log == [1001.0]
