@@ -330,12 +330,7 @@ class FileStoreCore:
                 continue
             path = os.path.join(self.kv, name + ".json")
             if rec.value is None:  # a tombstone: its number is kept by nxt
-                try:
-                    os.unlink(path)
-                except OSError as exc:
-                    raise BackendUnavailable(
-                        f"file store {self.root}: cannot adopt {path}: {exc}", backend="file"
-                    ) from exc
+                self._remove(path, "upgrade")
                 removed = True
             else:
                 self._write(name, path, make_record(rec.key, rec.n, rec.value), "upgrade")
@@ -463,6 +458,15 @@ class FileStoreCore:
             ) from exc
         self._made_durable(operation)
 
+    def _remove(self, path: str, operation: str) -> None:
+        """Unlink a record file; an OS error is BackendUnavailable (nothing changed)."""
+        try:
+            os.unlink(path)
+        except OSError as exc:
+            raise BackendUnavailable(
+                f"file store {self.root}: {operation} failed: {exc}", backend="file"
+            ) from exc
+
     def _made_durable(self, operation: str) -> None:
         try:
             _fsync_dir(self.kv)
@@ -521,12 +525,7 @@ class FileStoreCore:
                 return False
             if expected is not None and rec.n != expected:
                 return False
-            try:
-                os.unlink(path)
-            except OSError as exc:
-                raise BackendUnavailable(
-                    f"file store {self.root}: delete failed: {exc}", backend="file"
-                ) from exc
+            self._remove(path, "delete")
             self._made_durable("delete")
             self._drop_lock(name)
             return True

@@ -13,6 +13,7 @@ import heapq
 import math
 import numbers
 import sys
+import time
 import warnings
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -41,6 +42,24 @@ _MAX_DELIVERIES = 1000
 #: deliver(root_task_or_None, message) -> True when VirtualTimeDeadlock was raised into
 #: at least one blocked task (the loop's / trio clock's part of a deadlock report)
 Deliver = Callable[[object | None, str], bool]
+
+
+class RealWait:
+    """Real seconds a loop has been stuck (idle, or spinning) at one virtual instant: with
+    real I/O pending, a jump of ``d`` virtual seconds waits until this reaches ``d``."""
+
+    __slots__ = ("_at", "_since")
+
+    def __init__(self) -> None:
+        self._at = math.nan
+        self._since = 0.0
+
+    def waited(self, now: float) -> float:
+        """Real seconds since the first call at virtual instant ``now``."""
+        real_now = time.perf_counter()  # wall-clock: real I/O is measured in real time
+        if self._at != now:
+            self._at, self._since = now, real_now
+        return real_now - self._since
 
 
 @dataclass(eq=False)

@@ -18,14 +18,13 @@ import contextvars
 import heapq
 import math
 import selectors
-import time
 import weakref
 from asyncio import events, format_helpers
 from asyncio.futures import _set_result_unless_cancelled as _futures_set_result_unless_cancelled
 from collections.abc import Callable
 from typing import Any
 
-from ._clock import VirtualClock, VirtualTimeDeadlock
+from ._clock import RealWait, VirtualClock, VirtualTimeDeadlock
 
 try:  # AnyIO keeps its worker threads per event loop, in a "run var" dict keyed by the loop
     from anyio._backends._asyncio import _threadpool_idle_workers, _threadpool_workers
@@ -136,7 +135,7 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
         self._vt_cancelled = 0
         self._vt_threads = 0
         self._vt_serving = 0  # from_thread calls being served (their threads wait on us)
-        self._vt_anchor: tuple[float, float] | None = None
+        self._vt_real_wait = RealWait()  # real time stuck at one instant (real I/O pending)
         self._vt_children: weakref.WeakSet[Any] = weakref.WeakSet()
         self._vt_nchildren = 0
         # task -> the task that created it, and the task run_until_complete runs: where a
@@ -373,20 +372,11 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
             or when <= now
             or not self.virtual_clock._may_jump_to(when)
             or self._vt_threads_busy()
-            or (self._vt_real_io() and self._vt_real_waited(now) < when - now)
+            or (self._vt_real_io() and self._vt_real_wait.waited(now) < when - now)
         ):
             return now
         self.virtual_clock._set_now(when)
         return when
-
-    def _vt_real_waited(self, now: float) -> float:
-        """Real seconds since the loop first got stuck (idle, or spinning) at instant ``now``:
-        with real I/O pending, a jump of ``d`` virtual seconds waits until this reaches ``d``."""
-        real_now = time.perf_counter()  # wall-clock: real I/O is measured in real time
-        anchor = self._vt_anchor
-        if anchor is None or anchor[0] != now:
-            anchor = self._vt_anchor = (now, real_now)
-        return real_now - anchor[1]
 
     # -- the run loop --------------------------------------------------------------------
     def _run_once(self) -> None:
@@ -526,7 +516,7 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
             self._process_events(selector.select(_WAIT_SLICE))
             return False
         now = self.virtual_clock._now
-        remaining = (when - now) - self._vt_real_waited(now)
+        remaining = (when - now) - self._vt_real_wait.waited(now)
         if remaining <= 0:
             return True
         events_ = selector.select(min(remaining, _WAIT_SLICE))
