@@ -1,16 +1,20 @@
 """Adversarial checks of the virtual-time loop (issue 11), beyond the cases the issue names:
-spinning tasks while real I/O is pending, and timer deadlines that are not numbers."""
+spinning tasks while real I/O is pending, deadlines and clock arguments of every kind, deadlock
+shapes, exits from clock callbacks, a deadlock behind a worker thread."""
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import math
 import time
 from typing import Any
 
 import anyio
 import anyio.abc
+import anyio.from_thread
 import anyio.lowlevel
+import anyio.to_thread
 import pytest
 
 from _vtime_helpers import BACKENDS
@@ -226,3 +230,29 @@ def test_an_exit_raised_in_a_clock_callback_ends_the_run_after_every_finally(
     with pytest.raises(type(exc)):
         vtime.run(main, backend=backend)
     assert log == [1001.0]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_deadlock_behind_a_worker_thread_travels_back_through_it(
+    backend: vtime.Backend, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A worker thread waiting in ``from_thread.run`` for a task that can never finish is
+    stuck with it. The report goes to that task, so the thread sees the error and hands it
+    back to the task awaiting it — on asyncio it went to the awaiting task directly, and
+    the thread's later result hit a future already done (InvalidStateError, logged)."""
+    seen: list[str] = []
+
+    def in_thread() -> None:
+        try:
+            anyio.from_thread.run(anyio.sleep_forever)
+        except VirtualTimeDeadlock:
+            seen.append("thread")
+            raise
+
+    async def main() -> None:
+        await anyio.to_thread.run_sync(in_thread)
+
+    with pytest.raises(VirtualTimeDeadlock):
+        vtime.run(main, backend=backend)
+    assert seen == ["thread"]
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR], caplog.text

@@ -135,6 +135,7 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
         self._vt_cancelled = 0
         self._vt_threads = 0
         self._vt_serving = 0  # from_thread calls being served (their threads wait on us)
+        self._vt_serving_tasks: weakref.WeakSet[asyncio.Task[Any]] = weakref.WeakSet()
         self._vt_real_wait = RealWait()  # real time stuck at one instant (real I/O pending)
         self._vt_children: weakref.WeakSet[Any] = weakref.WeakSet()
         self._vt_nchildren = 0
@@ -287,6 +288,7 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
         code = getattr(coro, "cr_code", None)
         if code is not None and code.co_qualname == _ANYIO_FROM_THREAD:
             self._vt_serving += 1
+            self._vt_serving_tasks.add(task)
             task.add_done_callback(self._vt_served)
         return task
 
@@ -330,7 +332,11 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
         """Raise VirtualTimeDeadlock in every blocked leaf task under ``root`` (default:
         the task ``run_until_complete`` runs): a task none of whose own tasks is still
         pending, waiting on a future — the future gets the exception, so the task sees it
-        at that await. True when at least one task got it."""
+        at that await. True when at least one task got it.
+
+        A worker thread blocked in ``from_thread.run`` waits for a task the loop runs for it
+        (no parent task): that task's leaves get the report first, so it travels back
+        through the thread to the task awaiting the thread."""
         if root is None:
             root = self._vt_main
         if root is None or root.done():
@@ -342,8 +348,17 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
             parent = ref() if ref is not None else None
             if parent is not None:
                 children.setdefault(parent, []).append(task)
+        served = [task for task in self._vt_serving_tasks if not task.done()]
+        if served and self._vt_raise_in_leaves(served, children, message):
+            return True
+        return self._vt_raise_in_leaves([root], children, message)
+
+    @staticmethod
+    def _vt_raise_in_leaves(
+        roots: list[Any], children: dict[Any, list[asyncio.Task[Any]]], message: str
+    ) -> bool:
         delivered = False
-        stack = [root]
+        stack = list(roots)
         while stack:
             task = stack.pop()
             kids = children.get(task)
