@@ -4,6 +4,7 @@
                               [--select PATTERN] [--json PATH|-] [--list]
                               [--nats-url URL] [--redis-url URL] [--etcd-url URL]
                               [--option PROVIDER.KEY=VALUE]
+    videoflow-aio simulate SPEC.toml [--json PATH|-] [--plot PATH] [--seed N] [--duration S]
     videoflow-aio bench [NAME [ARGS...]]
 
 Exit status: 0 when nothing failed, 1 when a case failed (or none matched), 2 on bad usage.
@@ -275,6 +276,10 @@ def build_parser() -> argparse.ArgumentParser:
         help="wall-clock limit per case, in seconds (default: 300)",
     )
 
+    from .sim._cli import add_parser as add_simulate
+
+    add_simulate(sub)
+
     bench = sub.add_parser("bench", help="list or run the benchmark scripts")
     bench.add_argument("name", nargs="?", help="benchmark to run (omit to list them)")
     bench.add_argument("args", nargs=argparse.REMAINDER, help="arguments for the benchmark")
@@ -295,6 +300,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.command == "conformance":
             return cmd_conformance(args)
+        if args.command == "simulate":
+            from .sim._cli import cmd_simulate
+
+            return cmd_simulate(args, make_console(sys.stdout), make_console(sys.stderr))
         return cmd_bench(args, make_console(sys.stdout))
     except UsageError as exc:
         make_console(sys.stderr).print(f"videoflow-aio: error: {exc}", markup=False)

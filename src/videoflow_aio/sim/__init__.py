@@ -1,0 +1,31 @@
+"""The latency simulator: a TOML spec of sources, stages and faults, run on the real memory
+models (messaging, payload, allocation) on virtual time with the pipeline toolkit's
+workers; per-stage and end-to-end latency, throughput, redeliveries, drops, utilisation.
+
+    from videoflow_aio.sim import load_spec, simulate, to_json
+    result = simulate(load_spec("examples/camera-farm.toml"))
+
+Command line: ``videoflow-aio simulate SPEC.toml [--json out.json] [--plot out.png]``.
+See ``docs/simulate.md``.
+"""
+
+from __future__ import annotations
+
+from ._dist import lognormal_params, sampler
+from ._report import faults_table, results_table, to_json
+from ._run import SimError, simulate
+from ._spec import SimSpec, SpecError, load_spec, parse_spec
+
+__all__ = [
+    "SimError",
+    "SimSpec",
+    "SpecError",
+    "faults_table",
+    "load_spec",
+    "lognormal_params",
+    "parse_spec",
+    "results_table",
+    "sampler",
+    "simulate",
+    "to_json",
+]
