@@ -124,6 +124,7 @@ class _Replica:
         "deadlines",
         "died",
         "index",
+        "kill_pending",
         "leases",
         "scope",
         "sub",
@@ -136,6 +137,7 @@ class _Replica:
         self.alive = False
         self.busy = False
         self.crash_pending = False
+        self.kill_pending = False
         self.leases: dict[int, Delivery] = {}  # sequence -> delivery held
         self.deadlines: dict[int, float] = {}  # sequence -> renewed lease deadline
         self.died: anyio.Event | None = None
@@ -235,6 +237,7 @@ class StageWorker:
         async with anyio.create_task_group() as tg:
             self._tg = tg
             for r in self._replicas:
+                r.alive = True  # from now: crash() before its first step still applies
                 tg.start_soon(self._replica, r)
             tg.start_soon(self._renew_leases)
             if self.eos:
@@ -258,18 +261,21 @@ class StageWorker:
     def crash(self, replica: int, *, mid_message: bool = True) -> None:
         """Kill replica ``replica`` as a process dies: its leases are neither settled nor
         renewed. ``mid_message``: if it holds nothing now, it dies at the start of its next
-        message (after the receive that leased it) instead of at once."""
+        message (right after the receive that leased it) instead of at once. A replica of a
+        worker not running yet dies when it starts (or at its first message)."""
         r = self._replicas[replica]
-        if not r.alive:
-            return
+        if not r.alive and self._tg is not None:
+            return  # already dead
         if mid_message and not r.busy:
             r.crash_pending = True
+            return
+        if r.scope is None:  # not started yet: it dies as it starts
+            r.kill_pending = True
             return
         self.counters.crashes += 1
         r.leases.clear()
         r.deadlines.clear()
-        if r.scope is not None:
-            r.scope.cancel()
+        r.scope.cancel()
 
     async def wait_dead(self, replica: int) -> None:
         """Return once replica ``replica`` is not running (at once if it is not)."""
@@ -286,14 +292,16 @@ class StageWorker:
         if r.alive or self._tg is None or self.finished:
             return False
         r.alive = True  # taken now: two restarts in a row start one task
+        r.crash_pending = r.kill_pending = False
         self._tg.start_soon(self._replica, r)
         return True
 
     # -- replicas --------------------------------------------------------------------------
     async def _replica(self, r: _Replica) -> None:
-        r.alive = True
-        r.crash_pending = False
         try:
+            if r.kill_pending:
+                r.kill_pending = False
+                raise SimulatedCrash(f"{self.name}[{r.index}] killed before it started")
             with anyio.CancelScope() as scope:
                 r.scope = scope
                 await self._serve(r)
