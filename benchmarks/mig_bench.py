@@ -16,8 +16,8 @@ import random
 import time
 from collections.abc import Callable, Sequence
 
-from videoflow_aio.deploy.mig import SEARCH_BUDGET, MigRefusal, plan_card, plan_node
-from videoflow_aio.memory.mig_geometry import Family, check_layout, families
+from videoflow_aio.gpu.geometry import Family, check_layout, families
+from videoflow_aio.gpu.layout import SEARCH_BUDGET, MigRefusal, plan_card, plan_node
 
 CHECK_LAYOUT_ANCHOR = 20_000.0  # layouts/s, issue 6
 

@@ -29,7 +29,6 @@ from typing import Any
 import anyio
 import nats
 
-from videoflow_aio.adapters._servers import start_nats
 from videoflow_aio.adapters.nats import JetStreamMessagingBackend
 from videoflow_aio.contracts.messaging import (
     Accepted,
@@ -40,6 +39,7 @@ from videoflow_aio.contracts.messaging import (
     make_subscription,
 )
 from videoflow_aio.memory.messaging import MemoryMessagingBackend
+from videoflow_aio.testing.servers import start_nats
 
 BODY = b"v" * 128
 INFLIGHT = 256

@@ -34,10 +34,10 @@ import aetcd
 import anyio
 import redis.asyncio as aredis
 
-from videoflow_aio.adapters._servers import start_etcd, start_redis
 from videoflow_aio.adapters.etcd import EtcdRuntimeStore
 from videoflow_aio.adapters.redis import RedisPayloadStore, RedisRuntimeStore
 from videoflow_aio.contracts.payload import RetentionContract
+from videoflow_aio.testing.servers import start_etcd, start_redis
 
 RAW_CAS = """
 local cur = redis.call('HGET', KEYS[1], 'ver')

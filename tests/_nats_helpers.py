@@ -11,9 +11,9 @@ from typing import Any
 
 import anyio
 
-from videoflow_aio.adapters._servers import ServerProcess
 from videoflow_aio.adapters.nats import JetStreamMessagingBackend
 from videoflow_aio.conformance.providers.nats import _all_stopped
+from videoflow_aio.testing.servers import ServerProcess
 
 _n = itertools.count(1)
 

@@ -1,7 +1,9 @@
-"""Server fixtures for tests that need redis-server / etcd / nats-server (import what you use).
+"""Server fixtures for tests that need redis-server / etcd / nats-server (conftest.py makes
+them available everywhere and marks their users ``server``).
 
 A missing binary skips the test, unless ``VIDEOFLOW_REQUIRE_SERVERS=1`` (CI): then it fails.
-Servers are module-scoped: one per test module that uses the fixture.
+Servers are module-scoped: one per test module that uses the fixture, started when its first
+test runs.
 """
 
 from __future__ import annotations
@@ -10,7 +12,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from videoflow_aio.adapters._servers import (
+from videoflow_aio.testing.servers import (
     ServerProcess,
     binary_unavailable,
     servers_required,
@@ -71,3 +73,18 @@ def nats_srv() -> Iterator[ServerProcess]:
     srv = start_nats()
     yield srv
     srv.stop()
+
+
+SERVER_FIXTURES = frozenset(
+    {"redis_srv", "redis_durable_srv", "redis_evictable_srv", "etcd_srv", "nats_srv"}
+)
+"""The fixtures above: a test using one is marked ``server`` (conftest.py)."""
+
+
+@pytest.hookimpl(tryfirst=True)  # before -m deselects by marker
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark ``server`` every test that uses one of :data:`SERVER_FIXTURES`."""
+    for item in items:
+        names = getattr(item, "fixturenames", ())
+        if SERVER_FIXTURES.intersection(names) and item.get_closest_marker("server") is None:
+            item.add_marker(pytest.mark.server)

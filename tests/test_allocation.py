@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import anyio
+import msgspec
 import pytest
 
 from _alloc_helpers import H100, mig, mixed_node, observed, planned, snapshot, whole, whole_node
@@ -177,6 +178,24 @@ async def test_reserve_is_idempotent_by_operation_id() -> None:
         await b.reserve(plan, "op", "bogus-generation")
 
 
+async def test_reserve_refuses_a_reused_operation_id_with_a_different_plan() -> None:
+    b = MemoryAllocationBackend([whole_node("n1", 2), whole_node("n2", 2)])
+    plan = await planned(b, whole("a", 2))
+    first = await b.reserve(plan, "op", None)
+    other = await planned(b, whole("b", 2))  # feasible: the other node is free
+    state = (b.mutations(), b.node("n1").owner, b.node("n2").owner)
+    altered = msgspec.structs.replace(plan, plan_id="forged")
+    for wrong in (other, altered):
+        with pytest.raises(ValidationError) as info:
+            await b.reserve(wrong, "op", None)
+        assert info.value.field == "plan" and info.value.fields["operation_id"] == "op"
+        assert info.value.fields["claim_id"] == first.claim_id
+        assert (b.mutations(), b.node("n1").owner, b.node("n2").owner) == state
+    # the same plan again is still the idempotent retry
+    again = await b.reserve(plan, "op", first.generation)
+    assert again == first and b.mutations() == state[0]
+
+
 # -- geometry life cycle ---------------------------------------------------------------------
 
 
@@ -209,7 +228,9 @@ async def test_given_loop_clock_timer_fires(vclock: VirtualClock) -> None:
     await b.reserve(await planned(b, mig("w", "1g.10gb")), "op", None)
     await anyio.sleep(5.01)
     assert node.mig_state == "success"  # fired by the clock's own timer, nothing settled it
-    (done,) = [e for e in log.events("alloc.node.mig-state") if e.attrs["detail"].startswith("s")]
+    (done,) = [
+        e for e in log.events("alloc.node.mig-state") if str(e.attrs["detail"]).startswith("s")
+    ]
     assert done.at == pytest.approx(start + 5)
 
 

@@ -111,7 +111,7 @@ def _audit(plan: FeasiblePlan, snap: InventorySnapshot, requests: list[WorkloadR
     authority=st.sampled_from(["device-plugin", "mig-manager"]),
 )
 def test_every_plan_passes_the_oracles(
-    nodes: list[tuple[str, int, int, bool, bool]], reqs: list[tuple[str, object]], authority: str
+    nodes: list[tuple[str, int, int, bool]], reqs: list[tuple[str, object]], authority: str
 ) -> None:
     requests = _requests(reqs)
     plan, snap = _plan(_cluster(nodes), requests, authority)

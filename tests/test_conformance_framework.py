@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import contextlib
 import json
+import subprocess
 import sys
+import textwrap
 import warnings
+from pathlib import Path
+from typing import Any, ClassVar
 
 import anyio
 import anyio.lowlevel
@@ -16,8 +20,10 @@ from videoflow_aio import conformance, faults
 from videoflow_aio.conformance import (
     BACKENDS,
     REQUIRE_SERVERS_ENV,
+    Case,
     CaseFailure,
     Harness,
+    ServerProvider,
     Skip,
     get_provider,
     plan,
@@ -29,6 +35,7 @@ from videoflow_aio.conformance import _runner as runner_mod
 from videoflow_aio.conformance._provider import PROVIDERS
 from videoflow_aio.conformance._report import load_report, report_json
 from videoflow_aio.conformance.providers import UnimportableProvider
+from videoflow_aio.testing.servers import Server, ServerProcess
 
 pytest_plugins = ["pytester"]
 
@@ -163,7 +170,7 @@ def test_real_time_provider_runs_on_the_real_clock_with_scaled_durations(
     provider = FakeProvider(real_time=True, scale=0.0001)
     r = run_case(fake_case(timed), provider, "trio")
     assert r.outcome == "pass"
-    assert seen == [(False, pytest.approx(0.003))]
+    assert seen == [(False, pytest.approx(0.003))]  # type: ignore[comparison-overlap]
     assert 0.003 <= r.virtual_seconds < 2.0  # real seconds: at least the scaled sleep
 
     async def too_long(h: Harness) -> None:
@@ -438,7 +445,7 @@ def test_async_aclose_runs_from_close() -> None:
             closed.append(True)
 
     with AsyncClosing() as provider:
-        assert provider.setups == 1
+        assert isinstance(provider, FakeProvider) and provider.setups == 1
     assert closed == [True]
 
 
@@ -500,19 +507,71 @@ def test_case_ids_are_validated() -> None:
         h.check(True)
 
     with pytest.raises(TypeError, match="must be an async def"):
-        conformance.case("MSG-999", "sync", contract="messaging")(not_async)  # type: ignore[arg-type]
+        conformance.case("MSG-999", "sync", contract="messaging")(not_async)  # type: ignore[type-var]
     assert "MSG-999" not in conformance.REGISTRY
 
 
-def test_cases_stays_a_function_after_the_case_folder_is_imported() -> None:
-    import videoflow_aio.conformance.cases  # noqa: F401
+def test_the_case_folder_is_the_cases_attribute_and_select_cases_lists_them() -> None:
+    import videoflow_aio.conformance.cases as folder
 
-    assert callable(conformance.cases)
-    assert sys.modules["videoflow_aio.conformance.cases"].__name__.endswith(".cases")
-    every = conformance.cases()
+    assert conformance.cases is folder  # a plain package: no module-class swap
+    every = conformance.select_cases()
     assert [c.id for c in every] == sorted(c.id for c in every)
-    some = conformance.cases(select="zzz-nothing*")
-    assert some == []
+    assert conformance.select_cases(select="zzz-nothing*") == []
+
+
+def test_registration_refuses_unknown_capabilities_and_controls() -> None:
+    with pytest.raises(ValueError, match="unknown capability 'archiv'; known: archive, "):
+        conformance.case("MSG-998", "typo", contract="messaging", needs=("archiv",))  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="messaging has no control 'corrupt'; known: "):
+        conformance.case("MSG-998", "wrong contract", contract="messaging", controls=("corrupt",))
+    with pytest.raises(ValueError, match="runtime_store has no control 'x'; known: none"):
+        conformance.case("RTS-998", "none", contract="runtime_store", controls=("x",))
+    assert "MSG-998" not in conformance.REGISTRY
+
+
+def test_every_registered_case_names_known_capabilities_and_controls() -> None:
+    for c in conformance.select_cases():
+        assert c.needs <= conformance.CAPABILITIES, c.id
+        assert c.controls <= conformance.CONTROLS[c.contract], c.id
+
+
+def test_capability_names_come_from_the_capability_structs() -> None:
+    from videoflow_aio.contracts.allocation import AllocationCapabilities
+    from videoflow_aio.contracts.messaging import MessagingCapabilities
+    from videoflow_aio.contracts.runtime_store import RuntimeCapabilities
+
+    every = MessagingCapabilities(
+        "m", core_only=True, latest_per_key=True, durable_control=True, archive=True,
+        mixed_retention=True,
+    )  # fmt: skip
+    assert every.profiles() <= conformance.CAPABILITIES  # each profile is a capability name
+    assert conformance.capability_names(every) == every.profiles()
+    assert conformance.capability_names(MessagingCapabilities("m")) == frozenset()
+    rts = RuntimeCapabilities("r", True, True, True, True, 1, 1)
+    alloc = AllocationCapabilities(
+        authority="k8s", whole_devices=True, mig_existing=True, geometry_changes=True,
+        shared_config=True, ownership_cas=True, partial_reads=True,
+    )  # fmt: skip
+    assert conformance.capability_names(rts, alloc) == {"durable", "geometry_changes"}
+
+
+def test_providers_derive_capabilities_and_controls_without_starting_anything() -> None:
+    from videoflow_aio.adapters.redis._payload_controls import RedisPayloadControls
+    from videoflow_aio.conformance._controls import offered_controls
+
+    redis = get_provider("redis")
+    assert redis.capabilities("payload") == frozenset({"evictable"})
+    assert redis.capabilities("runtime_store") == frozenset({"durable"})
+    assert redis.controls("payload") == offered_controls("payload", RedisPayloadControls)
+    assert redis.controls("payload") == conformance.CONTROLS["payload"] - frozenset(
+        {
+            "fail_reads",
+            "fail_inventory",
+        }
+    )
+    assert get_provider("etcd").capabilities("runtime_store") == frozenset({"durable"})
+    assert not vars(redis).get("_started")
 
 
 def test_select_globs_ids_and_whole_titles(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -521,10 +580,10 @@ def test_select_globs_ids_and_whole_titles(monkeypatch: pytest.MonkeyPatch) -> N
 
     for cid in ("MSG-971", "MSG-972", "MSG-981"):
         monkeypatch.setitem(conformance.REGISTRY, cid, fake_case(ok, cid))
-    ids = [c.id for c in conformance.cases(select="msg-97?, MSG-98*")]
+    ids = [c.id for c in conformance.select_cases(select="msg-97?, MSG-98*")]
     assert ids == ["MSG-971", "MSG-972", "MSG-981"]
-    assert [c.id for c in conformance.cases(select="MSG-97?", contract="payload")] == []
-    assert "MSG-971" in [c.id for c in conformance.cases(select="OK")]  # the title "ok"
+    assert [c.id for c in conformance.select_cases(select="MSG-97?", contract="payload")] == []
+    assert "MSG-971" in [c.id for c in conformance.select_cases(select="OK")]  # the title "ok"
 
 
 # -- report ---------------------------------------------------------------------------------------
@@ -664,7 +723,7 @@ def test_suite_without_the_plugin_fails_loudly(pytester: pytest.Pytester) -> Non
     pytester.makepyfile(
         test_forgot="""
         from videoflow_aio.conformance import conformance_suite
-        TestForgot = conformance_suite(["memory"], select="MIG-001")
+        TestForgot = conformance_suite(["memory"], select="ALC-001")
         """
     )
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
@@ -672,43 +731,241 @@ def test_suite_without_the_plugin_fails_loudly(pytester: pytest.Pytester) -> Non
     result.stdout.fnmatch_lines(["*needs its pytest plugin*"])
 
 
+LOGGED = """
+from contextlib import asynccontextmanager
+
+from videoflow_aio.conformance import Harness, Provider, case, conformance_suite
+
+pytest_plugins = ["videoflow_aio.conformance.pytest_plugin"]
+
+
+class Logged(Provider):
+    name = "logged"
+
+    def contracts(self):
+        return frozenset({"payload"})
+
+    def setup(self):
+        with open("events.txt", "a") as f:
+            f.write("setup\\n")
+
+    def close(self):
+        with open("events.txt", "a") as f:
+            f.write("close\\n")
+
+    @asynccontextmanager
+    async def harness(self, case):
+        async def factory(**options):
+            return object()
+        yield Harness(provider=self.name, contract=case.contract, factory=factory)
+
+
+@case("PAY-981", "passes", contract="payload")
+async def passes(h: Harness) -> None:
+    h.check(True)
+"""
+"""A provider that writes its setup and close to events.txt, and a case it passes."""
+
+
 def test_plugin_sets_up_and_closes_provider_instances_once(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(
-        test_inst="""
-        from contextlib import asynccontextmanager
-        from pathlib import Path
-
-        from videoflow_aio.conformance import Harness, Provider, case, conformance_suite
-
-        pytest_plugins = ["videoflow_aio.conformance.pytest_plugin"]
-
-        class Logged(Provider):
-            name = "logged"
-
-            def contracts(self):
-                return frozenset({"payload"})
-
-            def setup(self):
-                with open("events.txt", "a") as f:
-                    f.write("setup\\n")
-
-            def close(self):
-                with open("events.txt", "a") as f:
-                    f.write("close\\n")
-
-            @asynccontextmanager
-            async def harness(self, case):
-                async def factory(**options):
-                    return object()
-                yield Harness(provider=self.name, contract=case.contract, factory=factory)
-
-        @case("PAY-981", "passes", contract="payload")
-        async def passes(h: Harness) -> None:
-            h.check(True)
-
-        TestLogged = conformance_suite([Logged()], select="PAY-981")
-        """
+        test_inst=LOGGED + '\nTestLogged = conformance_suite([Logged()], select="PAY-981")\n'
     )
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
     result.assert_outcomes(passed=2)
     assert (pytester.path / "events.txt").read_text().split() == ["setup", "close"]
+
+
+# -- the base of server-backed providers ---------------------------------------------------------
+class _FakeServer(Server):
+    kind: ClassVar[str] = "fake"
+    binary: ClassVar[str] = "python3"
+
+    def __init__(self, root: Path, started: list[str]) -> None:
+        super().__init__()
+        self.root = root
+        self.started_urls = started
+
+    def start(self) -> ServerProcess:
+        n = len(self.started_urls)
+        d = self.root / f"srv{n}"
+        d.mkdir()
+        url = f"fake://127.0.0.1:{1000 + n}"
+        self.started_urls.append(url)
+        return ServerProcess("fake", 0, 1000 + n, url, d)
+
+    def _argv(self, tmp: Path, port: int) -> list[str]:
+        return []
+
+    def _probe(self, srv: ServerProcess) -> bool:
+        return True
+
+
+class _NsBackend(FakeBackend):
+    def __init__(self, namespace: str, url: str, log: list[str]) -> None:
+        super().__init__()
+        self.namespace = namespace
+        self.url = url
+        self.log = log
+
+    async def drop_namespace(self) -> None:
+        self.log.append(f"drop {self.namespace}")
+        raise OSError("server went away")  # best effort: does not stop the close
+
+    async def aclose(self) -> None:
+        self.log.append(f"close {self.namespace}")
+
+
+class _TwoServers(ServerProvider):
+    name = "two"
+    client_modules: tuple[str, ...] = ("json",)
+
+    def __init__(self, root: Path, url: str | None = None, spare_url: str | None = None) -> None:
+        super().__init__(urls={"main": url, "spare": spare_url}, scale=0.5)
+        self.root = root
+        self.started_urls: list[str] = []
+        self.log: list[str] = []
+
+    def contracts(self) -> frozenset[str]:
+        return frozenset({"messaging"})
+
+    def server_options(self) -> dict[str, Server]:
+        spec = _FakeServer(self.root, self.started_urls)
+        return {"main": spec, "spare": spec}
+
+    async def open_backend(self, case: Case, namespace: str, options: dict[str, Any]) -> Any:
+        return _NsBackend(namespace, self.url(), self.log)
+
+
+def test_server_provider_starts_only_the_servers_not_given(tmp_path: Path) -> None:
+    given = _TwoServers(tmp_path, spare_url="fake://given")
+    assert given.unavailable() is None
+    given.setup()
+    assert given.started_urls == ["fake://127.0.0.1:1000"]
+    assert given.url("spare") == "fake://given" and given.started("spare") is None
+    started = given.started()
+    assert started is not None and started.dir.is_dir()
+    given.close()
+    assert not started.dir.exists()
+    assert given.urls == {"main": None, "spare": "fake://given"}
+    with pytest.raises(RuntimeError, match="no main server"):
+        given.url()
+
+
+def test_server_provider_is_unavailable_without_its_client_or_binary(tmp_path: Path) -> None:
+    provider = _TwoServers(tmp_path)
+    provider.client_modules = ("no_such_client_module_xyz",)
+    assert (provider.unavailable() or "").startswith("no_such_client_module_xyz is not installed")
+    provider.client_modules = ()
+    _FakeServer.binary = "no-such-server-binary-xyz"
+    try:
+        assert "no-such-server-binary-xyz" in (provider.unavailable() or "")
+        assert _TwoServers(tmp_path, "fake://a", "fake://b").unavailable() is None
+    finally:
+        _FakeServer.binary = "python3"
+
+
+def test_server_provider_harness_namespaces_reopens_and_cleans_up(tmp_path: Path) -> None:
+    provider = _TwoServers(tmp_path)
+
+    async def reopen(h: Harness) -> None:
+        first = await h.open()
+        again = await h.open(reopen_of=first)
+        other = await h.open()
+        h.equal(again.namespace, first.namespace, "reopened namespace")
+        h.check(other.namespace != first.namespace, "a fresh namespace per open")
+        h.check(first.namespace.startswith("vf-MSG-901-"), "namespace names the case")
+        h.equal(first.url, "fake://127.0.0.1:1000", "backend on the started server")
+        h.equal(h.seconds(10), 5.0, "durations scaled")
+
+    with provider:
+        r = run_case(fake_case(reopen), provider, "asyncio")
+    assert (r.outcome, r.reason) == ("pass", "")
+    drops = [e for e in provider.log if e.startswith("drop")]
+    closes = [e for e in provider.log if e.startswith("close")]
+    assert len(drops) == len(closes) == 3
+    assert provider.log[:2] == [drops[0], closes[0]]  # the last opened goes first
+
+
+# -- collection starts nothing; real servers carry the server marker -----------------------------
+def test_plugin_sets_up_nothing_while_collecting_and_marks_real_time_runs(
+    pytester: pytest.Pytester,
+) -> None:
+    engine = """
+
+class Engine(Logged):
+    name = "engine"
+    real_time = True
+
+    def capabilities(self, contract):
+        return frozenset()
+
+
+@case("PAY-982", "needs evictable", contract="payload", needs=("evictable",))
+async def evictable(h: Harness) -> None:
+    h.check(True)
+
+
+TestEngine = conformance_suite([Engine()], select="PAY-98*")
+TestMemory = conformance_suite(["memory"], select="PAY-001", backends=["trio"])
+"""
+    pytester.makepyfile(test_lazy=LOGGED + engine)
+    result = pytester.runpytest_subprocess("--collect-only", "-q", "-p", "no:cacheprovider")
+    assert [ln for ln in result.outlines if "[engine-" in ln] == [
+        "test_lazy.py::TestEngine::PAY-981[engine-asyncio]",
+        "test_lazy.py::TestEngine::PAY-981[engine-trio]",
+    ]  # PAY-982 needs what the provider does not offer: known without setting it up
+    assert not (pytester.path / "events.txt").exists()
+    result = pytester.runpytest_subprocess("-m", "not server", "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=1, deselected=2)
+    assert not (pytester.path / "events.txt").exists()
+    result = pytester.runpytest_subprocess("-m", "server", "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=2, deselected=1)
+    assert (pytester.path / "events.txt").read_text().split() == ["setup", "close"]
+
+
+_COLLECT = """
+import sys
+
+import pytest
+
+from videoflow_aio.testing import servers
+
+started = []
+real_launch = servers._launch
+
+
+def launch(*args, **kwargs):
+    started.append(args[0])
+    return real_launch(*args, **kwargs)
+
+
+servers._launch = launch
+# videoflow_aio is imported above, before pytest could rewrite its (plugin) asserts: say so
+quiet = ["-W", "ignore::pytest.PytestAssertRewriteWarning"]
+code = pytest.main(["--collect-only", "-q", "-p", "no:cacheprovider", *quiet, *sys.argv[1:]])
+print("STARTED", started)
+sys.exit(code)
+"""
+
+
+def _collect(*args: str) -> list[str]:
+    done = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(_COLLECT), *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=Path(__file__).parent.parent,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "STARTED []" in done.stdout, done.stdout  # collecting started no server
+    return [ln for ln in done.stdout.splitlines() if "::" in ln]
+
+
+def test_not_server_excludes_every_real_server_run_of_the_suite() -> None:
+    suite = str(Path(__file__).with_name("test_conformance.py"))
+    real = ("[nats-", "[redis-", "[etcd-")
+    kept = _collect("-m", "not server", suite)
+    assert kept and not [ln for ln in kept if any(r in ln for r in real)]
+    marked = _collect("-m", "server", suite)
+    assert marked and all(any(r in ln for r in real) for ln in marked)

@@ -27,7 +27,7 @@ def test_unknown_is_never_zero() -> None:
     observed: Known[int] | Unknown = Unknown("pods unavailable")
     assert not isinstance(observed, Known)
     with pytest.raises(AttributeError):
-        observed.value  # type: ignore[union-attr]  # noqa: B018
+        observed.value  # type: ignore[attr-defined]  # noqa: B018
 
 
 def test_structs_are_frozen() -> None:

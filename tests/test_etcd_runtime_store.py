@@ -11,15 +11,16 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import anyio
+import grpc  # type: ignore[import-untyped]
 import pytest
 from aetcd import rpc
 
-from _servers_fixtures import etcd_srv, need_binary  # noqa: F401 - fixture
+from _servers_fixtures import need_binary
 from _store_proxy import HoldingProxy
-from videoflow_aio.adapters._servers import ServerProcess, etcd_server, free_port
 from videoflow_aio.adapters.etcd import EtcdRuntimeStore
 from videoflow_aio.adapters.etcd import runtime_store as etcd_mod
 from videoflow_aio.contracts.errors import BackendUnavailable, OutcomeUnknown, ValidationError
+from videoflow_aio.testing.servers import EtcdServer, ServerProcess, free_port
 
 pytestmark = [pytest.mark.anyio, pytest.mark.server]
 
@@ -30,7 +31,7 @@ def anyio_backend() -> str:
 
 
 @pytest.fixture
-async def store(etcd_srv: ServerProcess) -> AsyncIterator[EtcdRuntimeStore]:  # noqa: F811
+async def store(etcd_srv: ServerProcess) -> AsyncIterator[EtcdRuntimeStore]:
     s = EtcdRuntimeStore(etcd_srv.url, namespace=f"t-{uuid.uuid4().hex[:8]}", timeout=2.0)
     yield s
     await s.drop_namespace()
@@ -95,7 +96,7 @@ async def test_values_over_the_request_limit_are_refused(store: EtcdRuntimeStore
 
 
 async def test_server_side_limit_maps_to_validation_error(
-    etcd_srv: ServerProcess,  # noqa: F811
+    etcd_srv: ServerProcess,
 ) -> None:
     # a client configured above the server's real limit: etcd's refusal is mapped, not leaked
     s = EtcdRuntimeStore(etcd_srv.url, namespace="lim", max_request_bytes=8 << 20)
@@ -125,7 +126,7 @@ async def test_fence_stops_a_late_request(store: EtcdRuntimeStore) -> None:
     assert await store.get("k") == (None, None)
 
 
-async def test_lost_reply_is_resolved_as_applied(etcd_srv: ServerProcess) -> None:  # noqa: F811
+async def test_lost_reply_is_resolved_as_applied(etcd_srv: ServerProcess) -> None:
     async with HoldingProxy(etcd_srv.port) as proxy:
         s = EtcdRuntimeStore(f"http://127.0.0.1:{proxy.port}", namespace="lost", timeout=0.8)
         assert await s.cas("warm", None, b"up")
@@ -137,7 +138,7 @@ async def test_lost_reply_is_resolved_as_applied(etcd_srv: ServerProcess) -> Non
         await s.aclose()
 
 
-async def test_unresolvable_loss_is_outcome_unknown(etcd_srv: ServerProcess) -> None:  # noqa: F811
+async def test_unresolvable_loss_is_outcome_unknown(etcd_srv: ServerProcess) -> None:
     async with HoldingProxy(etcd_srv.port) as proxy:
         s = EtcdRuntimeStore(f"http://127.0.0.1:{proxy.port}", namespace="unk", timeout=0.2)
         assert await s.cas("warm", None, b"up")
@@ -153,7 +154,7 @@ async def test_unresolvable_loss_is_outcome_unknown(etcd_srv: ServerProcess) -> 
         await s.aclose()
 
 
-async def test_cancelled_cas_is_settled(etcd_srv: ServerProcess) -> None:  # noqa: F811
+async def test_cancelled_cas_is_settled(etcd_srv: ServerProcess) -> None:
     async with HoldingProxy(etcd_srv.port) as proxy:
         s = EtcdRuntimeStore(f"http://127.0.0.1:{proxy.port}", namespace="cxl", timeout=1.0)
         assert await s.cas("warm", None, b"up")
@@ -170,13 +171,13 @@ async def test_cancelled_cas_is_settled(etcd_srv: ServerProcess) -> None:  # noq
 
 async def test_records_versions_and_logs_survive_a_server_restart(tmp_path: Path) -> None:
     need_binary("etcd")
-    async with etcd_server(data_dir=tmp_path / "etcd") as srv:
+    async with EtcdServer(data_dir=tmp_path / "etcd") as srv:
         s = EtcdRuntimeStore(srv.url, namespace="dur")
         assert await s.cas("k", None, b"v1")
         _, v1 = await s.get("k")
         first = await s.append("log", b"r1")
         await s.aclose()
-    async with etcd_server(data_dir=tmp_path / "etcd") as srv2:
+    async with EtcdServer(data_dir=tmp_path / "etcd") as srv2:
         s = EtcdRuntimeStore(srv2.url, namespace="dur")
         assert await s.get("k") == (b"v1", v1)
         assert await s.cas("k", v1, b"v2")
@@ -195,3 +196,34 @@ async def test_pages_larger_than_the_grpc_receive_limit_are_split(store: EtcdRun
     got = await store.scan("big/")
     assert [(k, len(v)) for k, v, _ in got] == [(f"big/{i}", big) for i in range(4)]
     assert [r[:1] for r in await store.log_entries("biglog")] == [bytes([i]) for i in range(4)]
+
+
+# -- the one exception map (no server) ------------------------------------------------------------
+def _rpc_error(code: grpc.StatusCode, details: str) -> grpc.aio.AioRpcError:
+    return grpc.aio.AioRpcError(code, grpc.aio.Metadata(), grpc.aio.Metadata(), details=details)
+
+
+@pytest.mark.parametrize(
+    ("code", "details", "write", "expected", "applied"),
+    [
+        (grpc.StatusCode.INVALID_ARGUMENT, "etcdserver: request is too large", True,
+         ValidationError, None),
+        (grpc.StatusCode.UNAVAILABLE, "failed to connect to all addresses", True,
+         BackendUnavailable, False),
+        (grpc.StatusCode.DEADLINE_EXCEEDED, "Deadline Exceeded", True, etcd_mod.ReplyLost, None),
+        (grpc.StatusCode.UNAVAILABLE, "Socket closed", True, etcd_mod.ReplyLost, None),
+        (grpc.StatusCode.DEADLINE_EXCEEDED, "Deadline Exceeded", False, BackendUnavailable, None),
+        (grpc.StatusCode.FAILED_PRECONDITION, "etcdserver: no leader", True,
+         BackendUnavailable, None),
+    ],
+)  # fmt: skip
+def test_errors_map_by_what_the_server_may_have_done(
+    code: grpc.StatusCode, details: str, write: bool, expected: type[Exception], applied: object
+) -> None:
+    store = EtcdRuntimeStore("http://127.0.0.1:1")
+    raised = _rpc_error(code, details)
+    with pytest.raises(expected) as info, store._errors("cas", write=write):
+        raise raised
+    assert info.value.__cause__ is raised
+    if isinstance(info.value, BackendUnavailable):
+        assert info.value.fields.get("applied") is applied

@@ -12,6 +12,7 @@ import subprocess
 import sys
 import textwrap
 import time
+from collections.abc import Mapping
 from pathlib import Path
 
 import anyio
@@ -88,7 +89,7 @@ def _value(prev: str | None, key: str, rng: random.Random) -> bytes:
     return msgspec.json.encode({**body, "check": hash_of(body)})
 
 
-def hash_of(body: dict[str, object]) -> str:
+def hash_of(body: Mapping[str, object]) -> str:
     return hashlib.sha256(msgspec.json.encode(body)).hexdigest()
 
 

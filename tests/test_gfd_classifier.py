@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from _alloc_helpers import A100, H100, mixed_labels, whole_labels
-from videoflow_aio.deploy.cluster import (
+from videoflow_aio.gpu.labels import (
     CLASSIFICATIONS,
     INVALID,
     MIG_MIXED,
@@ -64,12 +64,12 @@ CASES: list[tuple[str, dict[str, str], str]] = [
     ("rebooting", {**PENDING, "nvidia.com/mig.config.state": "rebooting"}, RECONFIGURING),
     (
         "paused deploy label",
-        whole_labels(**{"nvidia.com/gpu.deploy.device-plugin": "paused-for-mig-change"}),
+        {**whole_labels(), "nvidia.com/gpu.deploy.device-plugin": "paused-for-mig-change"},
         RECONFIGURING,
     ),
     (
         "config asked, geometry not visible yet",
-        whole_labels(**{"nvidia.com/mig.config": "all-1g.10gb"}),
+        {**whole_labels(), "nvidia.com/mig.config": "all-1g.10gb"},
         RECONFIGURING,
     ),
     ("5e invalid", INVALID_SINGLE, INVALID),
@@ -77,9 +77,9 @@ CASES: list[tuple[str, dict[str, str], str]] = [
     ("single with zero devices", {**SINGLE, "nvidia.com/gpu.count": "0"}, INVALID),
     ("no labels", {}, UNKNOWN),
     ("not a GPU node", {"kubernetes.io/os": "linux"}, UNKNOWN),
-    ("unreadable count", whole_labels(**{"nvidia.com/gpu.count": "many"}), UNKNOWN),
-    ("unknown state", whole_labels(**{"nvidia.com/mig.config.state": "weird"}), UNKNOWN),
-    ("unknown strategy", whole_labels(**{"nvidia.com/mig.strategy": "odd"}), UNKNOWN),
+    ("unreadable count", {**whole_labels(), "nvidia.com/gpu.count": "many"}, UNKNOWN),
+    ("unknown state", {**whole_labels(), "nvidia.com/mig.config.state": "weird"}, UNKNOWN),
+    ("unknown strategy", {**whole_labels(), "nvidia.com/mig.strategy": "odd"}, UNKNOWN),
     ("MIG product without single", {**SINGLE, "nvidia.com/mig.strategy": "mixed"}, UNKNOWN),
     ("mixed labels under single", {**mixed_labels(), "nvidia.com/mig.strategy": "single"}, UNKNOWN),
     ("bad mixed count", {**mixed_labels(), "nvidia.com/mig-1g.10gb.count": "-1"}, UNKNOWN),

@@ -17,8 +17,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from videoflow_aio.memory import mig_geometry as mg
-from videoflow_aio.memory.mig_geometry import (
+from videoflow_aio import gpu
+from videoflow_aio.gpu import geometry as mg
+from videoflow_aio.gpu.geometry import (
     Family,
     Profile,
     check_layout,
@@ -73,7 +74,7 @@ def test_tables_load_with_expected_families() -> None:
 
 def test_shipped_json_is_inside_the_package() -> None:
     data = json.loads(
-        resources.files("videoflow_aio.memory").joinpath("mig_profiles.json").read_text()
+        resources.files("videoflow_aio.gpu").joinpath("mig_profiles.json").read_text()
     )
     assert [f["key"] for f in data["families"]] == [f.key for f in families()]
 
@@ -342,14 +343,24 @@ def test_smallest_profile_is_minimal(fam: Family, gib: float) -> None:
 # independence
 
 
-def test_oracle_imports_nothing_from_deploy() -> None:
+def test_oracle_imports_nothing_from_the_planner() -> None:
+    """The oracle shares no code with the planner it audits: no import of ``gpu.layout`` or
+    ``gpu.placement``, indeed nothing from this package at all (only the data file)."""
     tree = ast.parse(Path(mg.__file__).read_text())
     for node in ast.walk(tree):
         if isinstance(node, ast.ImportFrom):
-            assert "deploy" not in (node.module or ""), node.module
             assert node.level == 0, "relative import into the package"
+            assert "videoflow" not in (node.module or ""), node.module
         elif isinstance(node, ast.Import):
             assert all("videoflow" not in a.name for a in node.names)
+
+
+def test_seed_names_are_the_gpu_package_objects() -> None:
+    from videoflow_aio.memory import mig_geometry as seed
+
+    for name in ("Family", "Profile", "check_layout", "families", "family_for", "smallest_profile"):
+        assert getattr(seed, name) is getattr(mg, name) is getattr(gpu, name), name
+    assert sorted(seed.__all__) == sorted(mg.__all__)
 
 
 @settings(max_examples=200, deadline=None)

@@ -1,4 +1,4 @@
-"""The MIG planner (deploy/mig.py), audited against the oracle (memory/mig_geometry.py).
+"""The MIG planner (gpu/layout.py), audited against the oracle (gpu/geometry.py).
 
 Exhaustive on every family of the shipped tables: every plan_card answer over all count
 vectors (caps + 1, compute + 1), and every plan_node answer for small request multisets on one
@@ -22,10 +22,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from videoflow_aio.conformance.cases._mig_audit import audit_card, audit_node, node_feasible
-from videoflow_aio.conformance.cases.mig import ALL_BALANCED
-from videoflow_aio.deploy import mig
-from videoflow_aio.deploy.mig import (
+from _mig_audit import ALL_BALANCED, audit_card, audit_node, node_feasible
+from videoflow_aio.gpu import layout as mig
+from videoflow_aio.gpu.geometry import Family, families, family_for, smallest_profile
+from videoflow_aio.gpu.layout import (
     CONSERVATIVE,
     MigRefusal,
     NodeMigPlan,
@@ -33,7 +33,6 @@ from videoflow_aio.deploy.mig import (
     plan_node,
     profile_for_memory,
 )
-from videoflow_aio.memory.mig_geometry import Family, families, family_for, smallest_profile
 
 H100 = "NVIDIA-H100-80GB-HBM3"
 
@@ -178,10 +177,10 @@ def test_planner_is_independent_of_the_oracle() -> None:
     tree = ast.parse(Path(mig.__file__).read_text())
     for node in ast.walk(tree):
         if isinstance(node, ast.ImportFrom):
-            assert "mig_geometry" not in (node.module or "")
+            assert "geometry" not in (node.module or "")
             assert node.level == 0
         elif isinstance(node, ast.Import):
-            assert all("mig_geometry" not in a.name for a in node.names)
+            assert all("geometry" not in a.name for a in node.names)
 
 
 # ------------------------------------------------------------------------------------------

@@ -19,7 +19,6 @@ import pytest
 
 from _nats_helpers import backend, eventually, paused, prefix, raw
 from _servers_fixtures import need_binary
-from videoflow_aio.adapters._servers import ServerProcess, free_port, start_nats
 from videoflow_aio.adapters.nats import CoreNatsMessagingBackend, JetStreamMessagingBackend
 from videoflow_aio.contracts import Known, Unknown
 from videoflow_aio.contracts.errors import (
@@ -45,6 +44,7 @@ from videoflow_aio.contracts.messaging import (
     make_envelope,
     make_subscription,
 )
+from videoflow_aio.testing.servers import ServerProcess, free_port, start_nats
 
 pytestmark = [pytest.mark.anyio, pytest.mark.server]
 _ids = itertools.count(1)

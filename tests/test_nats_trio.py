@@ -22,7 +22,6 @@ import trio
 
 from _nats_helpers import backend
 from _servers_fixtures import need_binary
-from videoflow_aio.adapters._servers import ServerProcess, start_nats
 from videoflow_aio.adapters._trio_bridge import _SHARED
 from videoflow_aio.adapters.nats import CoreNatsMessagingBackend, JetStreamMessagingBackend
 from videoflow_aio.adapters.nats._bridge import BRIDGED, _on_client_loop
@@ -36,6 +35,7 @@ from videoflow_aio.contracts.messaging import (
     make_envelope,
     make_subscription,
 )
+from videoflow_aio.testing.servers import ServerProcess, start_nats
 
 pytestmark = pytest.mark.server
 

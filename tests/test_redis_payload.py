@@ -13,9 +13,8 @@ from pathlib import Path
 import anyio
 import pytest
 
-from _servers_fixtures import need_binary, redis_durable_srv, redis_evictable_srv  # noqa: F401
+from _servers_fixtures import need_binary
 from _store_proxy import HoldingProxy
-from videoflow_aio.adapters._servers import ServerProcess, redis_server
 from videoflow_aio.adapters.redis import RedisPayloadStore
 from videoflow_aio.adapters.redis._payload_controls import RedisPayloadControls
 from videoflow_aio.contracts._base import Known
@@ -27,6 +26,7 @@ from videoflow_aio.contracts.payload import (
     PayloadBytes,
     RetentionContract,
 )
+from videoflow_aio.testing.servers import RedisServer, ServerProcess
 
 pytestmark = pytest.mark.server
 
@@ -49,7 +49,7 @@ def _ns() -> str:
 
 
 @pytest.fixture
-async def durable(redis_durable_srv: ServerProcess) -> AsyncIterator[RedisPayloadStore]:  # noqa: F811
+async def durable(redis_durable_srv: ServerProcess) -> AsyncIterator[RedisPayloadStore]:
     s = RedisPayloadStore(redis_durable_srv.url, namespace=_ns(), max_bytes=2000)
     yield s
     await s.aclose()
@@ -87,8 +87,8 @@ async def test_obligation_deadlines_convert_to_the_loop_clock(durable: RedisPayl
 
 @pytest.mark.anyio
 async def test_tier_must_match_the_server_policy(
-    redis_durable_srv: ServerProcess,  # noqa: F811
-    redis_evictable_srv: ServerProcess,  # noqa: F811
+    redis_durable_srv: ServerProcess,
+    redis_evictable_srv: ServerProcess,
 ) -> None:
     for url, tier in ((redis_durable_srv.url, "evictable"), (redis_evictable_srv.url, "durable")):
         s = RedisPayloadStore(url, tier=tier, namespace=_ns())
@@ -100,7 +100,7 @@ async def test_tier_must_match_the_server_policy(
 @pytest.mark.anyio
 async def test_real_oom_is_backpressure_and_release_still_runs() -> None:
     need_binary("redis-server")
-    async with redis_server(maxmemory="3mb", policy="noeviction") as srv:
+    async with RedisServer(maxmemory="3mb", policy="noeviction") as srv:
         s = RedisPayloadStore(srv.url, namespace=_ns())
         refs = []
         with pytest.raises(PayloadBackpressure) as info:
@@ -120,7 +120,7 @@ async def test_real_oom_is_backpressure_and_release_still_runs() -> None:
 
 
 @pytest.mark.anyio
-async def test_lost_put_reply_is_resolved(redis_durable_srv: ServerProcess) -> None:  # noqa: F811
+async def test_lost_put_reply_is_resolved(redis_durable_srv: ServerProcess) -> None:
     async with HoldingProxy(redis_durable_srv.port) as proxy:
         s = RedisPayloadStore(f"redis://127.0.0.1:{proxy.port}/0", namespace=_ns(), timeout=0.3)
         await s.put(b"warm", "warm", RetentionContract())
@@ -147,7 +147,7 @@ async def test_release_replay_returns_the_recorded_outcome(durable: RedisPayload
 @pytest.mark.anyio
 async def test_redis_own_eviction_reads_as_missing_and_reconcile_cleans_up() -> None:
     need_binary("redis-server")
-    async with redis_server(maxmemory="4mb", policy="volatile-lru") as srv:
+    async with RedisServer(maxmemory="4mb", policy="volatile-lru") as srv:
         s = RedisPayloadStore(srv.url, tier="evictable", namespace=_ns())
         refs = [
             await s.put(
@@ -175,7 +175,7 @@ async def test_redis_own_eviction_reads_as_missing_and_reconcile_cleans_up() -> 
 @pytest.mark.anyio
 async def test_receipts_report_the_deadline_in_force(
     durable: RedisPayloadStore,
-    redis_durable_srv: ServerProcess,  # noqa: F811
+    redis_durable_srv: ServerProcess,
 ) -> None:
     ref = await durable.put(b"x", "k", RetentionContract(ttl_seconds=60))
     now = anyio.current_time()
@@ -193,20 +193,20 @@ async def test_receipts_report_the_deadline_in_force(
 @pytest.mark.anyio
 async def test_durable_tier_on_aof_always_survives_a_server_restart(tmp_path: Path) -> None:
     need_binary("redis-server")
-    opts = {
-        "maxmemory": "64mb",
-        "policy": "noeviction",
-        "appendonly": True,
-        "appendfsync": "always",
-        "data_dir": tmp_path / "aof",
-    }
+    server = RedisServer(
+        maxmemory="64mb",
+        policy="noeviction",
+        appendonly=True,
+        appendfsync="always",
+        data_dir=tmp_path / "aof",
+    )
     contract = RetentionContract(ttl_seconds=600, obligations=("a", "b"))
-    async with redis_server(**opts) as srv:
+    async with server as srv:
         s = RedisPayloadStore(srv.url, namespace="dur", max_bytes=10_000)
         ref = await s.put(b"x" * 1000, "k", contract)
         assert (await s.release_obligation(ref, "a", "done")).outcome == "released"
         await s.aclose()
-    async with redis_server(**opts) as srv2:  # a new server process on the same AOF
+    async with server as srv2:  # a new server process on the same AOF
         s = RedisPayloadStore(srv2.url, namespace="dur", max_bytes=10_000)
         result = await s.read(ref)
         assert isinstance(result, PayloadBytes) and result.verified
@@ -220,7 +220,7 @@ async def test_durable_tier_on_aof_always_survives_a_server_restart(tmp_path: Pa
 
 @pytest.mark.anyio
 async def test_forwarding_extends_the_ttl_and_evictable_refusal_evicts_nothing(
-    redis_evictable_srv: ServerProcess,  # noqa: F811
+    redis_evictable_srv: ServerProcess,
 ) -> None:
     s = RedisPayloadStore(
         redis_evictable_srv.url, tier="evictable", namespace=_ns(), max_bytes=3000

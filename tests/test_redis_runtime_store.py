@@ -6,20 +6,22 @@ provider in tests/test_conformance.py. Replies and requests are cut with a holdi
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
 
 import anyio
 import pytest
+from redis import exceptions as rexc
 
-from _servers_fixtures import need_binary, redis_srv  # noqa: F401 - fixture
+from _servers_fixtures import need_binary
 from _store_proxy import HoldingProxy
-from videoflow_aio.adapters._servers import ServerProcess, free_port, redis_server
 from videoflow_aio.adapters.redis import RedisRuntimeStore
 from videoflow_aio.adapters.redis import runtime_store as rts_mod
-from videoflow_aio.adapters.redis._client import WaitingConnectionPool
+from videoflow_aio.adapters.redis._client import ReplyLost, WaitingConnectionPool, map_exceptions
 from videoflow_aio.contracts.errors import BackendUnavailable, OutcomeUnknown, ValidationError
+from videoflow_aio.testing.servers import RedisServer, ServerProcess, free_port
 
 pytestmark = [pytest.mark.anyio, pytest.mark.server]
 
@@ -30,7 +32,7 @@ def anyio_backend() -> str:
 
 
 @pytest.fixture
-async def store(redis_srv: ServerProcess) -> AsyncIterator[RedisRuntimeStore]:  # noqa: F811
+async def store(redis_srv: ServerProcess) -> AsyncIterator[RedisRuntimeStore]:
     s = RedisRuntimeStore(redis_srv.url, namespace=f"t-{uuid.uuid4().hex[:8]}", timeout=2.0)
     yield s
     await s.aclose()
@@ -70,7 +72,7 @@ async def test_scan_pages_in_key_order(
     assert await store.log_entries("log") == [b"%d" % i for i in range(7)]
 
 
-async def test_protocol_is_pinned_and_pool_blocks(redis_srv: ServerProcess) -> None:  # noqa: F811
+async def test_protocol_is_pinned_and_pool_blocks(redis_srv: ServerProcess) -> None:
     for protocol in (2, 3):
         s = RedisRuntimeStore(redis_srv.url, namespace=f"p{protocol}", protocol=protocol)
         pool = s.client.connection_pool
@@ -80,6 +82,19 @@ async def test_protocol_is_pinned_and_pool_blocks(redis_srv: ServerProcess) -> N
         assert (await s.get("k"))[0] == b"v"
         assert [k for k, _, _ in await s.scan("")] == ["k"]
         await s.aclose()
+
+
+async def test_aclose_closes_every_pooled_connection(redis_srv: ServerProcess) -> None:
+    s = RedisRuntimeStore(redis_srv.url, namespace=f"close-{uuid.uuid4().hex[:6]}")
+    pool = s.client.connection_pool
+    async with anyio.create_task_group() as tg:  # several connections at once
+        for i in range(4):
+            tg.start_soon(s.cas, f"k{i}", None, b"v")
+    opened = list(pool._available_connections)
+    assert opened and any(c.is_connected for c in opened)
+    await s.drop_namespace()
+    await s.aclose()
+    assert not any(c.is_connected for c in [*opened, *pool._in_use_connections])
 
 
 async def test_capabilities_durable_only_with_aof_always(store: RedisRuntimeStore) -> None:
@@ -101,7 +116,7 @@ async def test_bad_input_is_refused(store: RedisRuntimeStore) -> None:
 
 async def test_foreign_data_is_mapped_not_leaked(store: RedisRuntimeStore) -> None:
     # a key of the wrong type behind the store's back: Redis answers WRONGTYPE
-    await store.client.set(f"{store._conn.ns}:rs:k:broken", b"not a hash")
+    await store.client.set(f"{store.namespace}:rs:k:broken", b"not a hash")
     with pytest.raises(BackendUnavailable) as info:
         await store.get("broken")
     assert "WRONGTYPE" in str(info.value)
@@ -131,7 +146,7 @@ async def _proxied(srv: ServerProcess, proxy: HoldingProxy, deadline: float) -> 
     return s
 
 
-async def test_lost_reply_is_resolved_as_applied(redis_srv: ServerProcess) -> None:  # noqa: F811
+async def test_lost_reply_is_resolved_as_applied(redis_srv: ServerProcess) -> None:
     async with HoldingProxy(redis_srv.port) as proxy:
         s = await _proxied(redis_srv, proxy, deadline=0.6)
         proxy.hold("down")  # the CAS reaches the server; its reply does not come back
@@ -142,7 +157,7 @@ async def test_lost_reply_is_resolved_as_applied(redis_srv: ServerProcess) -> No
 
 
 async def test_lost_request_is_fenced_and_never_applies_late(
-    redis_srv: ServerProcess,  # noqa: F811
+    redis_srv: ServerProcess,
 ) -> None:
     async with HoldingProxy(redis_srv.port) as proxy:
         s = await _proxied(redis_srv, proxy, deadline=0.6)
@@ -157,7 +172,7 @@ async def test_lost_request_is_fenced_and_never_applies_late(
         await s.aclose()
 
 
-async def test_unresolvable_loss_is_outcome_unknown(redis_srv: ServerProcess) -> None:  # noqa: F811
+async def test_unresolvable_loss_is_outcome_unknown(redis_srv: ServerProcess) -> None:
     async with HoldingProxy(redis_srv.port) as proxy:
         s = await _proxied(redis_srv, proxy, deadline=0.2)
         proxy.hold("down", existing_only=False)  # every reply, the read-back's included
@@ -165,14 +180,14 @@ async def test_unresolvable_loss_is_outcome_unknown(redis_srv: ServerProcess) ->
             await s.cas("k", None, b"v")
         assert info.value.operation == "cas"
         proxy.release()
-        direct = RedisRuntimeStore(redis_srv.url, namespace=s._conn.ns)
+        direct = RedisRuntimeStore(redis_srv.url, namespace=s.namespace)
         assert (await direct.get("k"))[0] == b"v"  # it had committed: unknown was the truth
         await direct.aclose()
         await s.aclose()
 
 
 async def test_cancelled_cas_is_settled_before_cancellation_returns(
-    redis_srv: ServerProcess,  # noqa: F811
+    redis_srv: ServerProcess,
 ) -> None:
     async with HoldingProxy(redis_srv.port) as proxy:
         s = await _proxied(redis_srv, proxy, deadline=1.0)
@@ -187,7 +202,7 @@ async def test_cancelled_cas_is_settled_before_cancellation_returns(
         await s.aclose()
 
 
-async def test_a_full_pool_waits_instead_of_raising(redis_srv: ServerProcess) -> None:  # noqa: F811
+async def test_a_full_pool_waits_instead_of_raising(redis_srv: ServerProcess) -> None:
     s = RedisRuntimeStore(
         redis_srv.url, namespace=f"pool-{uuid.uuid4().hex[:6]}", max_connections=2
     )
@@ -207,15 +222,15 @@ async def test_aof_always_server_keeps_records_and_versions_across_a_restart(
     tmp_path: Path,
 ) -> None:
     need_binary("redis-server")
-    opts = {"appendonly": True, "appendfsync": "always", "data_dir": tmp_path / "aof"}
-    async with redis_server(**opts) as srv:
+    server = RedisServer(appendonly=True, appendfsync="always", data_dir=tmp_path / "aof")
+    async with server as srv:
         s = RedisRuntimeStore(srv.url, namespace="dur")
         assert (await s.capabilities()).durable
         assert await s.cas("k", None, b"v1")
         _, v1 = await s.get("k")
         assert await s.append("log", b"r1") == 1
         await s.aclose()
-    async with redis_server(**opts) as srv2:  # a new process on the same AOF
+    async with server as srv2:  # a new process on the same AOF
         s = RedisRuntimeStore(srv2.url, namespace="dur")
         assert await s.get("k") == (b"v1", v1)
         assert await s.cas("k", v1, b"v2")
@@ -234,3 +249,39 @@ async def test_scan_pages_are_bounded_in_bytes(
         assert await store.cas(f"b/{i}", None, b"x" * 8)  # two values per 10-byte page
     got = await store.scan("b/")
     assert [k for k, _, _ in got] == [f"b/{i}" for i in range(5)]
+
+
+# -- the one exception map (no server) ------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("raised", "write", "expected", "applied"),
+    [
+        (rexc.ResponseError("OOM command not allowed"), True, BackendUnavailable, None),
+        (rexc.ConnectionError("No connection available."), True, BackendUnavailable, False),
+        (
+            rexc.ConnectionError("Error 111 connecting to 127.0.0.1:1."),
+            True,
+            BackendUnavailable,
+            False,
+        ),
+        (rexc.ConnectionError("Connection reset by peer"), True, ReplyLost, None),
+        (TimeoutError(), True, ReplyLost, None),
+        (rexc.TimeoutError(), False, BackendUnavailable, None),
+        (ConnectionResetError(), False, BackendUnavailable, None),
+        (rexc.ConnectionError("Connection reset by peer"), False, BackendUnavailable, None),
+    ],
+)
+def test_map_exceptions_classifies_by_what_the_server_may_have_done(
+    raised: Exception, write: bool, expected: type[Exception], applied: bool | None
+) -> None:
+    with pytest.raises(expected) as info, map_exceptions("cas", timeout=1.0, write=write):
+        raise raised
+    assert info.value.__cause__ is raised
+    if isinstance(info.value, BackendUnavailable):
+        assert info.value.fields.get("applied") is applied
+
+
+def test_map_exceptions_lets_cancellation_and_other_errors_through() -> None:
+    with pytest.raises(KeyError), map_exceptions("get", timeout=1.0):
+        raise KeyError("not a redis error")
+    with pytest.raises(asyncio.CancelledError), map_exceptions("get", timeout=1.0):
+        raise asyncio.CancelledError()

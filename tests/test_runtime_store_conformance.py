@@ -13,12 +13,12 @@ import anyio.lowlevel
 import pytest
 
 from videoflow_aio import faults
-from videoflow_aio.conformance import Case, Harness, Provider, cases, get_provider, run_case
+from videoflow_aio.conformance import Case, Harness, Provider, get_provider, run_case, select_cases
 from videoflow_aio.contracts.runtime_store import CAS_READ_AFTER, DELETE_READ_AFTER
 from videoflow_aio.memory.runtime_store import FileRuntimeStore, MemoryRuntimeStore
 from videoflow_aio.vtime import current_clock
 
-RTS_CASES = {c.id: c for c in cases("runtime_store")}
+RTS_CASES = {c.id: c for c in select_cases("runtime_store")}
 
 
 class MutantProvider(Provider):

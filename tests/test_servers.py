@@ -1,22 +1,27 @@
-"""Server management: start on a free port, answer, stop by PID, clean the temp dir."""
+"""videoflow_aio.testing.servers: start on a free port, answer, stop by PID, clean the temp dir."""
 
 from __future__ import annotations
 
 import os
 import socket
+from pathlib import Path
+from typing import ClassVar
 
 import pytest
 
 from _servers_fixtures import need_binary
-from videoflow_aio.adapters import _servers
-from videoflow_aio.adapters._servers import (
-    binary_unavailable,
-    etcd_server,
-    nats_server,
-    redis_server,
-    servers_required,
-)
 from videoflow_aio.contracts.errors import BackendUnavailable
+from videoflow_aio.testing import servers
+from videoflow_aio.testing.servers import (
+    EtcdServer,
+    NatsServer,
+    RedisServer,
+    Server,
+    ServerProcess,
+    binary_unavailable,
+    servers_required,
+    start_redis,
+)
 
 
 def _answers(port: int) -> bool:
@@ -25,13 +30,23 @@ def _answers(port: int) -> bool:
         return s.connect_ex(("127.0.0.1", port)) == 0
 
 
+class _Missing(Server):
+    kind: ClassVar[str] = "x"
+    binary: ClassVar[str] = "no-such-server-binary-xyz"
+
+    def _argv(self, tmp: Path, port: int) -> list[str]:
+        return []
+
+    def _probe(self, srv: ServerProcess) -> bool:
+        return True
+
+
 def test_missing_binary_has_a_reason() -> None:
     reason = binary_unavailable("no-such-server-binary-xyz")
     assert reason is not None and "no-such-server-binary-xyz" in reason
-    with pytest.raises(BackendUnavailable):
-        _servers._launch(
-            "x", "no-such-server-binary-xyz", lambda d, p: [], str, lambda s: True, 1.0
-        )
+    assert _Missing().unavailable() == reason
+    with pytest.raises(BackendUnavailable, match="no-such-server-binary-xyz"):
+        _Missing().start()
 
 
 def test_require_env(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -41,18 +56,19 @@ def test_require_env(monkeypatch: pytest.MonkeyPatch) -> None:
     assert not servers_required()
 
 
-@pytest.mark.parametrize(
-    ("binary", "ctx"),
-    [("redis-server", redis_server), ("etcd", etcd_server), ("nats-server", nats_server)],
-)
-def test_sync_start_and_stop(binary: str, ctx: type) -> None:
-    need_binary(binary)
-    with ctx() as srv:
+@pytest.mark.server
+@pytest.mark.parametrize("spec", [RedisServer(), EtcdServer(), NatsServer()], ids=lambda s: s.kind)
+def test_sync_start_and_stop(spec: Server) -> None:
+    need_binary(spec.binary)
+    with spec as srv:
+        assert spec.server is srv and srv.options is spec
         assert srv.alive()
         assert srv.url.startswith(("redis://", "http://", "nats://"))
         assert _answers(srv.port)
         assert srv.dir.is_dir()
+        assert (srv.dir / f"{spec.kind}.pid").read_text() == str(srv.pid)
         pid = srv.pid
+    assert spec.server is None
     assert not srv.alive()
     assert not srv.dir.exists()
     with pytest.raises(ProcessLookupError):
@@ -60,29 +76,60 @@ def test_sync_start_and_stop(binary: str, ctx: type) -> None:
     srv.stop()  # idempotent
 
 
+@pytest.mark.server
 def test_nats_monitoring_and_jetstream() -> None:
     need_binary("nats-server")
-    with nats_server() as srv:
+    with NatsServer() as srv:
         assert srv.monitor_url is not None
-        assert _servers._nats_health(srv)
+        assert NatsServer()._probe(srv)
 
 
+@pytest.mark.server
 def test_redis_config_options() -> None:
     need_binary("redis-server")
     with (
-        redis_server(maxmemory="8mb", policy="volatile-lru") as srv,
+        RedisServer(maxmemory="8mb", policy="volatile-lru") as srv,
         socket.create_connection(("127.0.0.1", srv.port)) as s,
     ):
         s.sendall(b"CONFIG GET maxmemory-policy\r\n")
         assert b"volatile-lru" in s.recv(256)
 
 
+@pytest.mark.server
+def test_a_server_restarts_from_its_data_dir(tmp_path: Path) -> None:
+    need_binary("redis-server")
+    srv = start_redis(appendonly=True, appendfsync="always", data_dir=tmp_path / "aof")
+    try:
+        with socket.create_connection(("127.0.0.1", srv.port)) as s:
+            s.sendall(b"SET k kept\r\n")
+            assert s.recv(64).startswith(b"+OK")
+    finally:
+        srv.stop()
+    assert srv.options is not None
+    again = srv.options.start()  # same options, same data_dir: a restarted server
+    try:
+        assert again.pid != srv.pid
+        with socket.create_connection(("127.0.0.1", again.port)) as s:
+            s.sendall(b"GET k\r\n")
+            assert b"kept" in s.recv(64)
+    finally:
+        again.stop()
+
+
+@pytest.mark.server
 @pytest.mark.anyio
 async def test_async_context_manager() -> None:
     need_binary("redis-server")
-    async with redis_server() as srv:
+    async with RedisServer() as srv:
         assert srv.alive() and _answers(srv.port)
     assert not srv.alive()
+
+
+def test_the_public_names_are_exported() -> None:
+    import videoflow_aio.testing as testing
+
+    assert testing.RedisServer is RedisServer and testing.ServerProcess is ServerProcess
+    assert set(servers.__all__) >= {"EtcdServer", "NatsServer", "RedisServer", "free_port"}
 
 
 def test_missing_server_skips_locally_and_fails_under_ci(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -95,3 +142,21 @@ def test_missing_server_skips_locally_and_fails_under_ci(monkeypatch: pytest.Mon
     monkeypatch.setenv("VIDEOFLOW_REQUIRE_SERVERS", "1")
     with pytest.raises(pytest.fail.Exception, match="VIDEOFLOW_REQUIRE_SERVERS=1"):
         need_binary("redis-server")
+
+
+@pytest.fixture
+def redis_srv() -> str:
+    """Shadows the real fixture in this module: the name alone must bring the marker."""
+    return "not started"
+
+
+def test_a_server_fixture_marks_its_user(redis_srv: str, request: pytest.FixtureRequest) -> None:
+    assert redis_srv == "not started"
+    assert request.node.get_closest_marker("server") is not None
+
+
+def test_the_server_fixtures_exist() -> None:
+    import _servers_fixtures
+
+    for name in _servers_fixtures.SERVER_FIXTURES:
+        assert callable(getattr(_servers_fixtures, name)), name

@@ -17,11 +17,10 @@ from typing import Any
 import pytest
 import trio
 
-from _servers_fixtures import etcd_srv, need_binary, redis_durable_srv, redis_srv  # noqa: F401
+from _servers_fixtures import need_binary
 from _store_proxy import HoldingProxy
 from videoflow_aio.adapters import _trio_bridge
-from videoflow_aio.adapters._servers import ServerProcess, free_port
-from videoflow_aio.adapters._trio_bridge import run_on_asyncio
+from videoflow_aio.adapters._trio_bridge import Affinity, bridged, bridged_names, run_on_asyncio
 from videoflow_aio.adapters.etcd import EtcdRuntimeStore
 from videoflow_aio.adapters.redis import RedisPayloadStore, RedisRuntimeStore
 from videoflow_aio.adapters.redis._payload_controls import RedisPayloadControls
@@ -29,7 +28,9 @@ from videoflow_aio.conformance import REGISTRY, get_provider, run_case
 from videoflow_aio.conformance._case import load_all
 from videoflow_aio.contracts._base import Known
 from videoflow_aio.contracts.errors import BackendUnavailable, Unsupported, ValidationError
-from videoflow_aio.contracts.payload import Corrupt, PayloadBytes, RetentionContract
+from videoflow_aio.contracts.payload import Corrupt, PayloadBytes, PayloadStore, RetentionContract
+from videoflow_aio.contracts.runtime_store import RuntimeStore
+from videoflow_aio.testing.servers import ServerProcess, free_port
 
 pytestmark = pytest.mark.server
 
@@ -54,7 +55,7 @@ def _run(fn: Callable[[], Awaitable[Any]]) -> Any:
 # -- redis ---------------------------------------------------------------------------------------
 
 
-def test_runtime_store_from_trio(redis_srv: ServerProcess) -> None:  # noqa: F811
+def test_runtime_store_from_trio(redis_srv: ServerProcess) -> None:
     async def main() -> None:
         async with RedisRuntimeStore(redis_srv.url, namespace=_ns()) as store:
             assert await store.cas("a", None, b"1")
@@ -75,13 +76,13 @@ def test_runtime_store_from_trio(redis_srv: ServerProcess) -> None:  # noqa: F81
                 for i in range(30):
                     nursery.start_soon(create, i)
             assert len(await store.scan("c/")) == 30
-            assert store._conn.side.bridged and not store._conn.side.direct
+            assert store._side.bridged and not store._side.direct
 
     _run(main)
 
 
 def test_payload_store_and_its_controls_from_trio(
-    redis_durable_srv: ServerProcess,  # noqa: F811
+    redis_durable_srv: ServerProcess,
 ) -> None:
     async def main() -> None:
         async with RedisPayloadStore(redis_durable_srv.url, namespace=_ns()) as store:
@@ -111,7 +112,7 @@ async def _proxied_store(proxy: HoldingProxy, deadline: float) -> RedisRuntimeSt
 
 
 def test_cancelled_cas_from_trio_is_settled_before_cancellation_returns(
-    redis_srv: ServerProcess,  # noqa: F811
+    redis_srv: ServerProcess,
 ) -> None:
     """The trio caller's cancellation cancels the asyncio task, whose shielded resolution (an
     anyio scope on the asyncio side) runs to the end before ``trio.Cancelled`` propagates."""
@@ -133,7 +134,7 @@ def test_cancelled_cas_from_trio_is_settled_before_cancellation_returns(
     _run(main)
 
 
-def test_lost_request_from_trio_is_fenced(redis_srv: ServerProcess) -> None:  # noqa: F811
+def test_lost_request_from_trio_is_fenced(redis_srv: ServerProcess) -> None:
     """The deadline (kept on the asyncio side) fires and the resolution fences the request."""
 
     async def main() -> None:
@@ -173,7 +174,7 @@ def test_unreachable_servers_map_the_same_under_trio() -> None:
 # -- etcd ----------------------------------------------------------------------------------------
 
 
-def test_etcd_runtime_store_from_trio(etcd_srv: ServerProcess) -> None:  # noqa: F811
+def test_etcd_runtime_store_from_trio(etcd_srv: ServerProcess) -> None:
     async def main() -> None:
         async with EtcdRuntimeStore(etcd_srv.url, namespace=_ns()) as store:
             assert await store.cas("a", None, b"1")
@@ -190,7 +191,7 @@ def test_etcd_runtime_store_from_trio(etcd_srv: ServerProcess) -> None:  # noqa:
     _run(main)
 
 
-def test_etcd_cancelled_cas_from_trio_is_settled(etcd_srv: ServerProcess) -> None:  # noqa: F811
+def test_etcd_cancelled_cas_from_trio_is_settled(etcd_srv: ServerProcess) -> None:
     async def main() -> None:
         proxy = HoldingProxy(etcd_srv.port)
         await run_on_asyncio(proxy.__aenter__)
@@ -213,7 +214,100 @@ def test_etcd_cancelled_cas_from_trio_is_settled(etcd_srv: ServerProcess) -> Non
 # -- the bridge itself ---------------------------------------------------------------------------
 
 
-def test_one_loop_per_run_closed_when_the_run_ends(redis_srv: ServerProcess) -> None:  # noqa: F811
+def _contract_methods(contract: type) -> set[str]:
+    return {n for n in bridged_names(contract) if not n.startswith("_")}
+
+
+@pytest.mark.parametrize(
+    ("cls", "contract", "own"),
+    [
+        (RedisRuntimeStore, RuntimeStore, {"aclose", "drop_namespace"}),
+        (EtcdRuntimeStore, RuntimeStore, {"aclose", "drop_namespace"}),
+        (RedisPayloadStore, PayloadStore, {"aclose", "drop_namespace", "ensure_policy"}),
+    ],
+)
+def test_every_contract_method_and_admin_helper_is_bridged(
+    cls: type, contract: type, own: set[str]
+) -> None:
+    names = set(bridged_names(cls))
+    assert _contract_methods(contract) | own | {"__aenter__", "__aexit__"} <= names
+    assert not any(n.startswith("_") and n not in ("__aenter__", "__aexit__") for n in names)
+    for name in names:
+        assert getattr(getattr(cls, name), "__videoflow_bridged__", False), name
+
+
+def test_controls_are_bridged_with_their_store() -> None:
+    assert {"corrupt", "obligations", "object_count"} <= set(bridged_names(RedisPayloadControls))
+    assert all(
+        getattr(getattr(RedisPayloadControls, n), "__videoflow_bridged__", False)
+        for n in bridged_names(RedisPayloadControls)
+    )
+
+
+@bridged
+class _Probe:
+    """Records which async library each of its methods ran under."""
+
+    def __init__(self) -> None:
+        self._side = Affinity()
+        self.seen: list[str] = []
+
+    async def outer(self) -> str:
+        self.seen.append(sniffio_lib())
+        return await self.inner()  # a bridged method calling another: direct on that side
+
+    async def inner(self) -> str:
+        self.seen.append(sniffio_lib())
+        return "done"
+
+    async def _private(self) -> str:
+        return sniffio_lib()
+
+
+def sniffio_lib() -> str:
+    import sniffio
+
+    return sniffio.current_async_library()
+
+
+def test_the_decorator_runs_a_trio_call_whole_on_the_asyncio_side() -> None:
+    async def main() -> None:
+        probe = _Probe()
+        assert await probe.outer() == "done"
+        assert probe.seen == ["asyncio", "asyncio"]
+        assert await probe._private() == "trio"  # private methods are not wrapped
+        assert probe._side.bridged and not probe._side.direct
+
+    _run(main)
+
+
+def test_the_decorator_is_a_direct_call_from_asyncio() -> None:
+    import asyncio
+
+    async def main() -> None:
+        probe = _Probe()
+        assert await probe.outer() == "done"
+        assert probe.seen == ["asyncio", "asyncio"]
+        assert probe._side.direct and not probe._side.bridged
+
+    asyncio.run(main())
+    assert "_Probe.outer" in _Probe.outer.__qualname__  # functools.wraps keeps the name
+
+
+def test_decorating_twice_or_a_subclass_wraps_once() -> None:
+    wrapped = _Probe.outer
+    assert bridged(_Probe).outer is wrapped
+
+    @bridged
+    class Sub(_Probe):
+        async def inner(self) -> str:
+            return "sub"
+
+    assert Sub.outer is wrapped
+    assert getattr(Sub.inner, "__videoflow_bridged__", False)
+
+
+def test_one_loop_per_run_closed_when_the_run_ends(redis_srv: ServerProcess) -> None:
     async def main() -> Any:
         a = RedisRuntimeStore(redis_srv.url, namespace=_ns())
         b = EtcdRuntimeStore("http://127.0.0.1:1")  # never called: opens nothing
@@ -280,7 +374,7 @@ def test_anyio_on_the_asyncio_side_works_when_anyio_was_loaded_first() -> None:
     assert out == "True"
 
 
-def test_the_asyncio_path_does_not_load_the_bridge(redis_srv: ServerProcess) -> None:  # noqa: F811
+def test_the_asyncio_path_does_not_load_the_bridge(redis_srv: ServerProcess) -> None:
     out = _python(
         f"""
         import asyncio, sys
@@ -290,7 +384,7 @@ def test_the_asyncio_path_does_not_load_the_bridge(redis_srv: ServerProcess) -> 
             s = RedisRuntimeStore({redis_srv.url!r}, namespace="plain")
             await s.cas("k", None, b"v")
             await s.aclose()
-            return s._conn.side.direct
+            return s._side.direct
 
         print(asyncio.run(main()), "trio_asyncio" in sys.modules)
         """
@@ -332,7 +426,7 @@ def test_providers_run_the_cases_under_trio(name: str) -> None:
 
 
 def test_inside_a_users_trio_asyncio_loop_either_side_works(
-    redis_srv: ServerProcess,  # noqa: F811
+    redis_srv: ServerProcess,
 ) -> None:
     """A store called from trio tasks uses the bridge's loop; one called from asyncio tasks of
     the user's own ``trio_asyncio.open_loop()`` runs directly on that loop."""
@@ -342,7 +436,7 @@ def test_inside_a_users_trio_asyncio_loop_either_side_works(
         async with trio_asyncio.open_loop():
             from_trio = RedisRuntimeStore(redis_srv.url, namespace=_ns())
             assert await from_trio.cas("k", None, b"t")
-            from_aio = RedisRuntimeStore(redis_srv.url, namespace=from_trio._conn.ns)
+            from_aio = RedisRuntimeStore(redis_srv.url, namespace=from_trio.namespace)
 
             async def aio_side() -> tuple[bytes | None, str | None]:
                 got = await from_aio.get("k")
@@ -350,8 +444,8 @@ def test_inside_a_users_trio_asyncio_loop_either_side_works(
                 return got
 
             assert (await trio_asyncio.aio_as_trio(aio_side)())[0] == b"t"
-            assert from_aio._conn.side.direct and not from_aio._conn.side.bridged
-            assert from_trio._conn.side.bridged
+            assert from_aio._side.direct and not from_aio._side.bridged
+            assert from_trio._side.bridged
             await from_trio.aclose()
 
     _run(main)

@@ -73,7 +73,7 @@ async def test_timeouts_fire_exactly_at_their_deadline() -> None:
 async def test_timer_callbacks_with_equal_deadlines_fire_in_order(vclock: VirtualClock) -> None:
     fired: list[tuple[int, float]] = []
     for i in range(50):
-        vclock.at(2.0 if i % 2 else 1.0, lambda i=i: fired.append((i, vclock.monotonic())))
+        vclock.at(2.0 if i % 2 else 1.0, lambda i=i: fired.append((i, vclock.monotonic())))  # type: ignore[misc]
     await anyio.sleep(3)
     ones = [i for i, t in fired if t == 1001.0]
     twos = [i for i, t in fired if t == 1002.0]

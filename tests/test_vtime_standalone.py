@@ -25,7 +25,7 @@ def test_standalone_timers_fire_in_order_at_their_own_instant() -> None:
     clock = FakeClock(start=0.0, wall_start=100.0)
     seen: list[tuple[str, float, float]] = []
     for name, delay in (("c", 3.0), ("a", 1.0), ("b1", 2.0), ("b2", 2.0), ("late", 9.0)):
-        clock.at(delay, lambda n=name: seen.append((n, clock.monotonic(), clock.time())))
+        clock.at(delay, lambda n=name: seen.append((n, clock.monotonic(), clock.time())))  # type: ignore[misc]
     asyncio.run(clock.advance(5))
     assert seen == [("a", 1.0, 101.0), ("b1", 2.0, 102.0), ("b2", 2.0, 102.0), ("c", 3.0, 103.0)]
     assert clock.monotonic() == 5.0
@@ -44,7 +44,7 @@ def test_timer_set_by_a_timer_fires_within_the_same_advance() -> None:
 def test_a_failing_callback_does_not_stop_the_others(caplog: pytest.LogCaptureFixture) -> None:
     clock = FakeClock()
     seen: list[int] = []
-    clock.at(1, lambda: 1 / 0)  # type: ignore[func-returns-value]
+    clock.at(1, lambda: 1 / 0)  # type: ignore[arg-type,func-returns-value]
     clock.at(1, lambda: seen.append(1))
     asyncio.run(clock.advance(1))
     assert seen == [1]

@@ -23,7 +23,7 @@ from typing import Any
 import msgspec
 from rich.console import Console
 
-from .conformance import BACKENDS, REQUIRE_SERVERS_ENV, Provider, cases, get_provider
+from .conformance import BACKENDS, REQUIRE_SERVERS_ENV, Provider, get_provider, select_cases
 from .conformance import run as run_cases
 from .conformance._provider import env_options, provider_names
 from .conformance._report import (
@@ -108,7 +108,7 @@ def cmd_conformance(args: argparse.Namespace) -> int:
     json_to_stdout = args.json == "-"
     out = make_console(sys.stderr if json_to_stdout else sys.stdout)
     err = make_console(sys.stderr)
-    chosen = cases(contract=args.contract, select=args.select)
+    chosen = select_cases(contract=args.contract, select=args.select)
     if args.list:
         if not args.provider:  # list every registered provider
             args.provider = [",".join(provider_names())]

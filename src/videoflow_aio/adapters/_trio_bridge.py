@@ -1,10 +1,12 @@
-"""Run an asyncio-only client library from trio, on a trio-asyncio loop.
+"""Run an asyncio-only client library from trio, on a trio-asyncio loop: the one bridge.
 
-An adapter built on an asyncio client (redis-py, aetcd) asks :func:`caller_is_trio` once per
-call; under asyncio it runs as before and pays nothing more (``trio_asyncio`` is not even
-imported, so asyncio is not patched). Under trio it awaits :func:`run_on_asyncio`, which runs
-the adapter's asyncio code as an asyncio task on ONE trio-asyncio loop per ``trio.run``: opened
-on first use in a trio system task, closed when the run ends. So trio code needs no setup::
+An adapter built on an asyncio client (nats-py, redis-py, aetcd) decorates its class with
+:func:`bridged`. Every public coroutine method (the contract's, the adapter's own admin helpers
+such as ``drop_namespace``, a controls class's controls) and ``__aenter__``/``__aexit__`` then
+run whole as one asyncio task on ONE trio-asyncio loop per ``trio.run`` when called from a trio
+task: opened on first use in a trio system task, closed when the run ends. Called from asyncio,
+a method runs directly, and ``trio_asyncio`` is not even imported (asyncio is not patched). So
+trio code needs no setup::
 
     async with RedisRuntimeStore(url) as store:   # inside trio.run(...)
         await store.cas("k", None, b"v")
@@ -19,6 +21,9 @@ Guarantees:
 - All calls of one run share the loop, so a client's connections (bound to the loop that
   opened them) stay usable across calls and tasks; a client object must not outlive the
   ``trio.run`` it was used in.
+- An object is settled by its first call (:class:`Affinity`): first called from asyncio, it
+  never bridges (its client belongs to that asyncio loop); once called from trio, every call
+  from trio crosses, and calls the bridged method makes on the asyncio side go direct.
 
 Importing ``trio_asyncio`` patches ``asyncio.get_running_loop``/``current_task`` process-wide
 (correct under asyncio, about 2 µs a call slower); it is imported only on the first trio call.
@@ -34,6 +39,8 @@ its names to the patched ones (which behave as the originals outside a trio-asyn
 from __future__ import annotations
 
 import asyncio
+import functools
+import inspect
 import sys
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
@@ -44,6 +51,7 @@ import trio
 from ..contracts.errors import Unsupported
 
 T = TypeVar("T")
+C = TypeVar("C", bound=type)
 
 INSTALL_HINT = "the trio bridge needs trio-asyncio: pip install 'trio-asyncio>=0.15'"
 # asyncio functions trio-asyncio replaces, as bound by name in modules imported before it
@@ -70,10 +78,10 @@ def caller_is_trio() -> bool:
 class Affinity:
     """Where an asyncio-only client runs, settled by its first call.
 
-    ``if not side.direct and side.from_trio(): return await run_on_asyncio(...)`` at the top
-    of each I/O method: after a first call from asyncio, ``direct`` is True and that test is
-    all the asyncio path pays. After a call from trio, every call from trio is bridged (and
-    the bridged asyncio side runs the method's body).
+    :func:`bridged` methods test ``if not side.direct and side.from_trio()``: after a first
+    call from asyncio, ``direct`` is True and that test is all the asyncio path pays. After a
+    call from trio, every call from trio is bridged (and the bridged asyncio side runs the
+    method's body). Objects sharing one client share one ``Affinity``.
     """
 
     __slots__ = ("bridged", "direct")
@@ -178,3 +186,58 @@ async def run_on_asyncio(fn: Callable[..., Awaitable[T]], *args: Any) -> T:
     loop = await _loop()
     result: T = await loop.run_aio_coroutine(fn(*args))
     return result
+
+
+# -- the class decorator -------------------------------------------------------------------------
+_DUNDERS = ("__aenter__", "__aexit__")
+_MARK = "__videoflow_bridged__"
+
+
+def bridged_names(cls: type) -> tuple[str, ...]:
+    """The methods :func:`bridged` wraps on ``cls``: every public coroutine method (its own and
+    inherited, the contract's included) and ``__aenter__``/``__aexit__``, sorted."""
+    return tuple(
+        sorted(
+            name
+            for name in dir(cls)
+            if (not name.startswith("_") or name in _DUNDERS)
+            and inspect.iscoroutinefunction(getattr(cls, name, None))
+        )
+    )
+
+
+def _on_client_loop(method: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
+    @functools.wraps(method)
+    async def run(self: Any, *args: Any, **kwargs: Any) -> Any:
+        side: Affinity = self._side
+        if not side.direct and side.from_trio():
+            return await run_on_asyncio(functools.partial(method, self, *args, **kwargs))
+        return await method(self, *args, **kwargs)
+
+    setattr(run, _MARK, True)
+    return run
+
+
+def bridged(cls: C) -> C:
+    """Class decorator: make an asyncio-only adapter (or its controls) usable from trio.
+
+    Wraps every method :func:`bridged_names` lists so that a call from a trio task runs whole
+    on the run's trio-asyncio loop, and a call from asyncio runs directly (one attribute test).
+    Instances must set ``self._side`` to an :class:`Affinity` before their first call (a
+    controls class shares its backend's). A subclass overriding a wrapped method must be
+    decorated too; wrapping is idempotent.
+    """
+    for name in bridged_names(cls):
+        method = getattr(cls, name)
+        if not getattr(method, _MARK, False):
+            setattr(cls, name, _on_client_loop(method))
+    return cls
+
+
+async def on_client_loop(obj: Any, fn: Callable[..., Awaitable[T]], *args: Any) -> T:
+    """``await fn(*args)`` where ``obj``'s client lives (``obj._side``): across the bridge when
+    called from trio, directly from asyncio. For one-off code outside a bridged class."""
+    side: Affinity = obj._side
+    if not side.direct and side.from_trio():
+        return await run_on_asyncio(functools.partial(fn, *args))
+    return await fn(*args)

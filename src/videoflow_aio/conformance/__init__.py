@@ -7,12 +7,24 @@ with a :class:`Provider` and :func:`register_provider`. See ``docs/conformance.m
 
 from __future__ import annotations
 
-import sys
-import types
-from typing import Any
-
-from ._case import CONTRACTS, REGISTRY, Case, case, cases
-from ._harness import CaseFailure, Harness, Skip
+from ._capabilities import CAPABILITIES, Capability, capability_names
+from ._case import CONTRACTS, REGISTRY, Case, case, select_cases
+from ._controls import (
+    CONTROLS,
+    AllocationControls,
+    MessagingControls,
+    PayloadControls,
+    RuntimeStoreControls,
+)
+from ._harness import (
+    AllocationHarness,
+    CaseFailure,
+    Harness,
+    MessagingHarness,
+    PayloadHarness,
+    RuntimeStoreHarness,
+    Skip,
+)
 from ._provider import Provider, get_provider, provider_names, register_provider
 from ._runner import (
     BACKENDS,
@@ -26,40 +38,36 @@ from ._runner import (
     servers_required,
     summarize,
 )
+from ._server_provider import ServerProvider
 from ._suite import conformance_suite
-
-
-class _Package(types.ModuleType):
-    """Keeps ``conformance.cases`` the function when the ``cases/`` folder gets imported.
-
-    Importing a submodule sets it as an attribute of its package; without this, importing
-    ``videoflow_aio.conformance.cases`` (the folder of case modules) would replace the
-    :func:`cases` function. The folder stays importable through ``sys.modules``.
-    """
-
-    def __setattr__(self, name: str, value: Any) -> None:
-        if name == "cases" and isinstance(value, types.ModuleType):
-            return
-        super().__setattr__(name, value)
-
-
-sys.modules[__name__].__class__ = _Package
 
 __all__ = [
     "BACKENDS",
+    "CAPABILITIES",
     "CONTRACTS",
+    "CONTROLS",
     "REGISTRY",
     "REQUIRE_SERVERS_ENV",
+    "AllocationControls",
+    "AllocationHarness",
+    "Capability",
     "Case",
     "CaseFailure",
     "CaseResult",
     "Harness",
+    "MessagingControls",
+    "MessagingHarness",
+    "PayloadControls",
+    "PayloadHarness",
     "Provider",
     "Report",
+    "RuntimeStoreControls",
+    "RuntimeStoreHarness",
+    "ServerProvider",
     "Skip",
     "Summary",
+    "capability_names",
     "case",
-    "cases",
     "conformance_suite",
     "get_provider",
     "plan",
@@ -67,6 +75,7 @@ __all__ = [
     "register_provider",
     "run",
     "run_case",
+    "select_cases",
     "servers_required",
     "summarize",
 ]

@@ -7,7 +7,10 @@ import inspect
 import re
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from ._capabilities import Capability, check_capabilities
+from ._controls import check_controls
 
 if TYPE_CHECKING:
     from ._harness import Harness
@@ -15,7 +18,9 @@ if TYPE_CHECKING:
 CONTRACTS = ("runtime_store", "messaging", "payload", "allocation")
 _ID = re.compile(r"^(RTS|MSG|PAY|ALC|MIG)-\d{3}$")
 
-CaseFunc = Callable[["Harness"], Awaitable[None]]
+CaseFunc = Callable[["Harness[Any, Any]"], Awaitable[None]]
+"""A case: an async function of the harness of its contract (e.g. ``MessagingHarness``)."""
+F = TypeVar("F", bound=CaseFunc)
 
 
 @dataclass(frozen=True)
@@ -40,21 +45,31 @@ def case(
     title: str,
     *,
     contract: str,
-    needs: Iterable[str] = (),
+    needs: Iterable[Capability] = (),
     controls: Iterable[str] = (),
-) -> Callable[[CaseFunc], CaseFunc]:
-    """Register ``func`` as conformance case ``id``. IDs are stable once published."""
+) -> Callable[[F], F]:
+    """Register ``func`` as conformance case ``id``. IDs are stable once published.
+
+    ``needs`` are :data:`~videoflow_aio.conformance.Capability` names; ``controls`` the
+    controls of the contract's Protocol (e.g. :class:`MessagingControls`) the case uses.
+    An unknown name of either is a ``ValueError`` here, not a silent skip later.
+    """
     if not _ID.match(id):
         raise ValueError(f"case id {id!r} must look like MSG-001")
     if contract not in CONTRACTS:
         raise ValueError(f"unknown contract {contract!r}")
+    wanted = frozenset[str](needs)
+    used = frozenset(controls)
+    check_capabilities(wanted, f"case {id} needs=")
+    check_controls(contract, used, f"case {id} controls=")
 
-    def register(func: CaseFunc) -> CaseFunc:
-        if not inspect.iscoroutinefunction(func):
+    def register(func: F) -> F:
+        fn: object = func  # (a TypeGuard on func itself would narrow away the F)
+        if not inspect.iscoroutinefunction(fn):
             raise TypeError(f"case {id} must be an async def taking the Harness")
         if id in REGISTRY and REGISTRY[id].func.__qualname__ != func.__qualname__:
             raise ValueError(f"duplicate case id {id}")
-        REGISTRY[id] = Case(id, title, contract, func, frozenset(needs), frozenset(controls))
+        REGISTRY[id] = Case(id, title, contract, func, wanted, used)
         return func
 
     return register
@@ -62,7 +77,6 @@ def case(
 
 def load_all() -> None:
     """Import every case module so the registry is complete."""
-    # not ``from . import cases``: that finds the package's ``cases`` function, not the folder
     importlib.import_module(f"{__package__}.cases")
 
 
@@ -71,7 +85,7 @@ def _glob(pattern: str) -> re.Pattern[str]:
     return re.compile(f"^{body}$", re.IGNORECASE)
 
 
-def cases(contract: str | None = None, select: str | None = None) -> list[Case]:
+def select_cases(contract: str | None = None, select: str | None = None) -> list[Case]:
     """Registered cases in ID order, filtered by contract and by a glob-like ``select``
     (comma-separated patterns matched against the ID or the whole title, case-insensitive;
     ``*`` matches anything, ``?`` one character, e.g. ``MSG-0*,RTS-00?``)."""

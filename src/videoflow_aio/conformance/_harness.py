@@ -1,4 +1,11 @@
-"""The harness a case receives: how to open backends, reach controls, and scale time."""
+"""The harness a case receives: how to open backends, reach controls, and scale time.
+
+``Harness[BackendT, ControlsT]`` is typed by contract: ``MessagingHarness.open()`` returns a
+:class:`~videoflow_aio.contracts.messaging.MessagingBackend` and ``controls()`` a
+:class:`~videoflow_aio.conformance.MessagingControls`, so mypy checks every case against the
+contract it is written for (likewise ``PayloadHarness``, ``RuntimeStoreHarness``,
+``AllocationHarness``).
+"""
 
 from __future__ import annotations
 
@@ -8,11 +15,17 @@ import sys
 from collections.abc import Awaitable, Callable, Iterable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Generic, cast
 
 import anyio
+from typing_extensions import TypeVar
 
+from ..contracts.allocation import AcceleratorAllocationBackend
+from ..contracts.messaging import MessagingBackend
+from ..contracts.payload import PayloadStore
+from ..contracts.runtime_store import RuntimeStore
 from ..vtime import VirtualClock
+from ._controls import AllocationControls, MessagingControls, PayloadControls, RuntimeStoreControls
 
 _HERE = (__file__, contextlib.__file__)
 
@@ -29,10 +42,16 @@ class CaseFailure(AssertionError):
     """A check inside a case failed."""
 
 
+# defaults: a bare ``Harness`` (a provider's, a framework test's) is ``Harness[Any, Any]``
+BackendT = TypeVar("BackendT", default=Any)
+ControlsT = TypeVar("ControlsT", default=Any)
+T = TypeVar("T")
+
+
 class _Controls:
     """Async view of a provider's controls for one backend; only declared controls are reachable."""
 
-    def __init__(self, harness: Harness, target: Any) -> None:
+    def __init__(self, harness: Harness[Any, Any], target: Any) -> None:
         self._harness = harness
         self._target = target
 
@@ -62,7 +81,7 @@ BackendFactory = Callable[..., Awaitable[Any]]
 ControlsFactory = Callable[[Any], Any]
 
 
-class Harness:
+class Harness(Generic[BackendT, ControlsT]):
     """What a case gets: a factory for fresh backends, their controls, and time.
 
     ``open(**options)`` returns a new backend configured with ``options`` (seed constructor
@@ -106,20 +125,20 @@ class Harness:
         """True when the case runs on virtual time (a model), False on a real engine's clock."""
         return self.clock is not None
 
-    async def open(self, **options: Any) -> Any:
+    async def open(self, **options: Any) -> BackendT:
         """A fresh backend with ``options``; raises Skip when the provider cannot honour them."""
-        backend = await self._factory(**options)
+        backend: BackendT = await self._factory(**options)
         self.opened.append(backend)
         return backend
 
-    def controls(self, backend: Any) -> Any:
+    def controls(self, backend: BackendT) -> ControlsT:
         """The model controls for ``backend``: each attribute is an awaitable method.
 
         Using a control the case did not declare in ``controls=`` fails the case; a control the
         provider cannot perform skips it (on the reference models it fails).
         """
         target = backend if self._controls_for is None else self._controls_for(backend)
-        return _Controls(self, target)
+        return cast(ControlsT, _Controls(self, target))
 
     # -- time ------------------------------------------------------------------------------
     def seconds(self, s: float) -> float:
@@ -163,6 +182,12 @@ class Harness:
         if not condition:
             self._fail(message)
 
+    def expect_type(self, value: object, cls: type[T], what: str = "value") -> T:
+        """Check that ``value`` is a ``cls`` and return it as one (e.g. ``Known`` vs
+        ``Unknown``), so the rest of the case is typed by what it checked."""
+        self.check(isinstance(value, cls), f"{what}: expected {cls.__name__}, got {value!r}")
+        return cast(T, value)
+
     def equal(self, actual: object, expected: object, what: str = "value") -> None:
         """Check ``actual == expected`` with a readable message."""
         self.check(actual == expected, f"{what}: expected {expected!r}, got {actual!r}")
@@ -189,3 +214,9 @@ class Harness:
         """Skip the case unless the opened backend offers ``capability``."""
         if not condition:
             raise Skip(f"needs capability {capability}")
+
+
+MessagingHarness = Harness[MessagingBackend, MessagingControls]
+PayloadHarness = Harness[PayloadStore, PayloadControls]
+RuntimeStoreHarness = Harness[RuntimeStore, RuntimeStoreControls]
+AllocationHarness = Harness[AcceleratorAllocationBackend, AllocationControls]

@@ -5,11 +5,13 @@ Life cycle of a provider (the runner and the pytest plugin drive it):
 1. ``get_provider(name, **options)`` builds it. Construction must be cheap and must not start
    anything: the pytest plugin builds every provider while collecting tests.
 2. ``unavailable()`` says why it cannot run here (e.g. the server binary is missing), or None.
+   ``capabilities()`` and ``controls()`` say what it offers, from its configuration alone:
+   pytest asks them while collecting, before anything is started (and the runner asks again
+   after ``setup()``). What only the live server can tell, a case checks at run time
+   (``h.require(caps.durable, ...)``).
 3. ``setup()`` (sync, called once before its first case) starts what it shares across cases,
    such as a server process on 127.0.0.1. Each case runs in a fresh event loop, so anything
    shared across cases must outlive a loop: a subprocess, a temporary directory — not a client.
-   ``capabilities()`` and ``controls()`` are asked after ``setup()``, so they may depend on
-   the live server.
 4. ``harness(case)`` (an async context manager, once per case, inside that case's loop) opens a
    fresh :class:`Harness`; clients and per-case state live and die here.
 5. ``close()`` (sync, called once at the end) releases what ``setup()`` started. A provider
@@ -21,13 +23,14 @@ from __future__ import annotations
 
 import abc
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from contextlib import AbstractAsyncContextManager
 from types import TracebackType
 from typing import Any
 
 import anyio
 
+from ._capabilities import CapabilityStruct, capability_names
 from ._case import Case
 from ._harness import Harness
 
@@ -53,12 +56,23 @@ class Provider(abc.ABC):
         """Why the provider cannot run here (server binary missing, …), or None."""
         return None
 
-    def capabilities(self, contract: str) -> frozenset[str] | None:
-        """Profiles offered for ``contract`` (cases' ``needs``); None means every profile."""
+    def offered(self, contract: str) -> Sequence[CapabilityStruct] | None:
+        """The ``capabilities()`` structs of the backends this provider opens for ``contract``
+        (one per configuration it can open); None: it offers every profile."""
         return None
 
+    def capabilities(self, contract: str) -> frozenset[str] | None:
+        """Capability names offered for ``contract`` (cases' ``needs``); None means every one.
+
+        Derived from :meth:`offered` by default. Answered from the provider's configuration:
+        asked before :meth:`setup` (pytest collects without starting servers) and again after.
+        """
+        structs = self.offered(contract)
+        return None if structs is None else frozenset[str](capability_names(*structs))
+
     def controls(self, contract: str) -> frozenset[str] | None:
-        """Controls offered for ``contract``; None means every model control."""
+        """Controls offered for ``contract`` (see :func:`offered_controls`); None means every
+        control of the contract's Protocol. Answered from configuration, like capabilities."""
         return None
 
     @abc.abstractmethod

@@ -6,10 +6,12 @@ backend) becomes a test item named ``MSG-001[memory-asyncio]``: it fails with th
 reason (and the traceback when there is one), skips with the skip reason, and records
 ``virtual_seconds`` / ``wall_seconds`` as user properties (they appear in JUnit XML).
 
-Providers are built once per session (``get_provider(name, **options)``), set up before their
-first case and closed when the session ends. A provider that is unavailable here (server
+Providers are built once per session (``get_provider(name, **options)``), set up when their
+first case runs (collecting starts no server: ``--collect-only`` and ``-m "not server"`` never
+start one) and closed when the session ends. A provider that is unavailable here (server
 binary missing) skips — unless ``VIDEOFLOW_REQUIRE_SERVERS=1``, as in CI, where it fails.
-Each item has its case ID, contract, provider and backend as keywords (``-k "RTS and file"``).
+Each item has its case ID, contract, provider and backend as keywords (``-k "RTS and file"``);
+the items of real-time providers (real servers) carry the ``server`` marker.
 """
 
 from __future__ import annotations
@@ -21,13 +23,20 @@ from typing import Any
 
 import pytest
 
-from ._case import Case, cases
+from ._case import Case, select_cases
 from ._provider import Provider, env_options, get_provider, provider_names
-from ._runner import close_provider, ensure_setup, execute, inapplicable, plan
+from ._runner import close_provider, execute, inapplicable, plan
 from ._suite import SuiteSpec
 
 _PROVIDERS = pytest.StashKey[dict[tuple[str, str], Provider]]()
 _NOT_APPLICABLE = pytest.StashKey[dict[tuple[str, str], int]]()
+SERVER_MARKER = "server"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", f"{SERVER_MARKER}: needs a real server (conformance runs of real providers)"
+    )
 
 
 class CaseFailed(Exception):
@@ -68,6 +77,8 @@ class ConformanceItem(pytest.Item):
         self.backend = backend
         for word in (case.id, case.contract, provider.name, backend):
             self.keywords[word] = True
+        if provider.real_time:
+            self.add_marker(SERVER_MARKER)
 
     def runtest(self) -> None:
         run = execute(self.case, self.provider, self.backend)
@@ -126,10 +137,13 @@ class SuiteCollector(pytest.Collector):
         skip left in a report means something was missing here. An unavailable provider's runs
         are still collected (they skip, or fail when servers are required)."""
         spec = self.spec
-        chosen = cases(contract=spec.contract, select=spec.select)
+        chosen = select_cases(contract=spec.contract, select=spec.select)
         counts = self.config.stash.setdefault(_NOT_APPLICABLE, {})
+        missing: dict[int, str | None] = {}
         for c, p, b in plan(chosen, self._providers(), spec.backends):
-            if _not_applicable(c, p, b):
+            if id(p) not in missing:
+                missing[id(p)] = _unavailable(p)
+            if b not in p.backends or (missing[id(p)] is None and _not_applicable(c, p, b)):
                 key = (p.name, b)
                 counts[key] = counts.get(key, 0) + 1
                 continue
@@ -138,12 +152,20 @@ class SuiteCollector(pytest.Collector):
             )
 
 
+def _unavailable(p: Provider) -> str | None:
+    try:
+        return p.unavailable()
+    except Exception as exc:  # collected: the run reports the broken provider
+        return f"{type(exc).__name__}: {exc}"
+
+
 def _not_applicable(c: Case, p: Provider, b: str) -> bool:
-    if b not in p.backends:
-        return True
-    if p.unavailable() or ensure_setup(p) is not None:
-        return False  # collected: the run reports why (skip, or fail when servers are required)
-    return inapplicable(c, p, b) is not None
+    """Whether the run cannot apply, from what the provider says before it is set up (nothing
+    is started while collecting). A provider that raises is collected: the run reports it."""
+    try:
+        return inapplicable(c, p, b) is not None
+    except Exception:
+        return False
 
 
 def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:

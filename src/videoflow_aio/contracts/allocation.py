@@ -235,8 +235,9 @@ class AcceleratorAllocationBackend(abc.ABC):
     ) -> ClaimObservation:
         """Take ownership of the plan's nodes (CAS on each ``resource_version``) and write its
         geometry. ``expected_generation`` None creates the claim; retrying with the same
-        ``operation_id`` returns the same claim. Raises :class:`OwnershipConflict` when a
-        node moved (nothing is left held)."""
+        ``operation_id`` and the same plan returns the same claim, while a different plan under
+        a used ``operation_id`` is a ``ValidationError`` (``field='plan'``, nothing changes).
+        Raises :class:`OwnershipConflict` when a node moved (nothing is left held)."""
 
     @abc.abstractmethod
     async def observe(self, claim_id: str) -> Known[ClaimObservation] | Unknown:

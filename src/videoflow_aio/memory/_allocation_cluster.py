@@ -17,7 +17,7 @@ import anyio
 
 from .. import faults
 from ..contracts.allocation import OwnershipConflict
-from ..deploy import cluster
+from ..gpu import labels as gfd
 from ..observe import ObservationLog
 from ._allocation_fixture import NodeFixture
 from ._allocation_timer import TimerClock, call_later
@@ -90,7 +90,7 @@ class Cluster:
         failed = name in self.failing_geometry
         node.mig_state = "failed" if failed else "success"
         node.mig_state_generation = generation
-        node.labels[cluster.MIG_STATE] = node.mig_state
+        node.labels[gfd.MIG_STATE] = node.mig_state
         if not failed:
             node.mig_layout = dict(job.layout)
             node.applied_by_model = True
@@ -101,7 +101,7 @@ class Cluster:
         node = self.nodes[name]
         node.mig_state = "pending"
         node.mig_state_generation = generation
-        node.labels[cluster.MIG_STATE] = "pending"
+        node.labels[gfd.MIG_STATE] = "pending"
         node.resource_version += 1
         self.mutate("node.mig-state", name, "mig-manager", f"pending@{generation}")
         now = self.now() or 0.0
@@ -173,14 +173,7 @@ class Cluster:
                 by,
                 "tombstone" if not entries else ",".join(sorted(entries)),
             )
-            if entries and self.pointer != SHARED_CONFIG:
-                self.pointer_original = self.pointer
-                self.pointer = SHARED_CONFIG
-                self.mutate("config.pointer", SHARED_CONFIG, by, SHARED_CONFIG)
-            elif not entries and self.pointer == SHARED_CONFIG:
-                self.pointer = self.pointer_original or DEFAULT_POINTER
-                self.pointer_original = None
-                self.mutate("config.pointer", SHARED_CONFIG, by, self.pointer)
+            self._repoint(by, bool(entries))
             return not entries
         raise OwnershipConflict(
             f"shared config kept moving ({CONFIG_RETRIES} conflicts)",
@@ -188,6 +181,17 @@ class Cluster:
             expected=None,
             actual=self.config_version,
         )
+
+    def _repoint(self, by: str, live: bool) -> None:
+        """The manager reads the shared config while it has entries, the original after."""
+        if live and self.pointer != SHARED_CONFIG:
+            self.pointer_original = self.pointer
+            self.pointer = SHARED_CONFIG
+            self.mutate("config.pointer", SHARED_CONFIG, by, SHARED_CONFIG)
+        elif not live and self.pointer == SHARED_CONFIG:
+            self.pointer = self.pointer_original or DEFAULT_POINTER
+            self.pointer_original = None
+            self.mutate("config.pointer", SHARED_CONFIG, by, self.pointer)
 
     def point(self, name: str, config: str, layout: dict[str, int], by: str) -> int:
         """Point ``name`` at config entry ``config`` (remembering the original pointer and
@@ -199,7 +203,7 @@ class Cluster:
                 n.restore_record = n.mig_config
                 self.restore_layouts[name] = dict(n.mig_layout)
             n.mig_config = config
-            n.labels[cluster.MIG_CONFIG] = config
+            n.labels[gfd.MIG_CONFIG] = config
 
         generation = self.cas_node(
             node, node.resource_version, by, "node.mig-config", config, point
@@ -216,7 +220,7 @@ class Cluster:
         def restore(n: NodeFixture) -> None:
             n.restore_record = None
             n.mig_config = original
-            n.labels[cluster.MIG_CONFIG] = original
+            n.labels[gfd.MIG_CONFIG] = original
 
         generation = self.cas_node(
             node, node.resource_version, by, "node.mig-config", original, restore

@@ -7,18 +7,11 @@ import re
 from dataclasses import dataclass, field
 
 from ..contracts.errors import ValidationError
-from ..deploy import cluster
-from ..deploy.cluster import classify_gfd_labels
+from ..gpu import labels as gfd
+from ..gpu.labels import classify_gfd_labels, labelled_geometry
 
 _MIG_SUFFIX = re.compile(r"-MIG-(.+)$", re.IGNORECASE)
 _MIXED_KEY = re.compile(r"^nvidia\.com/mig-.+\.[a-z.]+$")
-_BASE_PROFILE = re.compile(r"^(\d+g\.\d+gb)\.(.+)$")
-
-
-def profile_from_label(name: str) -> str:
-    """Undo GFD's ``+`` → ``.`` spelling: ``1g.10gb.me`` → ``1g.10gb+me``."""
-    m = _BASE_PROFILE.match(name)
-    return f"{m.group(1)}+{m.group(2)}" if m else name
 
 
 def _check_count(value: object, field_name: str, where: str) -> None:
@@ -27,6 +20,18 @@ def _check_count(value: object, field_name: str, where: str) -> None:
             f"{where}: {field_name} must be a non-negative integer, got {value!r}",
             field=field_name,
             value=value,
+        )
+
+
+def _check_memory(value: object, where: str) -> None:
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or not math.isfinite(value)
+        or value < 0
+    ):
+        raise ValidationError(
+            f"{where}: memory_gib must be a finite number >= 0", field="memory_gib", value=value
         )
 
 
@@ -62,6 +67,18 @@ class NodeFixture:
     applied_by_model: bool = field(default=False, init=False, repr=False)
 
     def __post_init__(self) -> None:
+        self._validate()
+        self.labels = dict(self.labels)
+        self.mig_layout = {p: c for p, c in self.mig_layout.items() if c > 0}
+        self.workloads = dict(self.workloads)
+        if self.mig_config == "all-disabled" and self.labels.get(gfd.MIG_CONFIG):
+            self.mig_config = self.labels[gfd.MIG_CONFIG]
+        if self.mig_state == "success" and self.labels.get(gfd.MIG_STATE) in gfd.MIG_STATES:
+            self.mig_state = self.labels[gfd.MIG_STATE]
+        if not self.mig_layout:
+            self.mig_layout = labelled_geometry(self.labels)
+
+    def _validate(self) -> None:
         where = f"node {self.name!r}"
         if not isinstance(self.name, str) or not self.name:
             raise ValidationError(
@@ -72,22 +89,12 @@ class NodeFixture:
                 f"{where}: product must be a non-empty string", field="product", value=self.product
             )
         _check_count(self.gpu_count, "gpu_count", where)
-        if (
-            isinstance(self.memory_gib, bool)
-            or not isinstance(self.memory_gib, int | float)
-            or not math.isfinite(self.memory_gib)
-            or self.memory_gib < 0
-        ):
-            raise ValidationError(
-                f"{where}: memory_gib must be a finite number >= 0",
-                field="memory_gib",
-                value=self.memory_gib,
-            )
+        _check_memory(self.memory_gib, where)
         _check_count(self.resource_version, "resource_version", where)
         _check_count(self.mig_state_generation, "mig_state_generation", where)
-        if self.mig_state not in cluster.MIG_STATES:
+        if self.mig_state not in gfd.MIG_STATES:
             raise ValidationError(
-                f"{where}: mig_state must be one of {cluster.MIG_STATES}",
+                f"{where}: mig_state must be one of {gfd.MIG_STATES}",
                 field="mig_state",
                 value=self.mig_state,
             )
@@ -95,15 +102,6 @@ class NodeFixture:
             _check_count(count, f"mig_layout[{profile}]", where)
         for workload, units in self.workloads.items():
             _check_count(units, f"workloads[{workload}]", where)
-        self.labels = dict(self.labels)
-        self.mig_layout = {p: c for p, c in self.mig_layout.items() if c > 0}
-        self.workloads = dict(self.workloads)
-        if self.mig_config == "all-disabled" and self.labels.get(cluster.MIG_CONFIG):
-            self.mig_config = self.labels[cluster.MIG_CONFIG]
-        if self.mig_state == "success" and self.labels.get(cluster.MIG_STATE) in cluster.MIG_STATES:
-            self.mig_state = self.labels[cluster.MIG_STATE]
-        if not self.mig_layout:
-            self.mig_layout = labelled_geometry(self.labels)
 
     # -- judging -----------------------------------------------------------------------------
     def effective_labels(self) -> dict[str, str]:
@@ -111,28 +109,33 @@ class NodeFixture:
         the model wrote, and — once the model applied geometry itself — that geometry as GFD
         ``mixed`` slices (or whole GPUs when it applied none)."""
         out = dict(self.labels)
-        if cluster.MIG_CONFIG in out or self.mig_config != "all-disabled":
-            out[cluster.MIG_CONFIG] = self.mig_config
+        if gfd.MIG_CONFIG in out or self.mig_config != "all-disabled":
+            out[gfd.MIG_CONFIG] = self.mig_config
         if (
-            out.get(cluster.MIG_STATE) in cluster.MIG_STATES
+            out.get(gfd.MIG_STATE) in gfd.MIG_STATES
             or self.mig_state != "success"
             or self.mig_state_generation
         ):
-            out[cluster.MIG_STATE] = self.mig_state
+            out[gfd.MIG_STATE] = self.mig_state
         if self.applied_by_model and self.mig_state == "success":
-            for key in [k for k in out if _MIXED_KEY.match(k)]:
-                del out[key]
-            out[cluster.PRODUCT] = _MIG_SUFFIX.sub("", out.get(cluster.PRODUCT, self.product))
-            out[cluster.COUNT] = str(self.gpu_count)
-            if self.mig_layout:
-                out[cluster.STRATEGY] = "mixed"
-                for profile, count in sorted(self.mig_layout.items()):
-                    out[f"nvidia.com/mig-{cluster.profile_label(profile)}.count"] = str(count)
+            self._show_applied_geometry(out)
         return out
+
+    def _show_applied_geometry(self, out: dict[str, str]) -> None:
+        """Relabel ``out`` as GFD shows the geometry the model applied: ``mixed`` slices, or
+        whole GPUs when it applied none."""
+        for key in [k for k in out if _MIXED_KEY.match(k)]:
+            del out[key]
+        out[gfd.PRODUCT] = _MIG_SUFFIX.sub("", out.get(gfd.PRODUCT, self.product))
+        out[gfd.COUNT] = str(self.gpu_count)
+        if self.mig_layout:
+            out[gfd.STRATEGY] = "mixed"
+            for profile, count in sorted(self.mig_layout.items()):
+                out[f"nvidia.com/mig-{gfd.profile_label(profile)}.count"] = str(count)
 
     def classification(self) -> str:
         """The same per-node rule the cluster reader applies to GPU Feature Discovery labels
-        (``deploy.cluster.classify_gfd_labels``), so a fixture and a real node with the same
+        (``gpu.classify_gfd_labels``), so a fixture and a real node with the same
         labels are judged identically — plus geometry this backend applied itself, which a
         real node would advertise as slices."""
         return classify_gfd_labels(self.effective_labels())
@@ -147,18 +150,4 @@ class NodeFixture:
         return sum(self.mig_layout.values()) if self.mig_layout else self.gpu_count
 
 
-def labelled_geometry(labels: dict[str, str]) -> dict[str, int]:
-    """MIG devices shown by GFD labels (``single`` or ``mixed``), profile → count."""
-    product = labels.get(cluster.PRODUCT, "")
-    m = _MIG_SUFFIX.search(product)
-    if m and m.group(1).upper() != "INVALID":
-        try:
-            count = int(labels.get(cluster.COUNT, "0"))
-        except ValueError:
-            count = 0
-        return {m.group(1): count} if count > 0 else {}
-    mixed = cluster.mixed_geometry(labels) or {}
-    return {profile_from_label(p): c for p, c in mixed.items()}
-
-
-__all__ = ["NodeFixture", "labelled_geometry", "profile_from_label"]
+__all__ = ["NodeFixture"]

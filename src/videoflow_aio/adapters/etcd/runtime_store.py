@@ -12,16 +12,18 @@
   If the resolution fails too, :class:`OutcomeUnknown`.
 - Values over etcd's request limit (``--max-request-bytes``, 1.5 MiB by default) are refused
   with :class:`ValidationError` before sending.
-- Under trio, every RPC step crosses ``adapters._trio_bridge`` (one trio-asyncio loop per
-  ``trio.run``; needs ``trio-asyncio``); validation runs on the caller's side.
+- Under trio, every method runs whole across ``adapters._trio_bridge`` (one trio-asyncio
+  loop per ``trio.run``; needs ``trio-asyncio``).
+- Every gRPC error is mapped onto ``videoflow_aio.contracts.errors`` in one place,
+  :meth:`EtcdRuntimeStore._errors`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import uuid
+from collections.abc import Iterator
 from types import TracebackType
 from typing import Any
 
@@ -45,7 +47,7 @@ from ...contracts.runtime_store import (
     make_version,
     version_number,
 )
-from .._trio_bridge import Affinity, run_on_asyncio
+from .._trio_bridge import Affinity, bridged
 
 DEFAULT_MAX_REQUEST_BYTES = 1_572_864  # etcd --max-request-bytes default (1.5 MiB)
 _OVERHEAD = 1024  # txn framing, marker key, compare entries
@@ -53,6 +55,11 @@ _PAGE = 500
 MAX_KEY_BYTES = 4096
 _CONNECT_FAILED = "failed to connect to all addresses"  # grpc: refused before sending
 _AMBIGUOUS_CODES = (grpc.StatusCode.DEADLINE_EXCEEDED, grpc.StatusCode.UNAVAILABLE)
+
+
+class ReplyLost(Exception):
+    """Internal: a write was sent and its reply lost (``__cause__`` says how); its outcome is
+    resolved through the request marker."""
 
 
 async def _rpc(call: Any) -> Any:
@@ -100,6 +107,7 @@ def _range(key: bytes) -> Any:
     return rpc.RequestOp(request_range=rpc.RangeRequest(key=key))
 
 
+@bridged
 class EtcdRuntimeStore(RuntimeStore):
     """Versioned records in etcd; see the module docstring for the guarantees."""
 
@@ -118,7 +126,7 @@ class EtcdRuntimeStore(RuntimeStore):
         self._timeout = timeout
         self._max_request = max_request_bytes
         # larger values are refused up front: etcd would answer "request is too large"
-        self._max_value = max_request_bytes - MAX_KEY_BYTES - _OVERHEAD
+        self._max_value = _max_value(max_request_bytes)
         self._window = max(2, int(outcome_window_seconds))
         self._client = Client(host or "127.0.0.1", int(port or 2379), timeout=timeout)
         self.namespace = namespace
@@ -130,7 +138,7 @@ class EtcdRuntimeStore(RuntimeStore):
         self._lease_renew_at = 0.0
         self._lease_lock = asyncio.Lock()  # asyncio side only (binds its loop on first use)
         self._connected = False
-        self._side = Affinity()  # asyncio: direct; trio: across the trio-asyncio bridge
+        self._side = Affinity()  # asyncio: direct; trio: across the trio-asyncio bridge (bridged)
 
     # -- plumbing ----------------------------------------------------------------------------
     async def _stub(self) -> Any:
@@ -144,53 +152,58 @@ class EtcdRuntimeStore(RuntimeStore):
         return self._client.kvstub
 
     async def aclose(self) -> None:
-        if not self._side.direct and self._side.from_trio():
-            return await run_on_asyncio(self.aclose)
         with contextlib.suppress(Exception):
             await self._client.close()
         self._connected = False
 
     async def __aenter__(self) -> EtcdRuntimeStore:
-        await self._connect()
-        return self
-
-    async def _connect(self) -> None:
-        if not self._side.direct and self._side.from_trio():
-            return await run_on_asyncio(self._connect)
         await self._stub()
+        return self
 
     async def __aexit__(
         self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None
     ) -> None:
         await self.aclose()
 
-    def _map(self, exc: BaseException, what: str) -> Exception:
-        if isinstance(exc, grpc.aio.AioRpcError):
+    @contextlib.contextmanager
+    def _errors(self, what: str, *, write: bool = False) -> Iterator[None]:
+        """Map the gRPC errors raised in the block onto the contract.
+
+        - too large for the server: :class:`ValidationError` (nothing sent that could apply);
+        - a ``write`` whose reply is lost (deadline, connection lost): never sent when no
+          connection could be made (:class:`BackendUnavailable` ``applied=False``), otherwise
+          :class:`ReplyLost`, resolved by the caller through the request marker;
+        - anything else: :class:`BackendUnavailable`.
+
+        Cancellation passes through untouched.
+        """
+        try:
+            yield
+        except grpc.aio.AioRpcError as exc:
             details = exc.details() or ""
             if "request is too large" in details or "larger than max" in details:
-                return ValidationError(
+                raise ValidationError(
                     f"etcd {what}: {details}", field="value", limit=self._max_request
-                )
-            return BackendUnavailable(
+                ) from exc
+            if write and exc.code() in _AMBIGUOUS_CODES:
+                if _CONNECT_FAILED in details:  # never sent: no connection
+                    raise BackendUnavailable(
+                        f"etcd {what}: not sent ({details})", backend="etcd", applied=False
+                    ) from exc
+                raise ReplyLost(what) from exc
+            raise BackendUnavailable(
                 f"etcd {what} failed: {exc.code().name}: {details}", backend="etcd"
-            )
-        return BackendUnavailable(
-            f"etcd {what} failed: {type(exc).__name__}: {exc}", backend="etcd"
-        )
+            ) from exc
 
     async def _call(self, what: str, method: str, request: Any) -> Any:
         """A read-only RPC (or a definite one) with the deadline; errors mapped."""
-        if not self._side.direct and self._side.from_trio():
-            return await run_on_asyncio(self._call, what, method, request)
         stub = await self._stub()
-        try:
+        with self._errors(what):
             return await _rpc(
                 getattr(stub, method)(
                     request, timeout=self._timeout, metadata=self._client.metadata
                 )
             )
-        except grpc.aio.AioRpcError as exc:
-            raise self._map(exc, what) from exc
 
     async def _marker_lease(self) -> int:
         """A lease for request markers, rotated before it could expire under a resolution."""
@@ -201,7 +214,7 @@ class EtcdRuntimeStore(RuntimeStore):
             if self._lease and anyio.current_time() < self._lease_renew_at:
                 return self._lease
             await self._stub()
-            try:
+            with self._errors("lease grant"):
                 resp = await _rpc(
                     self._client.leasestub.LeaseGrant(
                         rpc.LeaseGrantRequest(TTL=2 * self._window),
@@ -209,8 +222,6 @@ class EtcdRuntimeStore(RuntimeStore):
                         metadata=self._client.metadata,
                     )
                 )
-            except grpc.aio.AioRpcError as exc:
-                raise self._map(exc, "lease grant") from exc
             self._lease = int(resp.ID)
             self._lease_renew_at = anyio.current_time() + self._window
             return self._lease
@@ -221,8 +232,6 @@ class EtcdRuntimeStore(RuntimeStore):
         Returns the TxnResponse, or the marker's create revision (int) when a lost reply was
         resolved as applied.
         """
-        if not self._side.direct and self._side.from_trio():
-            return await run_on_asyncio(self._write, what, rid, compare, ops)
         stub = await self._stub()
         marker = self._op + rid
         lease = await self._marker_lease()
@@ -235,16 +244,12 @@ class EtcdRuntimeStore(RuntimeStore):
             stub.Txn(request, timeout=self._timeout, metadata=self._client.metadata)
         )
         try:
-            # shielded: a cancelled caller leaves the RPC running, so its outcome can be settled
-            return await asyncio.shield(call)
-        except grpc.aio.AioRpcError as exc:
-            if exc.code() not in _AMBIGUOUS_CODES:
-                raise self._map(exc, what) from exc
-            if _CONNECT_FAILED in (exc.details() or ""):  # never sent: no connection
-                raise BackendUnavailable(
-                    f"etcd {what}: not sent ({exc.details()})", backend="etcd", applied=False
-                ) from exc
-            cause: BaseException = exc
+            with self._errors(what, write=True):
+                # shielded: a cancelled caller leaves the RPC running, so its outcome can be
+                # settled
+                return await asyncio.shield(call)
+        except ReplyLost as lost:
+            cause = lost.__cause__ or lost
         except asyncio.CancelledError:
             # settle before re-raising the caller's own cancellation: wait for the RPC (its
             # deadline bounds this), and fence the request id if that answer is lost too
@@ -294,7 +299,8 @@ class EtcdRuntimeStore(RuntimeStore):
         return None
 
     async def drop_namespace(self) -> None:
-        """Delete every key under this store's namespace (records, logs, markers)."""
+        """Delete every key under this store's namespace (records, logs, markers): for tests
+        and tear-down; other stores on the same namespace lose their data too."""
         start = self._ns + b"/"
         await self._call(
             "drop_namespace",
@@ -339,20 +345,19 @@ class EtcdRuntimeStore(RuntimeStore):
         """One ``Range`` page of at most ``limit`` entries; a page too large for gRPC's receive
         limit (4 MiB by default; values can be up to 1.5 MiB each) is retried with half the
         limit. Returns the response and the limit that worked (use it for the next page)."""
-        if not self._side.direct and self._side.from_trio():
-            return await run_on_asyncio(functools.partial(self._range, what, limit, **fields))
         stub = await self._stub()
         while True:
             request = rpc.RangeRequest(limit=limit, **fields)
-            try:
-                resp = await _rpc(
-                    stub.Range(request, timeout=self._timeout, metadata=self._client.metadata)
-                )
-            except grpc.aio.AioRpcError as exc:
-                if exc.code() == grpc.StatusCode.RESOURCE_EXHAUSTED and limit > 1:
+            with self._errors(what):
+                try:
+                    resp = await _rpc(
+                        stub.Range(request, timeout=self._timeout, metadata=self._client.metadata)
+                    )
+                except grpc.aio.AioRpcError as exc:
+                    if exc.code() != grpc.StatusCode.RESOURCE_EXHAUSTED or limit == 1:
+                        raise
                     limit = max(1, limit // 2)
                     continue
-                raise self._map(exc, what) from exc
             return resp, limit
 
     async def scan(self, prefix: str) -> list[tuple[str, bytes, str]]:
@@ -408,15 +413,7 @@ class EtcdRuntimeStore(RuntimeStore):
             min_create = int(resp.kvs[-1].create_revision) + 1
 
     async def capabilities(self) -> RuntimeCapabilities:
-        return RuntimeCapabilities(
-            store="etcd",
-            shared_across_processes=True,
-            shared_across_hosts=True,
-            durable=True,
-            dense_log_numbers=False,
-            max_key_bytes=MAX_KEY_BYTES,
-            max_value_bytes=self._max_value,
-        )
+        return runtime_capabilities(self._max_request)
 
     # -- helpers -----------------------------------------------------------------------------
     def _key(self, key: object) -> bytes:
@@ -427,3 +424,21 @@ class EtcdRuntimeStore(RuntimeStore):
         # one level per log: a raw '/' would let log 'a' read log 'a/b'
         log = log.replace("%", "%25").replace("/", "%2F")
         return self._log + log.encode() + b"/"
+
+
+def _max_value(max_request_bytes: int) -> int:
+    return max_request_bytes - MAX_KEY_BYTES - _OVERHEAD
+
+
+def runtime_capabilities(max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES) -> RuntimeCapabilities:
+    """What an :class:`EtcdRuntimeStore` for a server with ``--max-request-bytes`` guarantees
+    (etcd persists every committed write in its raft WAL: durable)."""
+    return RuntimeCapabilities(
+        store="etcd",
+        shared_across_processes=True,
+        shared_across_hosts=True,
+        durable=True,
+        dense_log_numbers=False,
+        max_key_bytes=MAX_KEY_BYTES,
+        max_value_bytes=_max_value(max_request_bytes),
+    )

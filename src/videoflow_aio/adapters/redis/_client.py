@@ -4,7 +4,8 @@
 - A waiting pool (:class:`WaitingConnectionPool`): a full pool waits instead of raising.
 - redis-py's own retries are off (``Retry(NoBackoff(), 0)``): a re-sent write is not the
   adapter's decision to make; writes are resolved instead (:meth:`RedisConnection.write`).
-- Every redis-py exception is mapped onto ``videoflow_aio.contracts.errors`` (cause chained).
+- Every redis-py exception is mapped onto ``videoflow_aio.contracts.errors`` (cause chained)
+  in one place, :func:`map_exceptions`.
 
 Ambiguous writes: every write script takes a request id and leaves a short-lived marker key
 ``<ns>:op:<rid>`` when it applies (``c``, or a result such as a log number). A write whose
@@ -20,7 +21,7 @@ import asyncio
 import contextlib
 import itertools
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import anyio
@@ -30,7 +31,7 @@ from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 
 from ...contracts.errors import BackendUnavailable, OutcomeUnknown
-from .._trio_bridge import Affinity, run_on_asyncio
+from .._trio_bridge import Affinity
 from .._watchdog import Watchdog
 
 FENCED = b"f"
@@ -45,13 +46,13 @@ redis.call('SET', KEYS[1], 'f', 'PX', ARGV[1])
 return false
 """
 
-_AMBIGUOUS = (rexc.ConnectionError, rexc.TimeoutError, TimeoutError, OSError)
 _POOL_EXHAUSTED = "No connection available"
 _CONNECT_FAILED = "connecting to"  # redis-py: "Error 111 connecting to host:port. …"
 
 
-class Resolved(Exception):
-    """Internal: a lost write was resolved as not applied (fenced)."""
+class ReplyLost(Exception):
+    """Internal: a write was sent and its reply lost (``__cause__`` says how); its outcome is
+    resolved through the request marker."""
 
 
 _RID_PREFIX = uuid.uuid4().hex[:16]
@@ -123,6 +124,43 @@ def unavailable(exc: BaseException, what: str) -> BackendUnavailable:
     return BackendUnavailable(f"redis {what} failed: {type(exc).__name__}: {exc}", backend="redis")
 
 
+@contextlib.contextmanager
+def map_exceptions(what: str, *, timeout: float, write: bool = False) -> Iterator[None]:
+    """Map what redis-py, the socket and the deadline raise in the block onto the contract.
+
+    - never sent (no pooled connection free in time, none could be opened):
+      :class:`BackendUnavailable` with ``applied=False``;
+    - refused by the server (``ResponseError``: OOM, wrong type, script error): nothing
+      applied, :class:`BackendUnavailable`;
+    - anything else (deadline, connection lost, protocol error): for a read
+      :class:`BackendUnavailable`; for a ``write`` :class:`ReplyLost`, since the request may
+      have applied and only its marker can tell.
+
+    Cancellation passes through untouched.
+    """
+    try:
+        yield
+    except rexc.ResponseError as exc:
+        raise unavailable(exc, what) from exc
+    except (rexc.RedisError, OSError) as exc:  # TimeoutError is an OSError
+        text = str(exc)
+        if isinstance(exc, rexc.ConnectionError) and (
+            _POOL_EXHAUSTED in text or _CONNECT_FAILED in text
+        ):
+            raise BackendUnavailable(
+                f"redis {what}: not sent ({type(exc).__name__}: {exc})",
+                backend="redis",
+                applied=False,
+            ) from exc
+        if write:
+            raise ReplyLost(what) from exc
+        if isinstance(exc, rexc.TimeoutError | TimeoutError):
+            raise BackendUnavailable(
+                f"redis {what} timed out after {timeout}s", backend="redis"
+            ) from exc
+        raise unavailable(exc, what) from exc
+
+
 class RedisConnection:
     """A client plus the namespace, deadlines and the resolution protocol for writes."""
 
@@ -146,14 +184,8 @@ class RedisConnection:
             url, protocol=protocol, max_connections=max_connections, timeout=timeout
         )
         self._resolve = self.client.register_script(RESOLVE)
-        self.side = Affinity()  # asyncio: direct; trio: across the trio-asyncio bridge
+        self.side = Affinity()  # the stores and controls on this client share it (bridged)
         self._deadline = Watchdog(timeout)
-
-    async def call(self, coro_fn: Any, *args: Any) -> Any:
-        """``await coro_fn(*args)`` on the client's loop (bridged under trio); nothing mapped."""
-        if not self.side.direct and self.side.from_trio():
-            return await run_on_asyncio(coro_fn, *args)
-        return await coro_fn(*args)
 
     def marker(self, rid: str) -> str:
         return f"{self.ns}:op:{rid}"
@@ -162,24 +194,31 @@ class RedisConnection:
         return self.client.register_script(source)
 
     async def aclose(self) -> None:
-        if not self.side.direct and self.side.from_trio():
-            return await run_on_asyncio(self.aclose)
-        with contextlib.suppress(rexc.RedisError):  # closing a dead connection
-            await self.client.aclose()
+        """Close the client and every pooled connection (the pool is ours: redis-py would
+        leave its connections open, to be reclaimed by the garbage collector)."""
+        with contextlib.suppress(rexc.RedisError, OSError):  # closing a dead connection
+            await self.client.aclose(close_connection_pool=True)
 
     async def read(self, what: str, coro_fn: Any, *args: Any) -> Any:
         """Run a read with the deadline; failures become :class:`BackendUnavailable`."""
-        if not self.side.direct and self.side.from_trio():
-            return await run_on_asyncio(self.read, what, coro_fn, *args)
-        try:
+        with map_exceptions(what, timeout=self.timeout):
             async with self._deadline.guard():
                 return await coro_fn(*args)
-        except (rexc.TimeoutError, TimeoutError) as exc:
-            raise BackendUnavailable(
-                f"redis {what} timed out after {self.timeout}s", backend="redis"
-            ) from exc
-        except rexc.RedisError as exc:
-            raise unavailable(exc, what) from exc
+
+    async def drop_namespace(self) -> None:
+        """Delete every key under ``<namespace>:`` (UNLINK in batches)."""
+
+        async def drop() -> None:
+            batch: list[Any] = []
+            async for k in self.client.scan_iter(match=f"{glob_escape(self.ns)}:*", count=1000):
+                batch.append(k)
+                if len(batch) >= 500:
+                    await self.client.unlink(*batch)
+                    batch.clear()
+            if batch:
+                await self.client.unlink(*batch)
+
+        await self.read("drop_namespace", drop)
 
     async def write(
         self, what: str, script: Any, keys: Sequence[str], args: Sequence[Any], rid: str
@@ -191,31 +230,16 @@ class RedisConnection:
         :class:`OutcomeUnknown` when the resolution failed too. On cancellation the outcome
         is settled (resolved and fenced, shielded, within the deadline) before re-raising.
         """
-        if not self.side.direct and self.side.from_trio():
-            return await run_on_asyncio(self.write, what, script, keys, args, rid)
         try:
-            async with self._deadline.guard():
-                return await script(keys=keys, args=args)
-        except rexc.ResponseError as exc:  # the server refused it: definite, nothing applied
-            raise unavailable(exc, what) from exc
-        except rexc.ConnectionError as exc:
-            text = str(exc)
-            if _POOL_EXHAUSTED in text or _CONNECT_FAILED in text:
-                # never sent: no connection was free in time, or none could be opened
-                raise BackendUnavailable(
-                    f"redis {what}: not sent ({type(exc).__name__}: {exc})",
-                    backend="redis",
-                    applied=False,
-                ) from exc
-            cause: BaseException = exc
+            with map_exceptions(what, timeout=self.timeout, write=True):
+                async with self._deadline.guard():
+                    return await script(keys=keys, args=args)
+        except ReplyLost as lost:
+            cause = lost.__cause__ or lost
         except anyio.get_cancelled_exc_class():
             with anyio.CancelScope(shield=True), anyio.move_on_after(self.timeout):
                 await self._settle(rid)
             raise
-        except _AMBIGUOUS as exc:
-            cause = exc
-        except rexc.RedisError as exc:
-            cause = exc
         marker = await self._resolve_or_unknown(what, rid, cause)
         if marker is None:
             raise BackendUnavailable(
@@ -227,22 +251,28 @@ class RedisConnection:
 
     async def _settle(self, rid: str) -> bytes | None:
         try:
-            result = await self._resolve(keys=[self.marker(rid)], args=[self.window_ms])
-        except (rexc.RedisError, OSError):
+            with map_exceptions("resolve", timeout=self.timeout):
+                result = await self._resolve(keys=[self.marker(rid)], args=[self.window_ms])
+        except BackendUnavailable:
             return None
         return result if result and result != FENCED else None
 
     async def _resolve_or_unknown(self, what: str, rid: str, cause: BaseException) -> bytes | None:
         try:
-            with anyio.fail_after(self.timeout):
+            with map_exceptions("resolve", timeout=self.timeout), anyio.fail_after(self.timeout):
                 result = await self._resolve(keys=[self.marker(rid)], args=[self.window_ms])
-        except (TimeoutError, rexc.RedisError, OSError) as exc:
+        except BackendUnavailable as exc:
             raise OutcomeUnknown(
                 f"redis {what}: reply lost ({type(cause).__name__}: {cause}) and the read-back "
-                f"failed ({type(exc).__name__}: {exc}); it may or may not have applied",
+                f"failed ({exc}); it may or may not have applied",
                 operation=what,
                 request_id=rid,
             ) from cause
         if result is None or result is False or result == FENCED:
             return None
         return bytes(result)
+
+
+def glob_escape(s: str) -> str:
+    """``s`` with the glob characters of SCAN's MATCH escaped."""
+    return "".join("\\" + ch if ch in "*?[]\\" else ch for ch in s)

@@ -12,10 +12,11 @@ Tiers (each needs its own server configuration; checked on first use when CONFIG
   accesses) to make room, obligations notwithstanding; beyond that Redis' own volatile-lru
   evicts approximately.
 
-redis-py's client is asyncio; under trio every call crosses ``adapters._trio_bridge`` (a
-trio-asyncio loop per ``trio.run``; needs ``trio-asyncio``). Standalone Redis only (scripts
-touch keys of several hash slots). Barriers ``payload.write.after`` and
-``obligation.acquire.after`` sit between the two scripts of a put, as in the model.
+redis-py's client is asyncio; under trio every method runs whole across
+``adapters._trio_bridge`` (a trio-asyncio loop per ``trio.run``; needs ``trio-asyncio``).
+Standalone Redis only (scripts touch keys of several hash slots). Barriers
+``payload.write.after`` and ``obligation.acquire.after`` sit between the two scripts of a put,
+as in the model.
 """
 
 from __future__ import annotations
@@ -62,8 +63,9 @@ from ...contracts.payload import (
     validate_ref,
 )
 from ...observe import ObservationLog
+from .._trio_bridge import bridged
 from . import _payload_lua as lua
-from ._client import FENCED, RedisConnection, new_request_id
+from ._client import FENCED, RedisConnection, glob_escape, new_request_id
 
 _POLICY = {"durable": "noeviction", "evictable": "volatile-lru"}
 _SCAN_COUNT = 1000
@@ -89,6 +91,7 @@ def _list(value: Any) -> list[Any]:
     return list(value) if isinstance(value, list) else []  # cjson encodes {} for []
 
 
+@bridged
 class RedisPayloadStore(PayloadStore):
     """See the module docstring. Constructor arguments follow ``MemoryPayloadStore`` plus the
     connection (``url``, ``namespace``, ``timeout``, ``protocol``, ``max_connections``)."""
@@ -139,6 +142,7 @@ class RedisPayloadStore(PayloadStore):
             max_connections=max_connections,
             outcome_window_seconds=outcome_window_seconds,
         )
+        self._side = self._conn.side
         ns = self.ns = namespace
         try:
             scripts = [
@@ -192,11 +196,21 @@ class RedisPayloadStore(PayloadStore):
     def set_key(self, key: str) -> str:
         return f"{self.ns}:s:{key}"
 
+    @property
+    def namespace(self) -> str:
+        """The key prefix of every object, metadata, obligation set and marker of this store."""
+        return self.ns
+
     async def aclose(self) -> None:
         await self._conn.aclose()
 
+    async def drop_namespace(self) -> None:
+        """Delete every key under this store's namespace (objects, metadata, sets, markers):
+        for tests and tear-down; other stores on the same namespace lose their data too."""
+        await self._conn.drop_namespace()
+
     async def __aenter__(self) -> RedisPayloadStore:
-        await self._ensure_policy()
+        await self.ensure_policy()
         return self
 
     async def __aexit__(
@@ -204,8 +218,12 @@ class RedisPayloadStore(PayloadStore):
     ) -> None:
         await self.aclose()
 
+    async def ensure_policy(self) -> None:
+        """Raise :class:`IncompatibleProfile` when the server's ``maxmemory-policy``
+        contradicts the tier (checked once, when CONFIG is readable; ``put`` calls it)."""
+        await self._ensure_policy()
+
     async def _ensure_policy(self) -> None:
-        """Refuse a tier whose server policy contradicts it (when CONFIG is readable)."""
         if self._policy_checked or not self._check_policy:
             return
         try:
@@ -484,7 +502,7 @@ class RedisPayloadStore(PayloadStore):
         return ImmutablePayloadRef(key, int(n or 0), "", "", self.store_id)
 
     async def _object_keys(self) -> list[str]:
-        prefix = f"{_glob_escape(self.ns)}:o:*"
+        prefix = f"{glob_escape(self.ns)}:o:*"
         cut = len(self.ns) + 3
         keys: list[str] = []
 
@@ -542,7 +560,7 @@ class RedisPayloadStore(PayloadStore):
 
         async def scan_sets() -> None:
             async for k in self._conn.client.scan_iter(
-                match=f"{_glob_escape(self.ns)}:s:*", count=_SCAN_COUNT
+                match=f"{glob_escape(self.ns)}:s:*", count=_SCAN_COUNT
             ):
                 set_keys.append(_text(k)[cut:])
 
@@ -564,15 +582,12 @@ class RedisPayloadStore(PayloadStore):
         return obs
 
     async def capabilities(self) -> PayloadCapabilities:
-        return PayloadCapabilities(
-            store=self.store_id,
-            tier=self.tier,
-            evicts_under_pressure=self.tier == "evictable",
-            ttl_ignores_obligations=self.tier == "evictable",
+        return payload_capabilities(
+            self.tier,
+            store_id=self.store_id,
             max_bytes=self.max_bytes,
             forward_unchanged=self.forward_unchanged,
             orphan_grace_seconds=self.orphan_grace_seconds,
-            shared_across_processes=True,
         )
 
     # -- helpers -----------------------------------------------------------------------------
@@ -586,12 +601,26 @@ class RedisPayloadStore(PayloadStore):
             self.log.record(kind, subject=subject, **attrs)
 
 
+def payload_capabilities(
+    tier: Tier,
+    *,
+    store_id: str = "redis",
+    max_bytes: int | None = None,
+    forward_unchanged: bool = True,
+    orphan_grace_seconds: float = 60.0,
+) -> PayloadCapabilities:
+    """What a :class:`RedisPayloadStore` so configured guarantees (no server asked)."""
+    return PayloadCapabilities(
+        store=store_id,
+        tier=tier,
+        evicts_under_pressure=tier == "evictable",
+        ttl_ignores_obligations=tier == "evictable",
+        max_bytes=max_bytes,
+        forward_unchanged=forward_unchanged,
+        orphan_grace_seconds=orphan_grace_seconds,
+        shared_across_processes=True,
+    )
+
+
 def _text(v: Any) -> str:
     return v.decode() if isinstance(v, bytes) else str(v)
-
-
-def _glob_escape(s: str) -> str:
-    out = []
-    for ch in s:
-        out.append("\\" + ch if ch in "*?[]\\" else ch)
-    return "".join(out)

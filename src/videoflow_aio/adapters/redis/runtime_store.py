@@ -1,7 +1,7 @@
 """RuntimeStore on Redis: CAS in Lua with versions from one store-wide counter.
 
-redis-py's client is asyncio; under trio every call crosses ``adapters._trio_bridge`` (a
-trio-asyncio loop per ``trio.run``; needs ``trio-asyncio``).
+redis-py's client is asyncio; under trio every method runs whole across
+``adapters._trio_bridge`` (a trio-asyncio loop per ``trio.run``; needs ``trio-asyncio``).
 Standalone Redis only: a write script touches the record, the counter, the index and its
 request marker (on Cluster they would need one hash slot).
 """
@@ -23,6 +23,7 @@ from ...contracts.runtime_store import (
     make_version,
     version_number,
 )
+from .._trio_bridge import bridged
 from . import _rts_lua
 from ._client import RedisConnection, new_request_id
 
@@ -40,6 +41,7 @@ def _fenced(what: str) -> BackendUnavailable:
     )
 
 
+@bridged
 class RedisRuntimeStore(RuntimeStore):
     """Versioned records in Redis hashes; ``scan`` pages through a lexicographic index.
 
@@ -66,6 +68,7 @@ class RedisRuntimeStore(RuntimeStore):
             max_connections=max_connections,
             outcome_window_seconds=outcome_window_seconds,
         )
+        self._side = self._conn.side
         ns = namespace
         self._hash = f"{ns}:rs:k:"
         self._log = f"{ns}:rs:log:"
@@ -83,8 +86,18 @@ class RedisRuntimeStore(RuntimeStore):
         """The underlying ``redis.asyncio.Redis`` (for tests and benchmarks)."""
         return self._conn.client
 
+    @property
+    def namespace(self) -> str:
+        """The key prefix of every record, log and marker of this store."""
+        return self._conn.ns
+
     async def aclose(self) -> None:
         await self._conn.aclose()
+
+    async def drop_namespace(self) -> None:
+        """Delete every key under this store's namespace (records, logs, markers): for tests
+        and tear-down; other stores on the same namespace lose their data too."""
+        await self._conn.drop_namespace()
 
     async def __aenter__(self) -> RedisRuntimeStore:
         return self
@@ -179,16 +192,22 @@ class RedisRuntimeStore(RuntimeStore):
             durable = conf.get("appendonly") == "yes" and conf.get("appendfsync") == "always"
         except BackendUnavailable:  # CONFIG disabled on managed servers: promise nothing
             durable = False
-        return RuntimeCapabilities(
-            store="redis",
-            shared_across_processes=True,
-            shared_across_hosts=True,
-            durable=durable,
-            dense_log_numbers=True,
-            max_key_bytes=MAX_KEY_BYTES,
-            max_value_bytes=MAX_VALUE_BYTES,
-        )
+        return runtime_capabilities(durable=durable)
 
 
 def _s(v: Any) -> str:
     return v.decode() if isinstance(v, bytes) else str(v)
+
+
+def runtime_capabilities(*, durable: bool) -> RuntimeCapabilities:
+    """What a :class:`RedisRuntimeStore` guarantees; ``durable`` when its server runs AOF with
+    ``appendfsync always`` (``capabilities()`` reads that from the server)."""
+    return RuntimeCapabilities(
+        store="redis",
+        shared_across_processes=True,
+        shared_across_hosts=True,
+        durable=durable,
+        dense_log_numbers=True,
+        max_key_bytes=MAX_KEY_BYTES,
+        max_value_bytes=MAX_VALUE_BYTES,
+    )

@@ -24,13 +24,14 @@ from ...contracts.allocation import (
     WorkloadRequest,
 )
 from ...contracts.errors import NotFound, ValidationError
-from ...deploy.cluster import classify_gfd_labels
-from ...memory._allocation_fixture import NodeFixture
+from ...gpu.labels import classify_gfd_labels
+from ...memory.allocation import NodeFixture
+from .._capabilities import Capability
 from .._case import case
-from .._harness import Harness
+from .._harness import AllocationHarness as Harness  # every case here is an allocation case
 
 ALC = "allocation"
-GEOMETRY = ("geometry_changes",)
+GEOMETRY: tuple[Capability, ...] = ("geometry_changes",)
 H100 = "NVIDIA-H100-80GB-HBM3"
 
 
@@ -141,8 +142,7 @@ async def nodes_unreadable(h: Harness) -> None:
     b = await h.open(nodes=[_whole("n1", 1)])
     claim = await b.reserve(await _plan(h, b, _dev("w", 1)), "op", None)
     await h.controls(b).fail_reads("nodes", "apiserver timeout")
-    got = await b.inventory({})
-    h.check(isinstance(got, Unknown), f"inventory Unknown: {got!r}")
+    got = h.expect_type(await b.inventory({}), Unknown, "inventory")
     h.check("apiserver timeout" in got.reason, f"reason kept: {got.reason}")
     h.check(isinstance(await b.observe(claim.claim_id), Unknown), "observe Unknown")
 
@@ -150,7 +150,7 @@ async def nodes_unreadable(h: Harness) -> None:
 async def _race(h: Harness, barrier: str) -> None:
     b = await h.open(nodes=[_whole("n1", 2)])
     snap = await _snapshot(h, b)
-    plans = [await b.plan([_dev(w, 2)], snap) for w in ("a", "b")]
+    plans = [h.expect_type(await b.plan([_dev(w, 2)], snap), FeasiblePlan) for w in "ab"]
     outcomes: dict[str, object] = {}
 
     async def reserve(plan: FeasiblePlan, op: str) -> None:
@@ -247,8 +247,8 @@ async def stale_success(h: Harness) -> None:
         nodes=[_whole("n1", 1)], authority="mig-manager", mig_apply_seconds=h.seconds(10)
     )
     claim = await b.reserve(await _plan(h, b, _mig("w", "1g.10gb")), "op", None)
-    gen = claim.nodes[0].geometry_generation
-    h.check(gen is not None and gen > 0, f"the write has a generation: {gen}")
+    gen = h.expect_type(claim.nodes[0].geometry_generation, int, "geometry generation")
+    h.check(gen > 0, f"the write has a generation: {gen}")
     node = await h.controls(b).node("n1")
     node.mig_state, node.mig_state_generation = "success", gen - 1  # an earlier write's answer
     obs = await _observe(h, b, claim.claim_id)
@@ -349,7 +349,9 @@ async def last_owner_out(h: Harness) -> None:
     snap = await _snapshot(h, b)
     claims = []
     for i, node in enumerate(("n1", "n2")):
-        plan = await b.plan([_mig(f"w{i}", "1g.10gb", nodes=(node,))], snap)
+        plan = h.expect_type(
+            await b.plan([_mig(f"w{i}", "1g.10gb", nodes=(node,))], snap), FeasiblePlan
+        )
         claims.append(await b.reserve(plan, f"op{i}", None))
     h.equal(len((await ctl.shared_config())[0]), 2, "entries while both hold")
     r1 = await b.release(claims[0].claim_id, "r0", claims[0].generation)
@@ -552,7 +554,9 @@ async def config_cas_race(h: Harness) -> None:
     snap = await _snapshot(h, b)
     claims = []
     for i, node in enumerate(("n1", "n2")):
-        plan = await b.plan([_mig(f"w{i}", "1g.10gb", nodes=(node,))], snap)
+        plan = h.expect_type(
+            await b.plan([_mig(f"w{i}", "1g.10gb", nodes=(node,))], snap), FeasiblePlan
+        )
         claims.append(await b.reserve(plan, f"op{i}", None))
     _, version, _ = await ctl.shared_config()
     results: list[Any] = []

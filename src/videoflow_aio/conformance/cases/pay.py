@@ -38,7 +38,7 @@ from ...contracts.payload import (
     payload_digest,
 )
 from .._case import case
-from .._harness import Harness
+from .._harness import PayloadHarness as Harness  # every case here is a payload case
 
 PAY = "payload"
 KIB = 1024

@@ -18,7 +18,8 @@ from ... import faults
 from ...contracts.errors import ValidationError
 from ...contracts.runtime_store import CAS_READ_AFTER, DELETE_READ_AFTER
 from .._case import case
-from .._harness import Harness, Skip
+from .._harness import RuntimeStoreHarness as Harness  # every case here: runtime store
+from .._harness import Skip
 
 RTS = "runtime_store"
 
@@ -81,8 +82,8 @@ async def delete_versions(h: Harness) -> None:
 )
 async def versions_never_reused(h: Harness) -> None:
     store = await h.open()
-    seen: list[str] = []
-    stale: list[str] = []
+    seen: list[str | None] = []
+    stale: list[str | None] = []
     for cycle in range(4):
         h.equal(await store.cas("cfg", None, b"c%d" % cycle), True, f"create in cycle {cycle}")
         _, version = await store.get("cfg")
@@ -160,7 +161,7 @@ async def concurrent_cas(h: Harness) -> None:
     tasks, rounds = 8, 5
     await store.cas("race", None, b"start")
     winners: list[list[int]] = [[] for _ in range(rounds)]
-    read_versions: list[set[str]] = [set() for _ in range(rounds)]
+    read_versions: list[set[str | None]] = [set() for _ in range(rounds)]
 
     # phase 1: in each round every task reads the same version, then all CAS at once
     for r in range(rounds):
@@ -198,9 +199,10 @@ async def concurrent_cas(h: Harness) -> None:
         done = 0
         while done < increments:
             value, version = await store.get("counter")
+            h.check(value is not None, "the counter exists")
             await anyio.lowlevel.checkpoint()  # let the others interleave between read and CAS
             attempts[0] += 1
-            if await store.cas("counter", version, b"%d" % (int(value) + 1)):
+            if await store.cas("counter", version, b"%d" % (int(value or b"") + 1)):
                 done += 1
                 successes[0] += 1
 
@@ -256,19 +258,20 @@ async def bad_input(h: Harness) -> None:
     before = await _everything(store, ("log",))
     _, version = await store.get("ok")
     long_key = "k" * (caps.max_key_bytes + 1)
+    loose: Any = store  # the wrong types below are the point: the contract refuses them
     bad: list[tuple[str, Any]] = [
-        ("cas str value", lambda: store.cas("ok", version, "text")),
-        ("cas None value", lambda: store.cas("new", None, None)),
+        ("cas str value", lambda: loose.cas("ok", version, "text")),
+        ("cas None value", lambda: loose.cas("new", None, None)),
         ("cas empty key", lambda: store.cas("", None, b"x")),
-        ("cas non-str key", lambda: store.cas(b"ok", None, b"x")),
+        ("cas non-str key", lambda: loose.cas(b"ok", None, b"x")),
         ("cas over-long key", lambda: store.cas(long_key, None, b"x")),
-        ("cas non-str version", lambda: store.cas("ok", 1, b"x")),
+        ("cas non-str version", lambda: loose.cas("ok", 1, b"x")),
         ("get empty key", lambda: store.get("")),
         ("delete empty key", lambda: store.delete("", None)),
-        ("delete non-str version", lambda: store.delete("ok", 1)),
-        ("scan non-str prefix", lambda: store.scan(None)),
+        ("delete non-str version", lambda: loose.delete("ok", 1)),
+        ("scan non-str prefix", lambda: loose.scan(None)),
         ("append empty log", lambda: store.append("", b"x")),
-        ("append str record", lambda: store.append("log", "text")),
+        ("append str record", lambda: loose.append("log", "text")),
         ("log_entries empty log", lambda: store.log_entries("")),
     ]
     if caps.max_value_bytes < 64 << 20:

@@ -12,86 +12,46 @@ Runs under asyncio and trio: aetcd is built on grpc.aio, so under trio the adapt
 
 from __future__ import annotations
 
-import contextlib
-import uuid
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ...adapters._servers import ServerProcess, binary_unavailable, start_etcd
+from ...testing.servers import EtcdServer, Server
+from .._capabilities import CapabilityStruct
 from .._case import Case
-from .._harness import Harness, Skip
-from .._provider import Provider, register_provider
+from .._harness import Skip
+from .._provider import register_provider
+from .._server_provider import MAIN, ServerProvider
 
 
-class EtcdProvider(Provider):
+class EtcdProvider(ServerProvider):
     """Runs the runtime_store cases on etcd."""
 
     name = "etcd"
-    real_time = True
+    client_modules = ("aetcd",)
 
     def __init__(self, url: str | None = None, scale: float = 0.5) -> None:
-        self.url = url
-        self.scale = scale
-        self._server: ServerProcess | None = None
+        super().__init__(urls={MAIN: url}, scale=scale)
 
     def contracts(self) -> frozenset[str]:
         return frozenset({"runtime_store"})
 
-    def unavailable(self) -> str | None:
-        try:
-            import aetcd  # noqa: F401
-        except ImportError as exc:  # pragma: no cover - aetcd is a test dependency
-            return f"aetcd is not installed: {exc}"
-        if self.url is None:
-            return binary_unavailable("etcd")
-        return None
+    def server_options(self) -> Mapping[str, Server]:
+        return {MAIN: EtcdServer()}
 
-    def capabilities(self, contract: str) -> frozenset[str] | None:
-        return frozenset({"durable"})  # etcd persists every committed write (raft WAL)
+    def offered(self, contract: str) -> Sequence[CapabilityStruct]:
+        from ...adapters.etcd.runtime_store import runtime_capabilities
+
+        return [runtime_capabilities()]
 
     def controls(self, contract: str) -> frozenset[str] | None:
         return frozenset()
 
-    def setup(self) -> None:
-        if self.url is None:
-            self._server = start_etcd()
-            self.url = self._server.url
-
-    def close(self) -> None:
-        if self._server is not None:
-            self._server.stop()
-            self._server = None
-
-    @asynccontextmanager
-    async def harness(self, case: Case) -> AsyncIterator[Harness]:
+    async def open_backend(self, case: Case, namespace: str, options: dict[str, Any]) -> Any:
         from ...adapters.etcd import EtcdRuntimeStore
 
-        assert self.url is not None, "setup() was not called"
-        opened: list[Any] = []
-
-        async def factory(**options: Any) -> Any:
-            reopen_of = options.pop("reopen_of", None)
-            if options:
-                raise Skip(f"etcd runtime store takes no options {sorted(options)}")
-            ns = reopen_of.namespace if reopen_of is not None else f"vf-{uuid.uuid4().hex[:12]}"
-            store = EtcdRuntimeStore(self.url or "", namespace=ns)
-            opened.append(store)
-            return store
-
-        try:
-            yield Harness(
-                provider=self.name,
-                contract=case.contract,
-                factory=factory,
-                scale=self.scale,
-                allowed_controls=case.controls,
-            )
-        finally:
-            for store in reversed(opened):
-                with contextlib.suppress(Exception):  # cleanup must not mask the result
-                    await store.drop_namespace()
-                await store.aclose()
+        if options:
+            raise Skip(f"etcd runtime store takes no options {sorted(options)}")
+        return EtcdRuntimeStore(self.url(), namespace=namespace)
 
 
 register_provider("etcd", EtcdProvider)

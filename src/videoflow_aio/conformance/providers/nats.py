@@ -32,8 +32,8 @@ from typing import Any
 
 import anyio
 
-from ...adapters._servers import ServerProcess, binary_unavailable, start_nats
 from ...contracts.messaging import ChannelId, PublishOutcome
+from ...testing.servers import ServerProcess, binary_unavailable, start_nats
 from .._case import Case
 from .._harness import Harness, Skip
 from .._provider import Provider, register_provider

@@ -17,146 +17,90 @@ controls: see ``adapters.redis._payload_controls``; ``fail_reads`` and
 
 from __future__ import annotations
 
-import uuid
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager, suppress
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ...adapters._servers import ServerProcess, binary_unavailable, start_redis
 from ...contracts.errors import IncompatibleProfile
+from ...contracts.payload import TIERS
+from ...testing.servers import RedisServer, Server
+from .._capabilities import CapabilityStruct
 from .._case import Case
-from .._harness import Harness, Skip
-from .._provider import Provider, register_provider
+from .._controls import offered_controls
+from .._harness import Skip
+from .._provider import register_provider
+from .._server_provider import MAIN, ServerProvider
+
+EVICTABLE = "evictable"
 
 
-class RedisProvider(Provider):
+class RedisProvider(ServerProvider):
     """Runs the runtime_store and payload cases on redis-server."""
 
     name = "redis"
-    real_time = True
+    client_modules = ("redis",)
 
     def __init__(
         self, url: str | None = None, evictable_url: str | None = None, scale: float = 0.1
     ) -> None:
-        self.url = url
-        self.evictable_url = evictable_url
-        self.scale = scale
-        self._servers: list[ServerProcess] = []
+        # one given server hosts everything: the evictable tier there only if its policy allows
+        urls = {MAIN: url, EVICTABLE: evictable_url or url}
+        super().__init__(urls=urls, scale=scale)
 
     def contracts(self) -> frozenset[str]:
         return frozenset({"runtime_store", "payload"})
 
-    def unavailable(self) -> str | None:
-        try:
-            import redis  # noqa: F401
-        except ImportError as exc:  # pragma: no cover - redis is a test dependency
-            return f"redis-py is not installed: {exc}"
-        if self.url is None:
-            return binary_unavailable("redis-server")
-        return None
+    def server_options(self) -> Mapping[str, Server]:
+        return {
+            MAIN: RedisServer(
+                maxmemory="256mb", policy="noeviction", appendonly=True, appendfsync="always"
+            ),
+            EVICTABLE: RedisServer(maxmemory="64mb", policy="volatile-lru"),
+        }
 
-    def capabilities(self, contract: str) -> frozenset[str] | None:
-        # its runtime-store server runs AOF with appendfsync always: records survive a restart
-        return frozenset({"evictable"}) if contract == "payload" else frozenset({"durable"})
+    def offered(self, contract: str) -> Sequence[CapabilityStruct]:
+        from ...adapters.redis.payload import payload_capabilities
+        from ...adapters.redis.runtime_store import runtime_capabilities
+
+        if contract == "payload":  # a server per tier
+            return [payload_capabilities(tier) for tier in TIERS]
+        # the runtime-store server runs AOF with appendfsync always: records survive a restart
+        # (on a given url= server, RTS-008 checks the live capabilities() and skips if not)
+        return [runtime_capabilities(durable=True)]
 
     def controls(self, contract: str) -> frozenset[str] | None:
-        if contract == "payload":
-            from ...adapters.redis._payload_controls import CONTROLS
-
-            return CONTROLS
-        return frozenset()
-
-    def setup(self) -> None:
-        if self.url is None:
-            durable = start_redis(
-                maxmemory="256mb", policy="noeviction", appendonly=True, appendfsync="always"
-            )
-            self._servers.append(durable)
-            self.url = durable.url
-            if self.evictable_url is None:
-                evictable = start_redis(maxmemory="64mb", policy="volatile-lru")
-                self._servers.append(evictable)
-                self.evictable_url = evictable.url
-
-    def close(self) -> None:
-        for srv in self._servers:
-            srv.stop()
-        self._servers.clear()
-
-    @asynccontextmanager
-    async def harness(self, case: Case) -> AsyncIterator[Harness]:
-        from ...adapters.redis import RedisPayloadStore, RedisRuntimeStore
         from ...adapters.redis._payload_controls import RedisPayloadControls
 
-        assert self.url is not None, "setup() was not called"
-        opened: list[tuple[Any, str]] = []
+        return offered_controls(contract, RedisPayloadControls)
 
-        async def factory(**options: Any) -> Any:
-            if "clock" in options or options.get("log") is not None:
-                raise Skip(f"redis provider cannot honour {sorted(options)} (real clock)")
-            ns = f"vf-{case.id}-{uuid.uuid4().hex[:8]}"
-            if case.contract == "runtime_store":
-                reopen_of = options.pop("reopen_of", None)
-                if options:
-                    raise Skip(f"redis runtime store takes no options {sorted(options)}")
-                if reopen_of is not None:
-                    ns = reopen_of._conn.ns
-                store: Any = RedisRuntimeStore(self.url or "", namespace=ns)
-                opened.append((store, self.url or ""))
-                return store
-            tier = options.get("tier", "durable")
-            # one given server hosts the tier its policy allows; the other tier skips
-            url = (self.evictable_url or self.url or "") if tier == "evictable" else self.url or ""
-            try:
-                store = RedisPayloadStore(url, namespace=ns, store_id="redis", **options)
-            except TypeError as exc:
-                raise Skip(f"RedisPayloadStore cannot be configured with {options}: {exc}") from exc
-            try:
-                await store._ensure_policy()
-            except IncompatibleProfile as exc:
-                await store.aclose()
-                raise Skip(
-                    f"server at {url} cannot host tier {tier!r} ({exc}); "
-                    "give evictable_url= for a volatile-lru server"
-                ) from exc
-            opened.append((store, url))
-            return store
+    def controls_for(self, backend: Any) -> Any:
+        from ...adapters.redis._payload_controls import RedisPayloadControls
 
+        return RedisPayloadControls(backend)
+
+    async def open_backend(self, case: Case, namespace: str, options: dict[str, Any]) -> Any:
+        from ...adapters.redis import RedisPayloadStore, RedisRuntimeStore
+
+        if "clock" in options or options.get("log") is not None:
+            raise Skip(f"redis provider cannot honour {sorted(options)} (real clock)")
+        if case.contract == "runtime_store":
+            if options:
+                raise Skip(f"redis runtime store takes no options {sorted(options)}")
+            return RedisRuntimeStore(self.url(), namespace=namespace)
+        tier = options.get("tier", "durable")
+        url = self.url(EVICTABLE if tier == "evictable" else MAIN)
         try:
-            yield Harness(
-                provider=self.name,
-                contract=case.contract,
-                factory=factory,
-                controls_for=lambda store: RedisPayloadControls(store),
-                scale=self.scale,
-                allowed_controls=case.controls,
-            )
-        finally:
-            for store, _url in reversed(opened):
-                await _drop_namespace(store)
-                await store.aclose()
-
-
-async def _drop_namespace(store: Any) -> None:
-    """Delete every key of the store's namespace (best effort: the case is over)."""
-    with suppress(Exception):
-        await store._conn.call(_drop_keys, store)
-
-
-async def _drop_keys(store: Any) -> None:
-    ns = store._conn.ns
-    client = store.client
-    try:
-        batch: list[Any] = []
-        async for k in client.scan_iter(match=f"{ns}:*", count=1000):
-            batch.append(k)
-            if len(batch) >= 500:
-                await client.unlink(*batch)
-                batch.clear()
-        if batch:
-            await client.unlink(*batch)
-    except Exception:
-        pass
+            store = RedisPayloadStore(url, namespace=namespace, store_id="redis", **options)
+        except TypeError as exc:
+            raise Skip(f"RedisPayloadStore cannot be configured with {options}: {exc}") from exc
+        try:
+            await store.ensure_policy()
+        except IncompatibleProfile as exc:
+            await store.aclose()
+            raise Skip(
+                f"server at {url} cannot host tier {tier!r} ({exc}); "
+                "give evictable_url= for a volatile-lru server"
+            ) from exc
+        return store
 
 
 register_provider("redis", RedisProvider)

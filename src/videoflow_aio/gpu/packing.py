@@ -8,11 +8,7 @@ from collections.abc import Set as AbstractSet
 from ..contracts.errors import ValidationError
 
 
-def _validate(
-    requests: Sequence[tuple[str, int]],
-    free: Mapping[str, int],
-    eligible: Mapping[str, AbstractSet[str]] | None,
-) -> None:
+def _check_requests(requests: Sequence[tuple[str, int]]) -> set[str]:
     seen: set[str] = set()
     for workload, count in requests:
         if workload in seen:
@@ -26,6 +22,15 @@ def _validate(
                 field="requests",
                 value=count,
             )
+    return seen
+
+
+def _validate(
+    requests: Sequence[tuple[str, int]],
+    free: Mapping[str, int],
+    eligible: Mapping[str, AbstractSet[str]] | None,
+) -> None:
+    seen = _check_requests(requests)
     for host, n in free.items():
         if not isinstance(n, int) or isinstance(n, bool) or n < 0:
             raise ValidationError(

