@@ -435,8 +435,9 @@ async def test_a_worker_cancelled_at_any_contract_call_settles_nothing_undone(wh
     assert finished and not full.fired and full.calls > 20
     for at in range(1, full.calls + 1):
         trigger, finished = await _cancel_run(at, when)
-        # a call still waiting when the stage stopped (an idle receive) never returns
-        assert trigger.fired or (when == "after" and finished), at
+        # not fired: the run made fewer calls (trio orders same-instant tasks at random) or
+        # the call was still waiting when the stage stopped (an idle receive never returns)
+        assert trigger.fired or finished, at
 
 
 def test_worker_arguments_are_checked() -> None:

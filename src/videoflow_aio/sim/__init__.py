@@ -15,14 +15,19 @@ from ._dist import lognormal_params, sampler
 from ._report import faults_table, results_table, to_json
 from ._run import SimError, simulate
 from ._spec import SimSpec, SpecError, load_spec, parse_spec
+from ._theory import erlang_c, md1_mean_response, mg1_mean_response, mmc_mean_response
 
 __all__ = [
     "SimError",
     "SimSpec",
     "SpecError",
+    "erlang_c",
     "faults_table",
     "load_spec",
     "lognormal_params",
+    "md1_mean_response",
+    "mg1_mean_response",
+    "mmc_mean_response",
     "parse_spec",
     "results_table",
     "sampler",
