@@ -143,7 +143,7 @@ class Publisher:
         ``PublicationUnknown`` only when ``max_attempts`` ran out. Payload errors
         (``PayloadBackpressure``, ``ConflictError``) propagate with nothing published.
         """
-        now = self._now()
+        now = self._clock or self._now()
         hdrs = dict(headers) if headers else {}
         if data is not None:
             if self.payload is None:
@@ -167,27 +167,43 @@ class Publisher:
             None,
             hdrs,
         )
-        return await self.publish(env)
+        # the first attempt inline (this runs for every message); retries in publish()
+        deadline = now() + self.timeout
+        outcome = await self.backend.publish(env, deadline)
+        if type(outcome) is PublicationUnknown:
+            return await self._retry(env, deadline, outcome)
+        return self._count(outcome)
 
     async def publish(self, envelope: Envelope) -> PublishOutcome:
         """Publish ``envelope`` as it is, retrying an ambiguous outcome with the same id."""
+        now = self._clock or self._now()
+        deadline = now() + self.timeout
+        outcome = await self.backend.publish(envelope, deadline)
+        if type(outcome) is PublicationUnknown:
+            return await self._retry(envelope, deadline, outcome)
+        return self._count(outcome)
+
+    async def _retry(
+        self, envelope: Envelope, deadline: float, outcome: PublishOutcome
+    ) -> PublishOutcome:
+        """Publish again after an ambiguous attempt (whose deadline was ``deadline``) until
+        the outcome is known or ``max_attempts`` ran out."""
         now = self._now()
-        publish = self.backend.publish
-        timeout = self.timeout
-        counters = self.counters
-        attempts = 0
-        while True:
-            attempts += 1
-            deadline = now() + timeout
-            outcome = await publish(envelope, deadline)
-            if type(outcome) is not PublicationUnknown:
-                break
+        attempts = 1
+        while type(outcome) is PublicationUnknown:
             if self.max_attempts is not None and attempts >= self.max_attempts:
                 return outcome
-            counters.retried += 1
+            self.counters.retried += 1
             if now() < deadline:  # answered early: retry no faster than once per timeout
                 sleep = self._sleep or loop_clock()[1]
                 await sleep(deadline - now())
+            attempts += 1
+            deadline = now() + self.timeout
+            outcome = await self.backend.publish(envelope, deadline)
+        return self._count(outcome)
+
+    def _count(self, outcome: PublishOutcome) -> PublishOutcome:
+        counters = self.counters
         if type(outcome) is Accepted:
             if outcome.duplicate:
                 counters.duplicates += 1

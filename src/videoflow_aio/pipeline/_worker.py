@@ -49,7 +49,12 @@ from ..contracts.messaging import (
     SubscriptionId,
     Terminal,
 )
-from ..contracts.payload import PayloadBytes, PayloadStore, TransientFailure
+from ..contracts.payload import (
+    ImmutablePayloadRef,
+    PayloadBytes,
+    PayloadStore,
+    TransientFailure,
+)
 from ..faults import SimulatedCrash
 from ._policy import ExceptionPolicy, RetryLater
 from ._publish import PAYLOAD_HEADER, Publisher, decode_ref
@@ -353,34 +358,14 @@ class StageWorker:
             counters.busy_seconds[r.index] += now() - started
 
     async def _one(self, r: _Replica, d: Delivery) -> None:
-        """Serve one delivery and settle it."""
+        """Serve one delivery and settle it (inline: this runs for every message)."""
         env = d.envelope
-        data: bytes | None = None
-        ref = None
-        outcome: SettleOutcome = _COMPLETED
         headers = env.headers
         raw = headers.get(PAYLOAD_HEADER) if headers else None
         if raw is not None and self.payload is not None:
-            try:
-                ref = decode_ref(raw)
-            except ValidationError as exc:
-                outcome = Terminal(str(exc))
-            else:
-                try:
-                    got = await self.payload.read(ref, self.name)
-                except ValidationError as exc:  # a ref this store cannot serve (foreign)
-                    got = TransientFailure(ref.key, str(exc))
-                    outcome = Terminal(f"payload ref refused: {exc}")
-                if outcome is not _COMPLETED:
-                    self.counters.payload_failures += 1
-                elif type(got) is PayloadBytes:
-                    data = got.data
-                elif type(got) is TransientFailure:
-                    self.counters.payload_failures += 1
-                    outcome = Retry(self.policy.retry_delay_seconds)
-                else:  # Missing or Corrupt: the bytes will not come back
-                    self.counters.payload_failures += 1
-                    outcome = Terminal(f"payload {type(got).__name__.lower()}: {got}")
+            data, ref, outcome = await self._read_payload(raw)
+        else:
+            data, ref, outcome = None, None, _COMPLETED
         if outcome is _COMPLETED:
             try:
                 result = await self.handler(d, data)
@@ -388,7 +373,56 @@ class StageWorker:
                     await self._forward(env, result)
             except Exception as exc:
                 outcome = self.policy.outcome(exc, d)
-        await self._settle(r, d, outcome, ref)
+        token = d.token
+        settlement_id = f"{d.sequence}:{token.lease_id}"
+        settle = self.backend.settle
+        answer = await settle(token, outcome, settlement_id)
+        if type(answer) is SettleUnknown:  # idempotent by settlement id: ask once more
+            answer = await settle(token, outcome, settlement_id)
+        seq = d.sequence
+        del r.leases[seq]
+        if r.deadlines:
+            r.deadlines.pop(seq, None)
+        counters = self.counters
+        if type(answer) is not SettleConfirmed:
+            if type(answer) is SettleUnknown:
+                counters.settle_unknown += 1
+            else:
+                counters.stale += 1
+        elif outcome is _COMPLETED:
+            counters.completed += 1
+            observe = self.observe
+            if observe is not None:
+                observe(d, self._now())
+            if ref is not None:
+                await self.payload.release_obligation(ref, self.name, settlement_id)  # type: ignore[union-attr]
+        elif type(outcome) is Retry:
+            counters.retried += 1
+        else:
+            counters.terminal += 1
+
+    async def _read_payload(
+        self, raw: str
+    ) -> tuple[bytes | None, ImmutablePayloadRef | None, SettleOutcome]:
+        """The bytes an envelope references, or the outcome to settle it with instead."""
+        assert self.payload is not None
+        try:
+            ref = decode_ref(raw)
+        except ValidationError as exc:
+            self.counters.payload_failures += 1
+            return None, None, Terminal(str(exc))
+        try:
+            got = await self.payload.read(ref, self.name)
+        except ValidationError as exc:  # a ref this store cannot serve (foreign)
+            self.counters.payload_failures += 1
+            return None, ref, Terminal(f"payload ref refused: {exc}")
+        if type(got) is PayloadBytes:
+            return got.data, ref, _COMPLETED
+        self.counters.payload_failures += 1
+        if type(got) is TransientFailure:
+            return None, ref, Retry(self.policy.retry_delay_seconds)
+        # Missing or Corrupt: the bytes will not come back
+        return None, ref, Terminal(f"payload {type(got).__name__.lower()}: {got}")
 
     async def _forward(self, env: Envelope, result: Sequence[Output | bytes]) -> None:
         publisher = self.publisher
@@ -400,9 +434,10 @@ class StageWorker:
         for i, out in enumerate(result):
             pid = f"{event_id}@{name}#{i}" if several else f"{event_id}@{name}"
             eid = f"{event_id}#{i}" if several and i else event_id
-            if isinstance(out, bytes):
+            if type(out) is bytes:
                 outcome = await publisher.send(pid, out, event_id=eid, event_ts=env.event_ts)
             else:
+                assert isinstance(out, Output)
                 outcome = await publisher.send(
                     pid,
                     out.body,
@@ -412,38 +447,9 @@ class StageWorker:
                     partition_key=out.partition_key,
                     headers=out.headers,
                 )
-            _check_forwarded(outcome, pid)
+            if type(outcome) is not Accepted:
+                _not_forwarded(outcome, pid)
             self.counters.forwarded += 1
-
-    async def _settle(self, r: _Replica, d: Delivery, outcome: SettleOutcome, ref: object) -> None:
-        token = d.token
-        settlement_id = f"{d.sequence}:{token.lease_id}"
-        settle = self.backend.settle
-        answer = await settle(token, outcome, settlement_id)
-        if type(answer) is SettleUnknown:  # idempotent by settlement id: ask once more
-            answer = await settle(token, outcome, settlement_id)
-        seq = d.sequence
-        r.leases.pop(seq, None)
-        if r.deadlines:
-            r.deadlines.pop(seq, None)
-        counters = self.counters
-        kind = type(answer)
-        if kind is not SettleConfirmed:
-            if kind is SettleUnknown:
-                counters.settle_unknown += 1
-            else:
-                counters.stale += 1
-            return
-        if outcome is _COMPLETED:
-            counters.completed += 1
-            if self.observe is not None:
-                self.observe(d, self._now())
-            if ref is not None and self.payload is not None:
-                await self.payload.release_obligation(ref, self.name, settlement_id)  # type: ignore[arg-type]
-        elif type(outcome) is Retry:
-            counters.retried += 1
-        else:
-            counters.terminal += 1
 
     # -- leases ----------------------------------------------------------------------------
     def _learn_lease(self, d: Delivery, now: float) -> None:
@@ -500,7 +506,8 @@ class StageWorker:
         if self.publisher is not None:
             pid = f"eos@{self.name}"
             outcome = await self.publisher.send(pid, b"", kind="eos")
-            _check_forwarded(outcome, pid)
+            if type(outcome) is not Accepted:
+                _not_forwarded(outcome, pid)
         for d in got:
             await self.backend.settle(d.token, _COMPLETED, f"{d.sequence}:{d.token.lease_id}")
         assert self._tg is not None
@@ -529,10 +536,8 @@ class StageWorker:
         return not any(r.busy for r in self._replicas)
 
 
-def _check_forwarded(outcome: PublishOutcome, pid: str) -> None:
+def _not_forwarded(outcome: PublishOutcome, pid: str) -> None:
     """A forward that did not store (rejected, unknown, unresolvable) retries the input."""
-    if type(outcome) is Accepted:
-        return
     reason = getattr(outcome, "reason", type(outcome).__name__)
     if type(outcome) is Rejected:
         raise RetryLater(f"forward of {pid} rejected: {reason}", 1.0)
