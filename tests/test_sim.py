@@ -209,13 +209,18 @@ def test_result_has_the_documented_shape() -> None:
 
 
 def test_same_seed_same_bytes_on_asyncio_and_another_seed_differs() -> None:
-    a = run_doc(small())
-    b = run_doc(small())
-    c = run_doc(small(seed=4))
-    for r in (a, b, c):
+    faults = [
+        {"at_seconds": 4.0, "kind": "crash_replica", "stage": "decode", "replica": 0},
+        {"at_seconds": 6.0, "kind": "pause_acceptance", "stage": "infer", "duration_seconds": 6},
+        {"at_seconds": 9.0, "kind": "fail_payload_reads", "count": 2},
+    ]
+    a, b, c = (with_faults(*faults), with_faults(*faults), with_faults(*faults, seed=4))
+    results = [run_doc(doc) for doc in (a, b, c)]
+    for r in results:
         r["run"]["wall_seconds"] = 0.0
-    assert to_json(a) == to_json(b)
-    assert to_json(a) != to_json(c)
+    assert to_json(results[0]) == to_json(results[1])
+    assert to_json(results[0]) != to_json(results[2])
+    assert results[0]["stages"]["decode"]["redeliveries"] >= 3
 
 
 def _without_replica_split(r: dict[str, Any]) -> dict[str, Any]:
@@ -398,6 +403,12 @@ def test_cli_writes_json_and_exits_0(tmp_path: Path, capsys: pytest.CaptureFixtu
     assert "end to end" in shown and "decode" in shown
 
 
+def test_cli_shows_progress_on_stderr(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["simulate", str(EXAMPLE), "--duration", "4", "--warmup", "1"]) == 0
+    captured = capsys.readouterr()
+    assert "end to end" in captured.out and "messages in" in captured.out
+
+
 def test_cli_bad_spec_exits_2_naming_the_key(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -458,3 +469,25 @@ def _toml(doc: dict[str, Any]) -> str:
                 lines.append(f"[[{key}]]")
                 lines += [f"{k} = {value(v)}" for k, v in item.items()]
     return "\n".join(lines) + "\n"
+
+
+def test_the_readme_command_runs(tmp_path: Path) -> None:
+    readme = (ROOT / "README.md").read_text()
+    line = next(x for x in readme.splitlines() if "videoflow-aio simulate " in x)
+    argv = line.split("videoflow-aio ", 1)[1].split()
+    assert argv[:2] == ["simulate", "examples/camera-farm.toml"]
+    argv[1] = str(ROOT / argv[1])
+    argv = [str(tmp_path / a) if a.startswith("r.") else a for a in argv]
+    if "--plot" in argv and not _has_matplotlib():
+        i = argv.index("--plot")
+        del argv[i : i + 2]
+    assert main([*argv, "--duration", "6", "--warmup", "1", "-q"]) == 0
+    assert json.loads((tmp_path / "r.json").read_text())["run"]["duration_seconds"] == 6.0
+
+
+def _has_matplotlib() -> bool:
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        return False
+    return True
