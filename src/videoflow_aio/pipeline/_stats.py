@@ -52,21 +52,21 @@ class LatencyHistogram:
 
     def add(self, value: float) -> None:
         """Record one sample (seconds, or any non-negative quantity)."""
-        if not value >= 0.0:
+        if value > 0.0:  # the common case first (NaN and negatives fail this test)
+            m, e = _frexp(value)
+            i = (e << self._shift) + int(m * self._scale)
+            b = self._buckets
+            b[i] = b.get(i, 0) + 1
+        elif value == 0.0:
+            self._zeros += 1
+        else:
             raise ValidationError("a sample must be >= 0", field="value", value=value)
         self.count += 1
         self.total += value
-        if value < self.min:
-            self.min = value
         if value > self.max:
             self.max = value
-        if value == 0.0:
-            self._zeros += 1
-            return
-        m, e = _frexp(value)
-        i = (e << self._shift) + int(m * self._scale)
-        b = self._buckets
-        b[i] = b.get(i, 0) + 1
+        if value < self.min:
+            self.min = value
 
     def extend(self, values: Iterable[float]) -> None:
         for v in values:

@@ -605,17 +605,7 @@ def _merge_series(parts: list[Series], bin_seconds: float, nbins: int) -> Series
         return parts[0]
     merged = Series(bin_seconds, nbins)
     for part in parts:
-        for b in range(nbins):
-            n = part.counts[b]
-            if not n:
-                continue
-            merged.counts[b] += n
-            merged.sums[b] += part.sums[b]
-            merged.maxs[b] = max(merged.maxs[b], part.maxs[b])
-            h = merged._hists.get(b)
-            if h is None:
-                h = merged._hists[b] = LatencyHistogram(3)
-            h.merge(part._hists[b])
+        merged.merge(part)
     return merged
 
 
