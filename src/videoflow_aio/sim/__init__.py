@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from ._dist import lognormal_params, sampler
 from ._report import faults_table, results_table, to_json
-from ._run import SimError, simulate
-from ._spec import SimSpec, SpecError, load_spec, parse_spec
+from ._run import simulate
+from ._spec import SimError, SimSpec, SpecError, load_spec, parse_spec
 from ._theory import erlang_c, md1_mean_response, mg1_mean_response, mmc_mean_response
 
 __all__ = [

@@ -17,8 +17,8 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn
 
 from ._report import faults_table, results_table, to_json
-from ._run import SimError, simulate
-from ._spec import SpecError, load_spec
+from ._run import simulate
+from ._spec import SimError, SpecError, load_spec
 
 
 def add_parser(sub: Any) -> None:

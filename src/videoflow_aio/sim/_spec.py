@@ -16,7 +16,7 @@ from typing import Any
 
 import msgspec
 
-from ..contracts.errors import ValidationError
+from ..contracts.errors import ValidationError, VideoflowError
 
 BACKENDS = ("asyncio", "trio")
 ARRIVALS = ("periodic", "poisson")
@@ -36,6 +36,16 @@ _NAME_BAD = " .*>\t\n@#/"
 
 class SpecError(ValidationError):
     """A malformed simulation spec; ``field`` is the path of the offending key."""
+
+
+class SimError(VideoflowError):
+    """A valid spec that cannot be run as specified (e.g. GPU slices that do not fit);
+    ``field`` names the spec key."""
+
+    field: str
+
+    def __init__(self, message: str, *, field: str) -> None:
+        super().__init__(message, field=field)
 
 
 class RunSpec(msgspec.Struct, frozen=True, kw_only=True):
@@ -575,6 +585,7 @@ __all__ = [
     "PayloadSpec",
     "RunSpec",
     "ServiceSpec",
+    "SimError",
     "SimSpec",
     "SourceSpec",
     "SpecError",
