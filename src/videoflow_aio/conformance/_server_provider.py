@@ -27,6 +27,7 @@ from typing import Any
 
 import anyio
 
+from ..adapters._extras import install_hint
 from ..testing.servers import Server, ServerProcess
 from ._case import Case
 from ._harness import Harness
@@ -82,7 +83,7 @@ class ServerProvider(Provider):
             try:
                 importlib.import_module(module)
             except ImportError as exc:
-                return f"{module} is not installed: {exc}"
+                return f"{module} is not installed ({exc}); {install_hint(self.name)}"
         for role, spec in self.server_options().items():
             if self.urls.get(role) is None:
                 reason = spec.unavailable()
