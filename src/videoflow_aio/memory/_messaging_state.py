@@ -23,6 +23,7 @@ from ..contracts.messaging import (
     SubscriptionId,
     SubscriptionSpec,
 )
+from ._waiters import Waiters
 
 LEASE = 0
 RETRY = 1
@@ -74,7 +75,6 @@ class Sub:
         "cursor",
         "dead_lettered",
         "dropped",
-        "event",
         "fail_reason",
         "floor",
         "id",
@@ -93,6 +93,7 @@ class Sub:
         "timers",
         "undelivered",
         "unresolved",
+        "waiters",
     )
 
     def __init__(self, spec: SubscriptionSpec, channel: Channel) -> None:
@@ -119,7 +120,7 @@ class Sub:
         self.dropped = 0
         self.redelivered = 0
         self.dead_lettered = 0
-        self.event: anyio.Event | None = None
+        self.waiters = Waiters()
         self.receivers = 0
         self.fail_reason: str | None = None
         self.core_queue: deque[Msg] = deque()
@@ -131,16 +132,27 @@ class Sub:
         return seq <= self.floor or seq in self.settled_above
 
     def wake(self) -> None:
-        ev = self.event
-        if ev is not None:
-            self.event = None
-            ev.set()
+        """Wake every receive waiting on this subscription (something changed for all)."""
+        if self.waiters:
+            self.waiters.notify_all()
+
+    def wake_one(self) -> None:
+        """Wake the longest-waiting receive (one more message is available)."""
+        if self.waiters:
+            self.waiters.notify(1)
 
     def next_due(self) -> float | None:
         return self.timers[0][0] if self.timers else None
 
     def push_timer(self, due: float, seq: int, attempt: int, kind: int) -> None:
         heapq.heappush(self.timers, (due, seq, attempt, kind))
+        self.timer_added(due)
+
+    def timer_added(self, due: float) -> None:
+        """A timer due before a waiting receive's wake-up wakes it, so it fires on time."""
+        waiters = self.waiters
+        if waiters and due < waiters.earliest:
+            waiters.notify_all()
 
     def forget(self, seq: int) -> None:
         """Drop every trace of ``seq`` (it left the channel) except the settled marks."""

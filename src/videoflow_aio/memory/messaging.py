@@ -426,8 +426,8 @@ class MemoryMessagingBackend(MessagingBackend):
         for sub in ch.subs.values():
             if sub.kind == kind and (sub.pstr is None or sub.pstr == env.partition_key):
                 sub.undelivered += 1
-                if sub.event is not None:
-                    sub.wake()
+                if sub.waiters:
+                    sub.wake_one()
         if self.log is not None:
             self._rec("publish", ch.id, pid, seq=seq, duplicate=False, msg_kind=kind)
         return Accepted(pid, seq)
@@ -523,6 +523,8 @@ class MemoryMessagingBackend(MessagingBackend):
                     self._due(sub, now)
                     out = self._take(sub, item_credit, byte_credit, now)
                 if out is not None:
+                    if not out:  # this call's byte credit is too small: another may fit it
+                        sub.wake_one()
                     return out
                 if now >= deadline:
                     return []
@@ -530,12 +532,7 @@ class MemoryMessagingBackend(MessagingBackend):
                 nd = sub.next_due()
                 if nd is not None and nd < wake:
                     wake = nd
-                ev = sub.event
-                if ev is None:
-                    ev = sub.event = anyio.Event()
-                with anyio.CancelScope(deadline=wake) as scope:
-                    await ev.wait()
-                woke_at = wake if scope.cancelled_caught else None
+                woke_at = None if await sub.waiters.wait(wake) else wake
                 if self._sub(subscription) is not sub:  # NotFound once the channel was closed
                     raise NotFound(
                         f"{subscription} was closed and re-created while this receive waited",
@@ -619,6 +616,8 @@ class MemoryMessagingBackend(MessagingBackend):
                         subscription=sid.name,
                     )
             sub.cursor = cur
+            if out:
+                sub.timer_added(lease_deadline)
         if out:
             return out
         return [] if blocked else None
@@ -785,8 +784,8 @@ class MemoryMessagingBackend(MessagingBackend):
             sub.dead_lettered += 1
             self._mark_settled(ch, sub, m)
             self._dead_letter(ch, sub, m, outcome.reason, now)
-        if sub.event is not None:
-            sub.wake()
+        if sub.waiters and len(sub.leased) + 1 >= sub.spec.item_credit:
+            sub.wake()  # the subscription's shared credit was exhausted: now there is room
         return SettleConfirmed(seq)
 
     def _mark_settled(self, ch: Channel, sub: Sub, m: Msg) -> None:
