@@ -272,11 +272,17 @@ class MemoryMessagingBackend(MessagingBackend):
         """Remove ``m`` from the channel; record a drop for every subscription that sees it
         and had not settled it. Returns those subscriptions' names."""
         seq = m.seq
-        del ch.msgs[seq]
+        msgs = ch.msgs
+        del msgs[seq]
         if m.slot:
-            order = ch.order
-            if order and order[0] == seq:
-                order.popleft()
+            # store-order queues drop their head when it leaves, and with it every entry
+            # behind it that left earlier (out of order): else, when messages are settled
+            # out of order (competing replicas, interest retention), they grow forever
+            for order in (ch.order, ch.kind_order.get(m.kind)):
+                if order and order[0] == seq:
+                    order.popleft()
+                    while order and order[0] not in msgs:
+                        order.popleft()
             ch.count -= 1
             ch.bytes -= m.size
             ch.kind_count[m.kind] -= 1

@@ -1,5 +1,6 @@
-"""Receivers waiting in the messaging model: each on its own wake-up (memory._waiters), one
-woken per new message, every one when credit frees up, on time for every timer."""
+"""The messaging model's paths a pipeline drives hard: receivers waiting (each on its own
+wake-up, one woken per new message, every one when credit frees up, on time for every timer)
+and interest retention under competing replicas (memory stays flat)."""
 
 from __future__ import annotations
 
@@ -201,3 +202,26 @@ async def test_a_receiver_whose_byte_credit_is_too_small_passes_the_message_on()
         await anyio.sleep(0.1)
         await b.publish(make_envelope(cid, "big", body=b"x" * 100), anyio.current_time() + 1)  # type: ignore[arg-type]
     assert got == {"small": [], "large": ["big"]}
+
+
+@pytest.mark.parametrize("per_subject", [False, True])
+async def test_out_of_order_settles_leave_no_trace_behind(per_subject: bool) -> None:
+    b = MemoryMessagingBackend()
+    ch = make_channel("f", "r", "n", "work", "interest", per_subject_limits=per_subject)
+    sub = make_subscription(ch.channel, "w", item_credit=64)
+    ch = make_channel(
+        "f", "r", "n", "work", "interest", required=[sub.id], per_subject_limits=per_subject
+    )
+    await b.ensure_channel(ch, "op")
+    await b.ensure_subscription(sub, "op2")
+    now = anyio.current_time
+    for round_ in range(50):
+        for i in range(4):
+            await b.publish(make_envelope(ch.channel, f"p{round_}-{i}"), now() + 1)
+        got = await b.receive(sub.id, 4, 1 << 20, now() + 1)
+        for d in reversed(got):  # competing replicas finish in any order
+            await b.settle(d.token, Completed(), f"s{d.sequence}")
+    state = b._channels[ch.channel]  # type: ignore[attr-defined]
+    assert state.msgs == {}
+    assert len(state.order) == 0
+    assert all(len(q) == 0 for q in state.kind_order.values())
