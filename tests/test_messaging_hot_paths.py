@@ -16,7 +16,7 @@ from videoflow_aio.contracts.messaging import (
     make_envelope,
     make_subscription,
 )
-from videoflow_aio.memory._waiters import Waiters
+from videoflow_aio.memory.messaging._waiters import Waiters
 from videoflow_aio.memory.messaging import MemoryMessagingBackend
 
 pytestmark = pytest.mark.anyio
@@ -111,7 +111,7 @@ async def test_one_message_wakes_one_waiting_receiver() -> None:
         got = await b.receive(sid, 1, 1 << 20, anyio.current_time() + 100)  # type: ignore[arg-type]
         returned.append(len(got))
 
-    waiters = b._subs[sid].waiters  # type: ignore[index]
+    waiters = b._broker.subs[sid].waiters  # type: ignore[index]
     async with anyio.create_task_group() as tg:
         for _ in range(3):
             tg.start_soon(receiver)
@@ -221,7 +221,7 @@ async def test_out_of_order_settles_leave_no_trace_behind(per_subject: bool) -> 
         got = await b.receive(sub.id, 4, 1 << 20, now() + 1)
         for d in reversed(got):  # competing replicas finish in any order
             await b.settle(d.token, Completed(), f"s{d.sequence}")
-    state = b._channels[ch.channel]  # type: ignore[attr-defined]
+    state = b._broker.channels[ch.channel]
     assert state.msgs == {}
     assert len(state.order) == 0
     assert all(len(q) == 0 for q in state.kind_order.values())
