@@ -143,14 +143,9 @@ def compare(spec_path: Path, duration: float) -> None:
     simpy_cpu = time.process_time() - cpu0
     simpy_msgs = hand["messages"]
     print(f"spec {spec_path.name} without faults, {duration:g} virtual s")
-    print(
-        f"  videoflow-aio simulate: {sim_msgs:,} messages in {sim_cpu:.2f} CPU s = "
-        f"{sim_msgs / sim_cpu:,.0f} msg/CPU-s (wall {result['run']['wall_seconds']:.2f} s)"
-    )
-    print(
-        f"  SimPy hand model:       {simpy_msgs:,} messages in {simpy_cpu:.2f} CPU s = "
-        f"{simpy_msgs / simpy_cpu:,.0f} msg/CPU-s"
-    )
+    wall = f" (wall {result['run']['wall_seconds']:.2f} s)"
+    print(_rate("videoflow-aio simulate:", sim_msgs, sim_cpu) + wall)
+    print(_rate("SimPy hand model:      ", simpy_msgs, simpy_cpu))
     ratio = (sim_msgs / sim_cpu) / (simpy_msgs / simpy_cpu)
     print(f"  ratio simulate / SimPy: {ratio:.2f}x   (target >= 0.5x)")
     heads = "".join(f"{h:<18}" for h in ("p50", "p90", "p99", "p99.9"))
@@ -158,6 +153,10 @@ def compare(spec_path: Path, duration: float) -> None:
     for name, st in result["stages"].items():
         print(_row(name, st["latency_ms"], hand["stages"][name]))
     print(_row("end to end", result["end_to_end"]["latency_ms"], hand["end_to_end"]))
+
+
+def _rate(label: str, messages: int, cpu: float) -> str:
+    return f"  {label} {messages:,} messages in {cpu:.2f} CPU s = {messages / cpu:,.0f} msg/CPU-s"
 
 
 def _fields(s: Any) -> dict[str, Any]:

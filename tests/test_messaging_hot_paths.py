@@ -16,8 +16,8 @@ from videoflow_aio.contracts.messaging import (
     make_envelope,
     make_subscription,
 )
-from videoflow_aio.memory.messaging._waiters import Waiters
 from videoflow_aio.memory.messaging import MemoryMessagingBackend
+from videoflow_aio.memory.messaging._waiters import Waiters
 
 pytestmark = pytest.mark.anyio
 

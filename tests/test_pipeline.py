@@ -36,6 +36,7 @@ from videoflow_aio.pipeline import (
     plan_pipeline,
     run_stage,
     sent_at,
+    stage_worker,
 )
 
 pytestmark = pytest.mark.anyio
@@ -143,28 +144,8 @@ async def test_frames_flow_through_with_event_ts_and_payloads_released() -> None
         return t
 
     async with anyio.create_task_group() as tg:
-        tg.start_soon(
-            lambda: run_stage(
-                b,
-                pipe.subscriptions["decode"][0],
-                decode,
-                replicas=2,
-                output=pipe.output("decode"),
-                readers=pipe.readers["decode"],
-                eos=pipe.eos_subscriptions["decode"],
-                payload=store,
-            )
-        )
-        tg.start_soon(
-            lambda: run_stage(
-                b,
-                pipe.subscriptions["infer"][0],
-                infer,
-                eos=pipe.eos_subscriptions["infer"],
-                payload=store,
-                observe=done,
-            )
-        )
+        tg.start_soon(stage_worker(b, pipe, "decode", decode, replicas=2, payload=store).run)
+        tg.start_soon(stage_worker(b, pipe, "infer", infer, payload=store, observe=done).run)
         ids = await feed(b, pipe, 50, every=0.05, data=b"J" * 100, payload=store)
     assert [pid for pid, _, _ in seen] == [f"{i}@decode" for i in ids]
     # 50 ms apart, 10 ms then 20 ms of work: no queueing anywhere
@@ -197,7 +178,7 @@ async def test_eos_waits_for_the_backlog_and_is_forwarded_once() -> None:
     pipe = await three_stage(b)
     # a backlog of 20 one-second jobs on one replica: eos arrives long before they are done
     await feed(b, pipe, 20, every=0.0)
-    counters = await run_stage(
+    counters = await run_stage(  # run_stage: a worker without stage_worker's wiring
         b,
         pipe.subscriptions["decode"][0],
         sleeper(1.0),
@@ -393,15 +374,7 @@ async def _cancel_run(at: int, when: str) -> tuple[Trigger, bool]:
         return [Output(data=b"R")]
 
     def worker(messaging: object, payload: object) -> StageWorker:
-        return StageWorker(
-            messaging,  # type: ignore[arg-type]
-            pipe.subscriptions["decode"][0],
-            decode,
-            output=pipe.output("decode"),
-            readers=pipe.readers["decode"],
-            eos=pipe.eos_subscriptions["decode"],
-            payload=payload,  # type: ignore[arg-type]
-        )
+        return stage_worker(messaging, pipe, "decode", decode, payload=payload)  # type: ignore[arg-type]
 
     with anyio.CancelScope() as scope:
         trigger = Trigger(scope, at, when)

@@ -15,12 +15,13 @@ from videoflow_aio.contracts import Known
 from videoflow_aio.contracts.messaging import Delivery, MessagingBackend
 from videoflow_aio.memory.messaging import MemoryMessagingBackend
 from videoflow_aio.memory.payload import MemoryPayloadStore
-from videoflow_aio.pipeline import Output, run_stage
+from videoflow_aio.pipeline import Output, stage_worker
 from videoflow_aio.testing.servers import ServerProcess
 
 pytestmark = pytest.mark.server
 
 FRAMES = 20
+FAST = {"poll_seconds": 0.2}  # idle workers look again often: the server's clock is real
 
 
 async def run_pipeline(b: MessagingBackend) -> dict[str, Any]:
@@ -46,44 +47,19 @@ async def run_pipeline(b: MessagingBackend) -> dict[str, Any]:
         assert d.envelope.event_ts is not None
         out.append((d.envelope.publication_id, d.envelope.event_id, d.attempt, now))
 
+    decode_worker = stage_worker(b, pipe, "decode", decode, replicas=2, payload=store, **FAST)
+    infer_worker = stage_worker(b, pipe, "infer", infer, payload=store, observe=done, **FAST)
     with anyio.fail_after(60):
         async with anyio.create_task_group() as tg:
-            decode_counters: list[Any] = []
-
-            async def run_decode() -> None:
-                decode_counters.append(
-                    await run_stage(
-                        b,
-                        pipe.subscriptions["decode"][0],
-                        decode,
-                        replicas=2,
-                        output=pipe.output("decode"),
-                        readers=pipe.readers["decode"],
-                        eos=pipe.eos_subscriptions["decode"],
-                        payload=store,
-                        poll_seconds=0.2,
-                    )
-                )
-
-            tg.start_soon(run_decode)
-            tg.start_soon(
-                lambda: run_stage(
-                    b,
-                    pipe.subscriptions["infer"][0],
-                    infer,
-                    eos=pipe.eos_subscriptions["infer"],
-                    payload=store,
-                    observe=done,
-                    poll_seconds=0.2,
-                )
-            )
+            tg.start_soon(decode_worker.run)
+            tg.start_soon(infer_worker.run)
             await feed(b, pipe, FRAMES, every=0.005, data=b"JPEG", payload=store)
     remaining = {}
     for name, ch in pipe.channels.items():
         obs = await b.observe_channel(ch)
         assert isinstance(obs, Known)
         remaining[name] = obs.value.messages
-    c = decode_counters[0]
+    c = decode_worker.counters
     return {
         "outputs": sorted(pid for pid, _, _, _ in out),
         "event_ids": sorted(eid for _, eid, _, _ in out),

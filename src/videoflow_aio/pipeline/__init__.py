@@ -4,6 +4,7 @@ contracts, so the same stage code runs on the memory model (virtual time) and on
 * :func:`ensure_pipeline` creates a pipeline's channels and subscriptions (idempotent).
 * :class:`StageWorker` / :func:`run_stage` serve a stage: receive, handle, forward (keeping
   ``event_ts``), settle, renew long leases, stop on ``eos``; cancellation-safe.
+  :func:`stage_worker` wires one from a :class:`Pipeline`.
 * :class:`Publisher` publishes with relative timeouts, payload bytes and idempotent retries;
   :func:`deadline_in` turns a relative timeout into the contracts' absolute deadline.
 * :class:`LatencyHistogram` keeps latency statistics in constant memory.
@@ -26,7 +27,15 @@ from ._publish import (
 from ._stats import LatencyHistogram
 from ._time import deadline_in, loop_clock
 from ._topology import EOS_SUFFIX, Node, Pipeline, ensure_pipeline, plan_pipeline
-from ._worker import Handler, Observer, Output, StageCounters, StageWorker, run_stage
+from ._worker import (
+    Handler,
+    Observer,
+    Output,
+    StageCounters,
+    StageWorker,
+    run_stage,
+    stage_worker,
+)
 
 __all__ = [
     "EOS_SUFFIX",
@@ -53,4 +62,5 @@ __all__ = [
     "plan_pipeline",
     "run_stage",
     "sent_at",
+    "stage_worker",
 ]

@@ -12,6 +12,7 @@ publication accepted late answers ``Accepted(duplicate=True)``.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
 import msgspec
 
@@ -61,19 +62,17 @@ def sent_at(envelope: Envelope) -> float | None:
         return None
 
 
+@dataclass(slots=True)
 class PublishCounters:
     """What a :class:`Publisher` did: accepted (first time), duplicates, ambiguous attempts
     retried, rejected, unresolvable, payload objects put."""
 
-    __slots__ = ("accepted", "duplicates", "payload_puts", "rejected", "retried", "unresolvable")
-
-    def __init__(self) -> None:
-        self.accepted = 0
-        self.duplicates = 0
-        self.retried = 0
-        self.rejected = 0
-        self.unresolvable = 0
-        self.payload_puts = 0
+    accepted: int = 0
+    duplicates: int = 0
+    retried: int = 0
+    rejected: int = 0
+    unresolvable: int = 0
+    payload_puts: int = 0
 
 
 class Publisher:

@@ -27,6 +27,8 @@ from __future__ import annotations
 
 import math
 from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
 
 import anyio
 import msgspec
@@ -59,6 +61,7 @@ from ..faults import SimulatedCrash
 from ._policy import ExceptionPolicy, RetryLater
 from ._publish import PAYLOAD_HEADER, Publisher, decode_ref
 from ._time import Clock, Sleep, check_seconds, loop_clock
+from ._topology import Pipeline
 
 
 class Output(msgspec.Struct, frozen=True, kw_only=True):
@@ -81,44 +84,28 @@ _COMPLETED = Completed()
 _DEFAULT_POLICY = ExceptionPolicy()
 
 
+@dataclass(slots=True)
 class StageCounters:
     """What a stage did. ``busy_seconds[i]``: time replica ``i`` held messages (from the
     receive that returned them to the settle of the last); ``redelivered``: deliveries
     with attempt > 1 this stage received."""
 
-    __slots__ = (
-        "busy_seconds",
-        "completed",
-        "crashes",
-        "forwarded",
-        "payload_failures",
-        "receive_errors",
-        "received",
-        "redelivered",
-        "renewals",
-        "retried",
-        "settle_unknown",
-        "stale",
-        "terminal",
-    )
-
-    def __init__(self, replicas: int) -> None:
-        self.busy_seconds = [0.0] * replicas
-        self.received = 0
-        self.redelivered = 0
-        self.completed = 0
-        self.retried = 0
-        self.terminal = 0
-        self.stale = 0
-        self.settle_unknown = 0
-        self.forwarded = 0
-        self.renewals = 0
-        self.crashes = 0
-        self.receive_errors = 0
-        self.payload_failures = 0
+    busy_seconds: list[float] = field(default_factory=list)
+    received: int = 0
+    redelivered: int = 0
+    completed: int = 0
+    retried: int = 0
+    terminal: int = 0
+    stale: int = 0
+    settle_unknown: int = 0
+    forwarded: int = 0
+    renewals: int = 0
+    crashes: int = 0
+    receive_errors: int = 0
+    payload_failures: int = 0
 
     def as_dict(self) -> dict[str, object]:
-        return {name: getattr(self, name) for name in self.__slots__}
+        return asdict(self)
 
 
 class _Replica:
@@ -189,9 +176,9 @@ class StageWorker:
                 value=subscription,
             )
         counts = (("replicas", replicas), ("batch", batch), ("byte_credit", byte_credit))
-        for field, value in counts:
+        for name_, value in counts:
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValidationError(f"{field} must be an int >= 1", field=field, value=value)
+                raise ValidationError(f"{name_} must be an int >= 1", field=name_, value=value)
         self.backend = backend
         self.subscriptions = subs
         self.handler = handler
@@ -206,7 +193,7 @@ class StageWorker:
         self.poll_seconds = check_seconds(poll_seconds, "poll_seconds", positive=True)
         self.byte_credit = byte_credit
         self.observe = observe
-        self.counters = StageCounters(replicas * len(subs))
+        self.counters = StageCounters([0.0] * (replicas * len(subs)))
         self.publisher = (
             Publisher(
                 backend,
@@ -548,37 +535,31 @@ async def run_stage(
     backend: MessagingBackend,
     subscription: SubscriptionId | Sequence[SubscriptionId],
     handler: Handler,
-    *,
-    replicas: int = 1,
-    batch: int = 1,
-    output: ChannelId | None = None,
-    readers: Sequence[str] = (),
-    eos: Sequence[SubscriptionId] = (),
-    payload: PayloadStore | None = None,
-    policy: ExceptionPolicy | None = None,
-    call_timeout: float = 5.0,
-    poll_seconds: float = 1.0,
-    observe: Observer | None = None,
-    name: str | None = None,
+    **options: Any,
 ) -> StageCounters:
-    """Run one stage until end of stream (see :class:`StageWorker`); returns its counters."""
-    worker = StageWorker(
+    """Run one stage until end of stream; returns its counters. ``options`` are
+    :class:`StageWorker`'s keyword arguments (``replicas``, ``batch``, ``output``, ``eos``,
+    ``payload``, ``observe``, …)."""
+    return await StageWorker(backend, subscription, handler, **options).run()
+
+
+def stage_worker(
+    backend: MessagingBackend, pipeline: Pipeline, stage: str, handler: Handler, **options: Any
+) -> StageWorker:
+    """A :class:`StageWorker` for ``stage`` of ``pipeline`` (from
+    :func:`~videoflow_aio.pipeline.ensure_pipeline`), wired as it says: the stage's input
+    and end-of-stream subscriptions, its output channel and that channel's readers.
+    ``options``: the worker's other keyword arguments."""
+    return StageWorker(
         backend,
-        subscription,
+        pipeline.subscriptions[stage],
         handler,
-        replicas=replicas,
-        batch=batch,
-        output=output,
-        readers=readers,
-        eos=eos,
-        payload=payload,
-        policy=policy,
-        call_timeout=call_timeout,
-        poll_seconds=poll_seconds,
-        observe=observe,
-        name=name,
+        name=stage,
+        output=pipeline.output(stage),
+        readers=pipeline.readers[stage],
+        eos=pipeline.eos_subscriptions[stage],
+        **options,
     )
-    return await worker.run()
 
 
 __all__ = [
@@ -589,4 +570,5 @@ __all__ = [
     "StageCounters",
     "StageWorker",
     "run_stage",
+    "stage_worker",
 ]

@@ -28,6 +28,7 @@ from ..pipeline import (
     StageWorker,
     ensure_pipeline,
     loop_clock,
+    stage_worker,
 )
 from ..vtime import VirtualClock
 from ..vtime import run as vrun
@@ -121,16 +122,13 @@ def _workers(
         output: list[Output | bytes] | None = None
         if not sink:
             output = [Output(data=data)] if data is not None else [b""]
-        workers[st.name] = StageWorker(
+        workers[st.name] = stage_worker(
             messaging,
-            pipe.subscriptions[st.name],
+            pipe,
+            st.name,
             stage_handler(sampler(st.service, rng), slow, output),
             replicas=st.replicas,
             batch=st.batch,
-            name=st.name,
-            output=pipe.output(st.name),
-            readers=pipe.readers[st.name],
-            eos=pipe.eos_subscriptions[st.name],
             payload=store,
             policy=ExceptionPolicy(retry_delay_seconds=st.retry_delay_seconds),
             poll_seconds=POLL_SECONDS,

@@ -162,6 +162,33 @@ def _keys(table: Mapping[str, Any], path: str, allowed: tuple[str, ...]) -> None
             )
 
 
+def _number(
+    table: Mapping[str, Any],
+    key: str,
+    path: str,
+    *,
+    integer: bool,
+    minimum: float,
+    strict: bool = False,
+    allow: tuple[int, ...] = (),
+) -> float | int | None:
+    """``table[key]`` checked as a finite number (an int with ``integer``) >= ``minimum``
+    (> with ``strict``; or one of ``allow``); None when absent."""
+    if key not in table:
+        return None
+    where = f"{path}.{key}"
+    v = table[key]
+    if integer:
+        if isinstance(v, bool) or not isinstance(v, int):
+            raise _fail(where, "must be an integer", v)
+    elif isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v):
+        raise _fail(where, "must be a finite number", v)
+    if (v < minimum or (strict and v == minimum)) and v not in allow:
+        extra = f" (or {', '.join(map(str, allow))})" if allow else ""
+        raise _fail(where, f"must be {'>' if strict else '>='} {minimum:g}{extra}", v)
+    return int(v) if integer else float(v)
+
+
 def _num(
     table: Mapping[str, Any],
     key: str,
@@ -172,16 +199,11 @@ def _num(
     strict: bool = False,
     required: bool = False,
 ) -> float | None:
-    where = f"{path}.{key}"
-    if key not in table:
+    v = _number(table, key, path, integer=False, minimum=minimum, strict=strict)
+    if v is None:
         if required:
-            raise _fail(where, "is required")
+            raise _fail(f"{path}.{key}", "is required")
         return default
-    v = table[key]
-    if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v):
-        raise _fail(where, "must be a finite number", v)
-    if v < minimum or (strict and v == minimum):
-        raise _fail(where, f"must be {'>' if strict else '>='} {minimum:g}", v)
     return float(v)
 
 
@@ -194,16 +216,8 @@ def _int(
     minimum: int = 0,
     allow: tuple[int, ...] = (),
 ) -> int:
-    where = f"{path}.{key}"
-    if key not in table:
-        return default
-    v = table[key]
-    if isinstance(v, bool) or not isinstance(v, int):
-        raise _fail(where, "must be an integer", v)
-    if v < minimum and v not in allow:
-        extra = f" (or {', '.join(map(str, allow))})" if allow else ""
-        raise _fail(where, f"must be >= {minimum}{extra}", v)
-    return v
+    v = _number(table, key, path, integer=True, minimum=minimum, allow=allow)
+    return default if v is None else int(v)
 
 
 def _str(
