@@ -483,20 +483,3 @@ def test_latencies_pair_first_start_with_first_end_after_it() -> None:
     log.record("publish", subject="c", ident="b", at=5.0)  # never settled: absent
     log.record("settle", subject="other", ident="a", at=3.0)
     assert latencies(log, "publish", "settle", start_subject="c", end_subject="c") == {"a": 3.0}
-
-
-def test_the_docs_example_runs_as_printed() -> None:
-    import re
-    import subprocess
-    import sys
-    from pathlib import Path
-
-    doc = (Path(__file__).resolve().parent.parent / "docs" / "pipeline.md").read_text()
-    block = re.search(r"```python\n(.*?)```", doc, re.S)
-    assert block is not None
-    out = subprocess.run(
-        [sys.executable, "-c", block.group(1)], capture_output=True, text=True, timeout=120
-    )
-    assert out.returncode == 0, out.stderr
-    count, _, summary = out.stdout.partition(" ")
-    assert count == "3000" and "'p99'" in summary

@@ -30,7 +30,9 @@ from ..contracts.payload import ImmutablePayloadRef, PayloadStore, RetentionCont
 from ._time import Clock, Sleep, check_seconds, loop_clock
 
 PAYLOAD_HEADER = "vf-payload"
+"""The header that carries an envelope's payload reference (the ref as JSON)."""
 SENT_AT_HEADER = "vf-sent-at"
+"""The header that carries when an envelope was sent (``repr`` of the publisher's loop time)."""
 
 _ref_encoder = msgspec.json.Encoder()
 _ref_decoder = msgspec.json.Decoder(ImmutablePayloadRef)

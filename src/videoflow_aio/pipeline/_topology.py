@@ -19,6 +19,7 @@ from ..contracts.errors import ValidationError
 from ..contracts.messaging import (
     ChannelId,
     MessagingBackend,
+    Overflow,
     SubscriptionId,
     make_channel,
     make_subscription,
@@ -27,6 +28,7 @@ from ..contracts.messaging import (
 PROFILE = "pipeline"
 """The channel profile :func:`ensure_pipeline` asks for."""
 EOS_SUFFIX = "-eos"
+"""Stage ``s``'s end-of-stream subscription on an input is the consumer ``s`` + this."""
 
 
 class Node(msgspec.Struct, frozen=True, kw_only=True):
@@ -44,7 +46,7 @@ class Node(msgspec.Struct, frozen=True, kw_only=True):
     max_deliver: int = 4
     item_credit: int = 64
     max_msgs: int = 10000
-    overflow: str = "evict_oldest"
+    overflow: Overflow = "evict_oldest"
     dedup_window_seconds: int = 120
 
 

@@ -12,12 +12,16 @@ import math
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, cast
 
 import msgspec
 
 from ..contracts.errors import ValidationError, VideoflowError
+from ..contracts.messaging import Overflow
+from ..contracts.payload import Tier
 
+Backend = Literal["asyncio", "trio"]
+Authority = Literal["device-plugin", "mig-manager"]
 BACKENDS = ("asyncio", "trio")
 ARRIVALS = ("periodic", "poisson")
 DISTS = ("constant", "exponential", "lognormal", "empirical")
@@ -52,7 +56,7 @@ class RunSpec(msgspec.Struct, frozen=True, kw_only=True):
     seed: int = 0
     duration_seconds: float = 60.0
     warmup_seconds: float = 0.0
-    backend: str = "asyncio"
+    backend: Backend = "asyncio"
     drain_seconds: float = 300.0
     bin_seconds: float | None = None
     flow_id: str = "sim"
@@ -60,7 +64,7 @@ class RunSpec(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class PayloadSpec(msgspec.Struct, frozen=True, kw_only=True):
-    tier: str = "durable"
+    tier: Tier = "durable"
     max_bytes: int | None = None
     ttl_seconds: float = 3600.0
     obligation_seconds: float = 600.0
@@ -94,7 +98,7 @@ class StageSpec(msgspec.Struct, frozen=True, kw_only=True):
     gpu: str | None = None
     output_bytes: int = 0
     max_queue: int = 10000
-    overflow: str = "evict_oldest"
+    overflow: Overflow = "evict_oldest"
     retry_delay_seconds: float = 1.0
 
 
@@ -107,7 +111,7 @@ class NodeSpec(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class GpuSpec(msgspec.Struct, frozen=True, kw_only=True):
-    authority: str = "device-plugin"
+    authority: Authority = "device-plugin"
     mig_apply_seconds: float = 0.0
 
 
@@ -124,6 +128,10 @@ class FaultSpec(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class SimSpec(msgspec.Struct, frozen=True, kw_only=True):
+    """A validated simulation spec (``load_spec``/``parse_spec``): the TOML's tables as
+    frozen structs — ``[run]``, ``[[source]]``, ``[[stage]]``, ``[[fault]]``, ``[[node]]``,
+    ``[gpu]``, ``[payload]``."""
+
     run: RunSpec
     sources: tuple[SourceSpec, ...]
     stages: tuple[StageSpec, ...]
@@ -273,7 +281,7 @@ def _run(raw: Any) -> RunSpec:
         seed=_int(t, "seed", "run", 0, minimum=-(2**63)),
         duration_seconds=duration,
         warmup_seconds=warmup,
-        backend=_str(t, "backend", "run", "asyncio", choices=BACKENDS) or "asyncio",
+        backend=cast(Backend, _str(t, "backend", "run", "asyncio", choices=BACKENDS)),
         drain_seconds=_num(t, "drain_seconds", "run", 300.0) or 0.0,
         bin_seconds=_num(t, "bin_seconds", "run", None, strict=True),
         flow_id=_str(t, "flow_id", "run", "sim", name=True) or "sim",
@@ -398,7 +406,7 @@ def _stage(raw: Any, i: int, base: Path | None) -> StageSpec:
         gpu=_str(t, "gpu", path),
         output_bytes=_int(t, "output_bytes", path, 0),
         max_queue=_int(t, "max_queue", path, 10000, minimum=1),
-        overflow=_str(t, "overflow", path, "evict_oldest", choices=OVERFLOWS) or "evict_oldest",
+        overflow=cast(Overflow, _str(t, "overflow", path, "evict_oldest", choices=OVERFLOWS)),
         retry_delay_seconds=_num(t, "retry_delay_seconds", path, 1.0) or 0.0,
     )
 
@@ -479,7 +487,7 @@ def _payload(raw: Any) -> PayloadSpec:
     ):
         raise _fail("payload.max_bytes", "must be an integer >= 1", max_bytes)
     return PayloadSpec(
-        tier=_str(t, "tier", "payload", "durable", choices=("durable", "evictable")) or "",
+        tier=cast(Tier, _str(t, "tier", "payload", "durable", choices=("durable", "evictable"))),
         max_bytes=max_bytes,
         ttl_seconds=_num(t, "ttl_seconds", "payload", 3600.0, strict=True) or 0.0,
         obligation_seconds=_num(t, "obligation_seconds", "payload", 600.0, strict=True) or 0.0,
@@ -490,7 +498,9 @@ def _gpu(raw: Any) -> GpuSpec:
     t = _table(raw if raw is not None else {}, "gpu")
     _keys(t, "gpu", ("authority", "mig_apply_seconds"))
     return GpuSpec(
-        authority=_str(t, "authority", "gpu", "device-plugin", choices=AUTHORITIES) or "",
+        authority=cast(
+            Authority, _str(t, "authority", "gpu", "device-plugin", choices=AUTHORITIES)
+        ),
         mig_apply_seconds=_num(t, "mig_apply_seconds", "gpu", 0.0) or 0.0,
     )
 
