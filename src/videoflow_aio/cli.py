@@ -4,6 +4,7 @@
                               [--select PATTERN] [--json PATH|-] [--list]
                               [--nats-url URL] [--redis-url URL] [--etcd-url URL]
                               [--option PROVIDER.KEY=VALUE] [--allow-skipped] [--secure]
+    videoflow-aio simulate SPEC.toml [--json PATH|-] [--plot PATH] [--seed N] [--duration S]
     videoflow-aio bench [NAME [ARGS...]]
     videoflow-aio --version
 
@@ -367,6 +368,10 @@ def build_parser() -> argparse.ArgumentParser:
         help="exit 0 even when every selected run was skipped (default: exit 1, nothing ran)",
     )
 
+    from .sim._cli import add_parser as add_simulate
+
+    add_simulate(sub)
+
     bench = sub.add_parser("bench", help="list or run the benchmark scripts")
     bench.add_argument("name", nargs="?", help="benchmark to run (omit to list them)")
     bench.add_argument("args", nargs=argparse.REMAINDER, help="arguments for the benchmark")
@@ -397,6 +402,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.command == "conformance":
             return cmd_conformance(args)
+        if args.command == "simulate":
+            from .sim._cli import cmd_simulate
+
+            return cmd_simulate(args, make_console(sys.stdout), make_console(sys.stderr))
         return cmd_bench(args, make_console(sys.stdout))
     except UsageError as exc:
         make_console(sys.stderr).print(f"videoflow-aio: error: {exc}", markup=False)
