@@ -3,7 +3,8 @@ PayloadStore."""
 
 from __future__ import annotations
 
+from ._client import ReplicationUnconfirmed
 from .payload import RedisPayloadStore
 from .runtime_store import RedisRuntimeStore
 
-__all__ = ["RedisPayloadStore", "RedisRuntimeStore"]
+__all__ = ["RedisPayloadStore", "RedisRuntimeStore", "ReplicationUnconfirmed"]

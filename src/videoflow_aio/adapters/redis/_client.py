@@ -7,6 +7,14 @@
 - Every redis-py exception is mapped onto ``videoflow_aio.contracts.errors`` (cause chained)
   in one place, :func:`map_exceptions`.
 
+Replication (``wait_replicas=N``): Redis replicates asynchronously, so a write the primary
+acknowledged may not be on any replica when the primary dies — a promoted replica has lost
+it. With ``wait_replicas``, each write script is followed on the same connection by
+``WAIT N wait_timeout``: the call returns only once N replicas acknowledged the write; when
+fewer did in time, :class:`ReplicationUnconfirmed` (an :class:`OutcomeUnknown`): the write
+applied on the primary but a failover now may undo it. ``WAIT`` is no consensus: a write
+that N replicas hold can still be lost if the failover promotes one that does not.
+
 Ambiguous writes: every write script takes a request id and leaves a short-lived marker key
 ``<ns>:op:<rid>`` when it applies (``c``, or a result such as a log number). A write whose
 reply is lost (deadline, connection error, cancellation) is resolved by one atomic read-back:
@@ -30,7 +38,7 @@ from redis.asyncio import ConnectionPool, Redis
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 
-from ...contracts.errors import BackendUnavailable, OutcomeUnknown
+from ...contracts.errors import BackendUnavailable, OutcomeUnknown, ValidationError
 from .._trio_bridge import Affinity
 from .._watchdog import Watchdog
 
@@ -48,6 +56,21 @@ return false
 
 _POOL_EXHAUSTED = "No connection available"
 _CONNECT_FAILED = "connecting to"  # redis-py: "Error 111 connecting to host:port. …"
+
+
+class ReplicationUnconfirmed(OutcomeUnknown):
+    """A write applied on the primary, but fewer than ``wanted`` replicas acknowledged it
+    within ``wait_timeout`` (``acked`` did): a failover now may lose it. ``reply`` is what
+    the write returned on the primary."""
+
+    acked: int
+    wanted: int
+    reply: Any
+
+    def __init__(self, message: str, *, operation: str, acked: int, wanted: int, reply: Any):
+        super().__init__(
+            message, operation=operation, acked=acked, wanted=wanted, reply=reply, applied=True
+        )
 
 
 class ReplyLost(Exception):
@@ -173,9 +196,27 @@ class RedisConnection:
         protocol: int,
         max_connections: int,
         outcome_window_seconds: float,
+        wait_replicas: int = 0,
+        wait_timeout: float = 1.0,
     ) -> None:
         if protocol not in (2, 3):
             raise ValueError("protocol must be 2 or 3")
+        if (
+            isinstance(wait_replicas, bool)
+            or not isinstance(wait_replicas, int)
+            or wait_replicas < 0
+        ):
+            raise ValidationError(
+                "wait_replicas must be an int >= 0", field="wait_replicas", value=wait_replicas
+            )
+        if not isinstance(wait_timeout, int | float) or not wait_timeout > 0:
+            raise ValidationError(
+                "wait_timeout must be > 0 seconds (WAIT 0 would block forever)",
+                field="wait_timeout",
+                value=wait_timeout,
+            )
+        self.wait_replicas = wait_replicas
+        self.wait_ms = max(1, round(wait_timeout * 1000))
         self.url = url
         self.ns = namespace
         self.timeout = timeout
@@ -186,6 +227,7 @@ class RedisConnection:
         self._resolve = self.client.register_script(RESOLVE)
         self.side = Affinity()  # the stores and controls on this client share it (bridged)
         self._deadline = Watchdog(timeout)
+        self._deadline_wait = Watchdog(timeout + wait_timeout)  # a write and its WAIT
 
     def marker(self, rid: str) -> str:
         return f"{self.ns}:op:{rid}"
@@ -232,6 +274,10 @@ class RedisConnection:
         """
         try:
             with map_exceptions(what, timeout=self.timeout, write=True):
+                if self.wait_replicas:
+                    async with self._deadline_wait.guard():
+                        reply, acked = await self._run_and_wait(script, keys, args)
+                    return self._replicated(what, reply, acked)
                 async with self._deadline.guard():
                     return await script(keys=keys, args=args)
         except ReplyLost as lost:
@@ -247,7 +293,61 @@ class RedisConnection:
                 backend="redis",
                 applied=False,
             ) from cause
+        if self.wait_replicas:
+            return await self._replicated_marker(what, rid, marker)
         return marker
+
+    async def _run_and_wait(
+        self, script: Any, keys: Sequence[str], args: Sequence[Any]
+    ) -> tuple[Any, int]:
+        """The script, then ``WAIT`` on the same connection (WAIT counts the replicas that
+        acknowledged this connection's writes): one round trip. (redis-py's pipelined
+        scripts would ask ``SCRIPT EXISTS`` first, a round trip more per write; here an
+        unknown script is loaded on ``NOSCRIPT`` — which ran nothing — and sent again.)"""
+        for attempt in (1, 2):
+            async with self.client.pipeline(transaction=False) as pipe:
+                pipe.evalsha(script.sha, len(keys), *keys, *args)
+                pipe.execute_command("WAIT", self.wait_replicas, self.wait_ms)
+                reply, acked = await pipe.execute(raise_on_error=False)
+            if isinstance(reply, rexc.NoScriptError) and attempt == 1:
+                script.sha = await self.client.script_load(script.script)
+                continue
+            if isinstance(reply, Exception):
+                raise reply
+            # a WAIT that failed confirmed nothing (the write itself applied)
+            return reply, 0 if isinstance(acked, Exception) else int(acked)
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _replicated(self, what: str, reply: Any, acked: int) -> Any:
+        if acked >= self.wait_replicas:
+            return reply
+        raise ReplicationUnconfirmed(
+            f"redis {what}: applied on the primary, but {acked} of {self.wait_replicas} "
+            f"replica(s) acknowledged it within {self.wait_ms} ms; a failover now may lose it",
+            operation=what,
+            acked=acked,
+            wanted=self.wait_replicas,
+            reply=reply,
+        )
+
+    async def _replicated_marker(self, what: str, rid: str, marker: bytes) -> bytes:
+        """A lost reply resolved as applied: wait for the replicas on a connection of ours (a
+        write of the marker's expiry, so WAIT covers everything up to now, that write too)."""
+
+        async def touch_and_wait() -> tuple[Any, int]:
+            async with self.client.pipeline(transaction=False) as pipe:
+                pipe.pexpire(self.marker(rid), self.window_ms)
+                pipe.execute_command("WAIT", self.wait_replicas, self.wait_ms)
+                touched, acked = await pipe.execute()
+            return touched, int(acked)
+
+        try:
+            with map_exceptions("wait", timeout=self.timeout):
+                async with self._deadline_wait.guard():
+                    _, acked = await touch_and_wait()
+        except BackendUnavailable:
+            acked = 0
+        return bytes(self._replicated(what, marker, acked))
 
     async def _settle(self, rid: str) -> bytes | None:
         try:

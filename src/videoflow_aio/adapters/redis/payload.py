@@ -94,7 +94,9 @@ def _list(value: Any) -> list[Any]:
 @bridged
 class RedisPayloadStore(PayloadStore):
     """See the module docstring. Constructor arguments follow ``MemoryPayloadStore`` plus the
-    connection (``url``, ``namespace``, ``timeout``, ``protocol``, ``max_connections``)."""
+    connection (``url``, ``namespace``, ``timeout``, ``protocol``, ``max_connections``) and
+    replication: ``wait_replicas=N`` makes each write wait (``WAIT``, up to ``wait_timeout``
+    s) until N replicas acknowledged it, else raise :class:`ReplicationUnconfirmed`."""
 
     def __init__(
         self,
@@ -112,6 +114,8 @@ class RedisPayloadStore(PayloadStore):
         max_connections: int = 64,
         outcome_window_seconds: float = 60.0,
         check_policy: bool = True,
+        wait_replicas: int = 0,
+        wait_timeout: float = 1.0,
     ) -> None:
         if tier not in TIERS:
             raise ValidationError(f"tier must be one of {TIERS}", field="tier", value=tier)
@@ -141,6 +145,8 @@ class RedisPayloadStore(PayloadStore):
             protocol=protocol,
             max_connections=max_connections,
             outcome_window_seconds=outcome_window_seconds,
+            wait_replicas=wait_replicas,
+            wait_timeout=wait_timeout,
         )
         self._side = self._conn.side
         ns = self.ns = namespace

@@ -48,6 +48,10 @@ class RedisRuntimeStore(RuntimeStore):
     A write whose reply is lost is resolved through its request marker (see ``_client``):
     it returns the true outcome, raises ``BackendUnavailable(applied=False)`` when it was
     fenced before applying, or ``OutcomeUnknown`` when even the read-back failed.
+
+    ``wait_replicas=N`` (with ``wait_timeout`` seconds): a write returns only once N replicas
+    acknowledged it (``WAIT``), else :class:`ReplicationUnconfirmed` — applied on the primary,
+    not yet safe from a failover. 0 (default): acknowledged by the primary alone.
     """
 
     def __init__(
@@ -59,6 +63,8 @@ class RedisRuntimeStore(RuntimeStore):
         protocol: int = 3,
         max_connections: int = 64,
         outcome_window_seconds: float = 60.0,
+        wait_replicas: int = 0,
+        wait_timeout: float = 1.0,
     ) -> None:
         self._conn = RedisConnection(
             url,
@@ -67,6 +73,8 @@ class RedisRuntimeStore(RuntimeStore):
             protocol=protocol,
             max_connections=max_connections,
             outcome_window_seconds=outcome_window_seconds,
+            wait_replicas=wait_replicas,
+            wait_timeout=wait_timeout,
         )
         self._side = self._conn.side
         ns = namespace
