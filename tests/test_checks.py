@@ -20,7 +20,9 @@ from videoflow_aio.contracts.messaging import (
 from videoflow_aio.contracts.payload import RetentionContract
 from videoflow_aio.memory.messaging import MemoryMessagingBackend, make_subscription
 from videoflow_aio.memory.payload import MemoryPayloadStore
+from videoflow_aio.memory.runtime_store import MemoryRuntimeStore
 from videoflow_aio.observe import Event, ObservationLog
+from videoflow_aio.testing import workload
 from videoflow_aio.vtime import VirtualClock
 
 
@@ -268,3 +270,39 @@ def test_the_payload_model_loses_nothing() -> None:
         _without(log, lambda e: e.subject == key and e.kind in ("reclaim", "release", "expire"))
     )
     assert [(v.kind, v.subject) for v in sabotaged.violations] == [("lost", key)]
+
+
+# -- the workloads on the models --------------------------------------------------------------
+@pytest.mark.parametrize("backend", ["asyncio", "trio"])
+def test_the_workloads_on_the_models_lose_nothing(backend: str) -> None:
+    async def main() -> LossReport:
+        log = ObservationLog()
+        deadline = anyio.current_time() + 3600
+        await workload.cas_workload(MemoryRuntimeStore(), log, deadline=deadline)
+        await workload.payload_workload(MemoryPayloadStore(), log, deadline=deadline)
+        b = MemoryMessagingBackend()
+        spec = make_channel("f", "r", "n", "work", "limits", max_msgs=1000)
+        await b.ensure_channel(spec, "op")
+        sub = make_subscription(spec.channel, "w", ack_wait_seconds=5, max_deliver=-1)
+        await b.ensure_subscription(sub, "op-sub")
+
+        b.pause_acceptance(spec.channel)  # the first publications meet a broker that is mute
+
+        async def stall() -> None:
+            await anyio.sleep(3.5)
+            b.resume_acceptance(spec.channel)
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(stall)
+            await workload.messaging_workload(
+                b, log, sub, publications=40, publish_seconds=1.0, deadline=deadline
+            )
+        return check_nothing_lost(log)
+
+    report = vtime.run(main, backend=backend, clock=VirtualClock())
+    assert report.ok, report.summary()
+    assert not report.unverified
+    assert report.acknowledged >= 40 + 10  # publications, confirmed puts and CAS
+    res = report.resolutions()
+    assert res["publication"].get("applied", 0) >= 1  # late acceptance, resolved as stored
+    assert "unresolved" not in str(res)
