@@ -156,6 +156,20 @@ def test_an_unreadable_acknowledged_put() -> None:
     assert report.unverified == ("put g3 of c",)  # never read: neither lost nor kept
 
 
+def test_a_release_in_doubt_explains_a_missing_object() -> None:
+    log = _log(
+        ("put", "a", "g1", {}),
+        ("release_unknown", "a", "reader", {"generation": "g1"}),
+        ("read", "a", "final", {"generation": "g1", "outcome": "Missing"}),
+        ("put", "b", "g2", {}),
+        ("release_unknown", "b", "reader", {"generation": "g2"}),
+        ("read", "b", "final", {"generation": "g2", "outcome": "PayloadBytes"}),
+    )
+    report = check_nothing_lost(log)
+    assert report.ok
+    assert report.resolutions() == {"release": {"applied": 1, "not_applied": 1}}
+
+
 def test_a_put_of_a_generation_replaced_later_is_not_lost() -> None:
     log = _log(
         ("put", "a", "g1", {}),

@@ -29,7 +29,8 @@ Payload puts (``subject`` = key, ``ident`` = generation)
     later ``put`` with ``replaced`` = the generation; the final state is the last ``read`` of
     the key (attrs ``generation``, ``outcome`` = ``PayloadBytes``/``Missing``/…). An
     acknowledged put neither readable nor with a fate is *lost*; one never read is
-    *unverified*.
+    *unverified*; a ``release_unknown`` (attr ``generation``: a release whose answer was
+    lost) is an ambiguous fate, resolved by the final read.
 
 ``fault`` events (``subject`` = member, attr ``action``) are counted: kills and pauses as
 injected faults.
@@ -65,6 +66,7 @@ OPERATIONS = frozenset(
         "put",
         "put_unknown",
         "release",
+        "release_unknown",
     }
 )
 """Event kinds counted as operations."""
@@ -354,20 +356,15 @@ def _check_puts(
     for e in events:
         if e.kind == "read":
             last_read[e.subject] = e
+    releases = {(e.subject, str(e.attrs.get("generation", ""))) for e in events
+                if e.kind == "release_unknown"}  # fmt: skip
     acked = 0
     for e in events:
         if e.kind == "put":
             acked += 1
-            if (e.subject, e.ident) in fates:
-                continue
-            read = last_read.get(e.subject)
-            if read is None or read.seq < e.seq:
-                unverified.append(f"put {e.ident} of {e.subject}")
-            elif read.attrs.get("outcome") != "PayloadBytes" or (
-                read.attrs.get("generation") not in (None, "", e.ident)
-            ):
-                detail = f"no fate, final read {read.attrs.get('outcome')}"
-                violations.append(Violation("lost", "put", e.subject, e.ident, detail))
+            if (e.subject, e.ident) not in fates:
+                _one_put(e, last_read.get(e.subject), (e.subject, e.ident) in releases,
+                         violations, ambiguous, unverified)  # fmt: skip
         elif e.kind == "put_unknown":
             read = last_read.get(e.subject)
             readable = read is not None and read.attrs.get("outcome") == "PayloadBytes"
@@ -376,6 +373,31 @@ def _check_puts(
                 resolution = "unresolved"
             ambiguous.append(Ambiguity("put", e.subject, e.ident, resolution, "final read"))
     return acked
+
+
+def _one_put(
+    put: Event,
+    read: Event | None,
+    release_in_doubt: bool,
+    violations: list[Violation],
+    ambiguous: list[Ambiguity],
+    unverified: list[str],
+) -> None:
+    """An acknowledged put without a recorded fate: readable at the end, or lost — unless a
+    release whose answer was lost explains its absence."""
+    key, gen = put.subject, put.ident
+    if read is None or read.seq < put.seq:
+        unverified.append(f"put {gen} of {key}")
+        return
+    readable = read.attrs.get("outcome") == "PayloadBytes" and (
+        read.attrs.get("generation") in (None, "", gen)
+    )
+    if release_in_doubt:
+        resolution: Resolution = "not_applied" if readable else "applied"
+        ambiguous.append(Ambiguity("release", key, gen, resolution, "final read"))
+    elif not readable:
+        detail = f"no fate, final read {read.attrs.get('outcome')}"
+        violations.append(Violation("lost", "put", key, gen, detail))
 
 
 __all__ = [

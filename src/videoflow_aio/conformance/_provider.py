@@ -140,11 +140,12 @@ def get_provider(name: str, **options: Any) -> Provider:
 
 
 def env_options(name: str) -> dict[str, Any]:
-    """Options for provider ``name`` from the environment: ``VIDEOFLOW_<NAME>_URL`` → ``url``.
+    """Options for provider ``name`` from the environment: ``VIDEOFLOW_<NAME>_URL`` → ``url``
+    (``-`` in the name becomes ``_``: ``VIDEOFLOW_ETCD_CLUSTER_URL``).
 
     Both the CLI and the pytest plugin use this, so an existing server can be named once.
     """
-    url = os.environ.get(f"VIDEOFLOW_{name.upper()}_URL")
+    url = os.environ.get(f"VIDEOFLOW_{name.upper().replace('-', '_')}_URL")
     return {"url": url} if url else {}
 
 

@@ -23,16 +23,36 @@ import importlib
 import uuid
 from collections.abc import AsyncIterator, Mapping
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from typing import Any
+from pathlib import Path
+from typing import Any, Protocol
 
 import anyio
 
-from ..testing.servers import Server, ServerProcess
 from ._case import Case
 from ._harness import Harness
 from ._provider import Provider
 
 MAIN = "main"
+
+
+class Running(Protocol):
+    """A started server or cluster (``ServerProcess``, ``ClusterProcess``)."""
+
+    @property
+    def url(self) -> str: ...
+
+    @property
+    def dir(self) -> Path: ...
+
+    def stop(self) -> None: ...
+
+
+class Startable(Protocol):
+    """What starts one (``testing.servers.Server``, ``testing.clusters.Cluster``)."""
+
+    def unavailable(self) -> str | None: ...
+
+    def start(self) -> Running: ...
 
 
 class ServerProvider(Provider):
@@ -45,12 +65,13 @@ class ServerProvider(Provider):
     def __init__(self, *, urls: Mapping[str, str | None], scale: float) -> None:
         self.urls: dict[str, str | None] = dict(urls)
         self.scale = scale
-        self._started: dict[str, ServerProcess] = {}
+        self._started: dict[str, Running] = {}
 
     # -- what a subclass says ----------------------------------------------------------------
     @abc.abstractmethod
-    def server_options(self) -> Mapping[str, Server]:
-        """The server to start for each role (``"main"``, …) whose URL was not given."""
+    def server_options(self) -> Mapping[str, Startable]:
+        """The server (or cluster) to start for each role (``"main"``, …) whose URL was not
+        given."""
 
     @abc.abstractmethod
     async def open_backend(self, case: Case, namespace: str, options: dict[str, Any]) -> Any:
@@ -73,7 +94,7 @@ class ServerProvider(Provider):
             raise RuntimeError(f"provider {self.name}: no {role} server (setup() not called?)")
         return url
 
-    def started(self, role: str = MAIN) -> ServerProcess | None:
+    def started(self, role: str = MAIN) -> Running | None:
         """The ``role`` server this provider started (None when its URL was given)."""
         return self._started.get(role)
 
@@ -140,4 +161,4 @@ class ServerProvider(Provider):
         await backend.aclose()
 
 
-__all__ = ["MAIN", "ServerProvider"]
+__all__ = ["MAIN", "Running", "ServerProvider", "Startable"]

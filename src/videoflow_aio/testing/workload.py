@@ -8,8 +8,9 @@ workload treats :class:`~videoflow_aio.contracts.errors.BackendUnavailable` on a
 again later" and records every write exactly as answered — confirmed, refused, or unknown.
 
 Every loop is bounded by a count and by ``deadline`` (an absolute time on the running loop's
-clock); a final phase that cannot finish by then records nothing more, and the checker then
-reports the items it could not verify.
+clock), and ends early once ``stop`` (an :class:`anyio.Event`, e.g. set by the fault
+schedule when it is done) is set; a final phase that cannot finish by the deadline records
+nothing more, and the checker then reports the items it could not verify.
 """
 
 from __future__ import annotations
@@ -61,6 +62,10 @@ async def retry_read(call: Callable[[], Awaitable[T]], deadline: float) -> T:
             await anyio.sleep(RETRY_PAUSE)
 
 
+def _over(deadline: float, stop: anyio.Event | None) -> bool:
+    return anyio.current_time() >= deadline or (stop is not None and stop.is_set())
+
+
 def write_outcome(exc: BaseException) -> str:
     """How the checker files a write that raised ``exc``: ``not_applied`` (refused before
     applying) or ``unknown``."""
@@ -83,6 +88,7 @@ async def cas_workload(
     ops: int = 20,
     prefix: str = "ctr",
     deadline: float,
+    stop: anyio.Event | None = None,
 ) -> None:
     """``workers`` tasks each try ``ops`` CAS increments on one of ``keys`` keys; a value is
     the comma-separated ids of the CASes applied to it (so the final value lists them).
@@ -92,7 +98,7 @@ async def cas_workload(
     async def worker(w: int) -> None:
         key = f"{prefix}{w % keys}"
         for n in range(ops):
-            if anyio.current_time() >= deadline:
+            if _over(deadline, stop):
                 return
             op = f"w{w}n{n}"
             try:
@@ -128,16 +134,17 @@ async def payload_workload(
     size: int = 256,
     ttl_seconds: float = 3600.0,
     deadline: float,
+    stop: anyio.Event | None = None,
 ) -> None:
     """``puts`` puts of fresh keys, each with one obligation; every other one released at
     once. Records ``put`` (ident = generation) or ``put_unknown``, ``release`` (with its
-    outcome and generation), then a final ``read`` of every key."""
+    outcome and generation) or ``release_unknown``, then a final ``read`` of every key."""
     contract = RetentionContract(
         ttl_seconds=ttl_seconds, obligations=("reader",), obligation_seconds=ttl_seconds
     )
     refs = {}
     for i in range(puts):
-        if anyio.current_time() >= deadline:
+        if _over(deadline, stop):
             break
         key = f"{prefix}{i}"
         try:
@@ -151,8 +158,12 @@ async def payload_workload(
         if i % 2:
             try:
                 receipt = await store.release_obligation(ref, "reader", f"done-{i}")
-            except VideoflowError:
-                continue  # still held, or released: the final read tells
+            except VideoflowError as exc:
+                if write_outcome(exc) == "unknown":  # it may have reclaimed the object
+                    log.record(
+                        "release_unknown", subject=key, ident="reader", generation=ref.generation
+                    )
+                continue
             log.record(
                 "release",
                 subject=key,
@@ -201,6 +212,7 @@ async def messaging_workload(
     receive_seconds: float = 0.5,
     prefix: str = "p",
     deadline: float,
+    stop: anyio.Event | None = None,
 ) -> None:
     """One publisher (``publications`` envelopes, each with ``publish_seconds`` to be
     answered) and ``consumers`` competing consumers settling ``Completed``; an ambiguous
@@ -218,7 +230,7 @@ async def messaging_workload(
     async def publisher() -> None:
         try:
             for i in range(publications):
-                if anyio.current_time() >= deadline:
+                if _over(deadline, stop):
                     break
                 env = make_envelope(channel, f"{prefix}{i}", b"m%d" % i)
                 try:

@@ -1,0 +1,69 @@
+"""The cluster providers (etcd-cluster, redis-replicated): selectable like the others, what
+they offer from configuration alone, and member controls only on clusters they started."""
+
+from __future__ import annotations
+
+import pytest
+
+from videoflow_aio import conformance
+from videoflow_aio.conformance import get_provider
+from videoflow_aio.conformance._controls import MemberControls, control_names
+from videoflow_aio.conformance._provider import env_options, provider_names
+from videoflow_aio.conformance.providers._cluster import ClusterControls, ClusterProvider
+from videoflow_aio.testing.clusters import EtcdCluster, RedisReplicaSet
+
+MEMBER = control_names(MemberControls)
+
+
+def test_cluster_providers_are_registered() -> None:
+    names = provider_names()
+    assert {"etcd-cluster", "redis-replicated"} <= set(names)
+
+
+def test_what_they_offer_without_starting_anything() -> None:
+    etcd = get_provider("etcd-cluster")
+    assert isinstance(etcd, ClusterProvider)
+    assert etcd.contracts() == {"runtime_store"}
+    assert etcd.capabilities("runtime_store") == frozenset({"durable", "replicated"})
+    assert etcd.controls("runtime_store") == MEMBER
+    assert isinstance(etcd.server_options()["main"], EtcdCluster)
+    redis = get_provider("redis-replicated")
+    assert isinstance(redis, ClusterProvider)
+    assert redis.contracts() == {"runtime_store", "payload"}
+    assert redis.capabilities("payload") == frozenset({"evictable", "replicated"})
+    assert redis.capabilities("runtime_store") == frozenset({"durable", "replicated"})
+    assert (redis.controls("payload") or frozenset()) >= MEMBER
+    assert "corrupt" in (redis.controls("payload") or frozenset())
+    assert all(isinstance(s, RedisReplicaSet) for s in redis.server_options().values())
+    assert not vars(etcd).get("_started") and not vars(redis).get("_started")
+
+
+def test_a_given_cluster_is_not_ours_to_kill() -> None:
+    etcd = get_provider("etcd-cluster", url="http://127.0.0.1:1,http://127.0.0.1:2")
+    assert "replicated" not in (etcd.capabilities("runtime_store") or frozenset())
+    assert etcd.controls("runtime_store") == frozenset()
+
+
+def test_the_fault_cases_need_replicated_and_skip_elsewhere() -> None:
+    fault = [c for c in conformance.select_cases(select="*-8??") if c.id[-3] == "8"]
+    assert {c.id for c in fault} >= {"RTS-801", "RTS-802", "PAY-801", "MSG-801"}
+    for c in fault:
+        assert c.needs == {"replicated"}
+        assert c.controls <= MEMBER
+    memory = get_provider("memory")
+    for contract in ("messaging", "payload", "runtime_store"):
+        assert "replicated" not in (memory.capabilities(contract) or frozenset())
+    assert "replicated" not in (get_provider("etcd").capabilities("runtime_store") or ())
+
+
+def test_env_names_have_no_dash(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("VIDEOFLOW_ETCD_CLUSTER_URL", "http://a:1,http://b:2")
+    assert env_options("etcd-cluster") == {"url": "http://a:1,http://b:2"}
+
+
+@pytest.mark.anyio
+async def test_controls_on_a_cluster_not_started_skip() -> None:
+    with pytest.raises(conformance.Skip):
+        await ClusterControls(None).leader()
+    with pytest.raises(conformance.Skip):
+        await ClusterControls(None).kill_member("e1")
