@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.metadata
 import json
 import subprocess
 import sys
@@ -10,8 +11,9 @@ from pathlib import Path
 import pytest
 
 from _conformance_fakes import FakeProvider, fake_case
+from videoflow_aio.adapters import _extras
 from videoflow_aio.cli import main
-from videoflow_aio.conformance import REGISTRY, Harness
+from videoflow_aio.conformance import REGISTRY, Harness, get_provider
 from videoflow_aio.conformance._provider import PROVIDERS
 
 ESC = "\x1b["
@@ -179,7 +181,7 @@ def test_require_servers_turns_unavailable_into_failure(
         PROVIDERS, "gone", lambda: FakeProvider("gone", unavailable="gone-server not found")
     )
     monkeypatch.delenv("VIDEOFLOW_REQUIRE_SERVERS", raising=False)
-    argv = ["conformance", "-p", "gone", "-k", "MSG-991", "-b", "asyncio"]
+    argv = ["conformance", "-p", "gone", "-k", "MSG-991", "-b", "asyncio", "--allow-skipped"]
     assert main(argv) == 0
     assert "gone-server not found" in capsys.readouterr().out
     assert main([*argv, "--require-servers"]) == 1
@@ -238,3 +240,92 @@ def test_provider_all_means_every_registered_provider(
     monkeypatch.setattr("videoflow_aio.cli.provider_names", lambda: ["fake", "nats"])
     assert main(["conformance", "-p", "all", "-k", "MSG-991", "-b", "trio"]) == 0
     assert set(fakes) == {"fake", "nats"}
+
+
+# -- issue #11: usage checked up front, nothing-ran is not success, extras, --version --------
+
+
+def test_version_comes_from_the_package_metadata(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as info:
+        main(["--version"])
+    assert info.value.code == 0
+    assert (
+        capsys.readouterr().out.strip()
+        == f"videoflow-aio {importlib.metadata.version('videoflow-aio')}"
+    )
+
+
+@pytest.mark.parametrize("where", ["missing-dir/report.json", "a-directory", "a-file/report.json"])
+def test_an_unwritable_json_path_is_a_usage_error_before_any_case_runs(
+    fakes: dict[str, FakeProvider],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    where: str,
+) -> None:
+    (tmp_path / "a-directory").mkdir()
+    (tmp_path / "a-file").write_text("")
+    argv = ["conformance", "-p", "fake", "-k", "MSG-991", "--json", str(tmp_path / where)]
+    assert main(argv) == 2
+    out, err = capsys.readouterr()
+    assert "--json" in err and "Traceback" not in err
+    assert "MSG-991" not in out and "fake" not in fakes  # no provider built, no case run
+
+
+def test_a_json_write_that_fails_at_the_end_is_an_error_not_a_traceback(
+    fakes: dict[str, FakeProvider],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    def full_disk(self: Path, data: bytes) -> int:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(Path, "write_bytes", full_disk)
+    argv = ["conformance", "-p", "fake", "-k", "MSG-991", "--json", str(tmp_path / "r.json")]
+    assert main(argv) == 2
+    assert "cannot write --json" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("seconds", ["-1", "0", "nan", "inf"])
+def test_a_timeout_that_is_not_a_positive_number_is_a_usage_error(
+    fakes: dict[str, FakeProvider], capsys: pytest.CaptureFixture[str], seconds: str
+) -> None:
+    assert main(["conformance", "-p", "fake", "-k", "MSG-991", "--timeout", seconds]) == 2
+    assert "--timeout" in capsys.readouterr().err
+    assert "fake" not in fakes
+
+
+def test_a_run_where_everything_was_skipped_is_not_success(
+    fakes: dict[str, FakeProvider], capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = ["conformance", "-p", "fake", "-k", "MSG-993"]  # needs archive: skipped everywhere
+    assert main(argv) == 1
+    out = capsys.readouterr().out
+    assert "0 passed, 0 failed, 2 skipped" in out
+    assert "nothing ran: every selected run was skipped" in out
+    assert main([*argv, "--allow-skipped"]) == 0
+    assert "allowed by --allow-skipped" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    ("extra", "module"), [("nats", "nats"), ("redis", "redis"), ("etcd", "aetcd")]
+)
+def test_a_missing_extra_is_named_with_the_command_that_installs_it(
+    extra: str, module: str
+) -> None:
+    code = f"import sys; sys.modules[{module!r}] = None\nimport videoflow_aio.adapters.{extra}\n"
+    proc = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert proc.returncode == 1
+    assert f"pip install 'videoflow-aio[{extra}]'" in proc.stderr
+    assert f"ModuleNotFoundError: videoflow_aio.adapters.{extra} needs" in proc.stderr
+    assert _extras.missing(extra) is None  # installed in this environment
+
+
+def test_a_provider_whose_extra_is_missing_says_which_to_install(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setitem(sys.modules, "aetcd", None)
+    why = get_provider("etcd").unavailable()
+    assert why is not None and "pip install 'videoflow-aio[etcd]'" in why

@@ -455,15 +455,21 @@ async def test_reconcile_rules() -> None:
     s.delete("deleted")  # leaves a dangling set
     ledger = StaticLedger({"listed": ("r/x",), "required-orphan": ("r/q",), "ghost": ("r/g",)})
     early = await s.reconcile(ledger, "op1")
-    assert sorted(early.cancelled) == [("listed", "intent/p"), ("listed", "r/y")]
+    assert sorted(early.cancelled) == [
+        ("intent-only", "intent/r"),  # unlisted: its intents go at once, whatever its age
+        ("listed", "intent/p"),
+        ("listed", "r/y"),
+        ("unlisted", "intent/q"),
+    ]
+    assert early.reclaimed == ("intent-only",)
     assert early.orphans_in_grace == ("orphan",)
     assert early.orphans_required == ("required-orphan",)
     assert early.dangling_sets_removed == ("deleted",)
     assert early.examined == 5
     await anyio.sleep(31)
     late = await s.reconcile(ledger, "op2")
-    assert sorted(late.cancelled) == [("intent-only", "intent/r"), ("unlisted", "intent/q")]
-    assert late.reclaimed == ("intent-only",)
+    assert late.cancelled == ()
+    assert late.reclaimed == ()
     assert late.orphans_reclaimed == ("orphan",)
     assert late.orphans_required == ("required-orphan",)
     assert set(s.obligations("listed")) == {"r/x"} and set(s.obligations("unlisted")) == {"r/z"}

@@ -34,15 +34,6 @@ async def _snapshot(s: MemoryPayloadStore, log: Any) -> tuple[object, ...]:
         (b"x", 7, contract(), "content_id"),
         (b"x", "x", None, "contract"),
         (b"x", "x", {"ttl_seconds": 1.0}, "contract"),
-        (b"x", "x", RetentionContract(ttl_seconds=-1.0), "contract.ttl_seconds"),
-        (b"x", "x", RetentionContract(ttl_seconds=0.0), "contract.ttl_seconds"),
-        (b"x", "x", RetentionContract(ttl_seconds=math.nan), "contract.ttl_seconds"),
-        (b"x", "x", RetentionContract(ttl_seconds=math.inf), "contract.ttl_seconds"),
-        (b"x", "x", RetentionContract(obligation_seconds=-1.0), "contract.obligation_seconds"),
-        (b"x", "x", RetentionContract(obligations=("",)), "contract.obligations"),
-        (b"x", "x", RetentionContract(obligations=("a", "a")), "contract.obligations"),
-        (b"x", "x", RetentionContract(obligations=["a"]), "contract.obligations"),  # type: ignore[arg-type]
-        (b"x", "x", RetentionContract(required_tier="gold"), "contract.required_tier"),  # type: ignore[arg-type]
     ],
 )
 async def test_bad_put(data: Any, content_id: Any, retention: Any, field: str) -> None:
@@ -54,6 +45,28 @@ async def test_bad_put(data: Any, content_id: Any, retention: Any, field: str) -
     assert info.value.field == field
     assert await _snapshot(s, log) == before
     assert (await s.read(ref)).data == frame(1)  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "field"),
+    [
+        ({"ttl_seconds": -1.0}, "ttl_seconds"),
+        ({"ttl_seconds": 0.0}, "ttl_seconds"),
+        ({"ttl_seconds": math.nan}, "ttl_seconds"),
+        ({"ttl_seconds": math.inf}, "ttl_seconds"),
+        ({"obligation_seconds": -1.0}, "obligation_seconds"),
+        ({"obligations": ("",)}, "obligations[0]"),
+        ({"obligations": ("a", "a")}, "obligations"),
+        ({"obligations": ["a"]}, "obligations"),
+        ({"required_tier": "gold"}, "required_tier"),
+    ],
+)
+def test_bad_retention_contract_is_refused_where_it_is_built(
+    kwargs: dict[str, Any], field: str
+) -> None:
+    with pytest.raises(ValidationError) as info:
+        RetentionContract(**kwargs)
+    assert info.value.field == field
 
 
 def _refs(ref: ImmutablePayloadRef) -> list[tuple[Any, str]]:

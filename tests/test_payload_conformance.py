@@ -83,6 +83,23 @@ class NoGrace(MemoryPayloadStore):
         self._grace = -1.0
 
 
+class IntentsWaitForTheOrphanGrace(MemoryPayloadStore):
+    """The rule before the seed was followed: an unlisted key's intents are cancelled only on
+    objects older than the orphan grace."""
+
+    def __init__(self, **options: Any) -> None:
+        super().__init__(**options)
+        self._intent_grace = self._intent_grace or self._grace
+
+
+class IgnoresTheIntentGrace(MemoryPayloadStore):
+    """intent_grace_seconds is accepted, but reconcile cancels intents at once."""
+
+    def __init__(self, **options: Any) -> None:
+        super().__init__(**options)
+        self._intent_grace = 0.0
+
+
 class AcquireDoesNotExtend(MemoryPayloadStore):
     """durable tier bug: an obligation does not keep the object past its TTL."""
 
@@ -160,7 +177,9 @@ class TransientAsMissing(MemoryPayloadStore):
 
 MUTANTS: list[tuple[type[MemoryPayloadStore], tuple[str, ...]]] = [
     (MissingSetMeansFinished, ("PAY-007", "PAY-008", "PAY-021")),
-    (NoGrace, ("PAY-007", "PAY-008", "PAY-018", "PAY-019")),
+    (NoGrace, ("PAY-007", "PAY-008", "PAY-018")),
+    (IntentsWaitForTheOrphanGrace, ("PAY-019",)),
+    (IgnoresTheIntentGrace, ("PAY-018", "PAY-024")),
     (AcquireDoesNotExtend, ("PAY-006", "PAY-017")),
     (NoVerify, ("PAY-012",)),
     (StaleReleaseDeletes, ("PAY-005",)),

@@ -86,12 +86,13 @@ def test_contract_cache_does_not_admit_bool_or_int_lookalikes() -> None:
     good = RetentionContract(ttl_seconds=1.0, obligation_seconds=1.0)
     assert validate_contract(good) is good
     assert validate_contract(good) is good  # cached
-    for bad in (
-        RetentionContract(ttl_seconds=True, obligation_seconds=1.0),  # True == 1.0, same hash
-        RetentionContract(ttl_seconds=1.0, obligation_seconds=True),
-    ):
-        with pytest.raises(ValidationError):
-            validate_contract(bad)
+    lookalikes: list[dict[str, Any]] = [
+        {"ttl_seconds": True, "obligation_seconds": 1.0},  # True == 1.0, same hash
+        {"ttl_seconds": 1.0, "obligation_seconds": True},
+    ]
+    for bad in lookalikes:
+        with pytest.raises(ValidationError):  # refused where it is built, never cached
+            validate_contract(RetentionContract(**bad))
     assert (
         validate_contract(RetentionContract(ttl_seconds=2, obligation_seconds=3)).ttl_seconds == 2
     )

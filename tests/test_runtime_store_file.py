@@ -3,10 +3,13 @@ crash leftovers, corrupt files, OS errors, worker threads."""
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import json
 import os
+import shutil
 import threading
+import time
 from pathlib import Path
 
 import anyio
@@ -14,7 +17,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from videoflow_aio.contracts.errors import BackendUnavailable, OutcomeUnknown
+from videoflow_aio.contracts.errors import BackendUnavailable, OutcomeUnknown, ValidationError
 from videoflow_aio.contracts.runtime_store import CorruptRecord, version_number
 from videoflow_aio.memory import _file_store
 from videoflow_aio.memory._file_store import (
@@ -22,6 +25,7 @@ from videoflow_aio.memory._file_store import (
     FileStoreCore,
     escape,
     file_name,
+    record_crc,
     unescape,
 )
 from videoflow_aio.memory.runtime_store import FileRuntimeStore
@@ -86,34 +90,39 @@ def test_long_keys_get_hashed_names(tmp_path: Path) -> None:
 
 
 @pytest.mark.anyio
-async def test_record_files_are_json_with_a_counter_and_tombstones(tmp_path: Path) -> None:
+async def test_record_files_are_checksummed_json_and_delete_removes_them(tmp_path: Path) -> None:
     store = FileRuntimeStore(str(tmp_path))
     await store.cas("jobs/1", None, b"\x00hi")
     _, v1 = await store.get("jobs/1")
     doc = json.loads(kv(tmp_path, "jobs/1").read_bytes())
-    assert doc == {"key": "jobs/1", "n": 1, "value": "AGhp"}
-    assert version_number("jobs/1", v1) == 1
-    await store.delete("jobs/1", v1)
-    assert json.loads(kv(tmp_path, "jobs/1").read_bytes()) == {
+    assert doc == {
         "key": "jobs/1",
         "n": 1,
-        "value": None,
+        "value": "AGhp",
+        "crc": record_crc("jobs/1", 1, b"\x00hi"),
     }
+    assert version_number("jobs/1", v1) == 1
+    assert json.loads((tmp_path / "store.json").read_bytes())["next"] == 1 + _file_store.BLOCK
+    assert (tmp_path / "locks" / "jobs%2f1.lock").exists()
+    await store.delete("jobs/1", v1)
+    assert not kv(tmp_path, "jobs/1").exists()  # no tombstone: numbers are store-wide
+    assert not (tmp_path / "locks" / "jobs%2f1.lock").exists()
     await store.cas("jobs/1", None, b"again")
     assert json.loads(kv(tmp_path, "jobs/1").read_bytes())["n"] == 2
-    assert (tmp_path / "locks" / "jobs%2f1.lock").exists()
     assert not list((tmp_path / "kv").glob("*.tmp"))
 
 
 @pytest.mark.anyio
 async def test_reopen_continues_versions_and_log_numbers(tmp_path: Path) -> None:
-    first = FileRuntimeStore(tmp_path)  # type: ignore[arg-type]  # PathLike works too
+    first = FileRuntimeStore(tmp_path)
     await first.cas("k", None, b"1")
+    _, old = await first.get("k")
     await first.delete("k", None)
     await first.append("log", b"a")
     second = FileRuntimeStore(str(tmp_path))
     await second.cas("k", None, b"2")
-    assert version_number("k", (await second.get("k"))[1]) == 2
+    _, new = await second.get("k")
+    assert version_number("k", new) > version_number("k", old)  # a block of its own
     # two live instances appending in turn: numbers stay dense (the count cache notices)
     numbers = []
     for i in range(6):
@@ -316,3 +325,206 @@ async def test_a_virtual_deadline_does_not_fire_while_file_io_runs(tmp_path: Pat
             await store.cas(f"k{i}", None, b"v")
             await store.append("log", b"r")
     assert anyio.current_time() - start < 1
+
+
+# -- damage, lost counters, full disks and compaction ----------------------------------------
+
+
+@pytest.mark.anyio
+async def test_a_flipped_byte_in_a_stored_value_is_corrupt_not_a_wrong_value(
+    tmp_path: Path,
+) -> None:
+    store = FileRuntimeStore(str(tmp_path))
+    await store.cas("k", None, b"the value")
+    path = kv(tmp_path, "k")
+    doc = json.loads(path.read_bytes())
+    doc["value"] = "dGhlIHZhbHVm"  # base64 of b"the valuf": well-formed, one byte off
+    path.write_text(json.dumps(doc))
+    for call in (store.get("k"), store.scan(""), store.cas("k", None, b"x")):
+        with pytest.raises(CorruptRecord):
+            await call
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("n", [-5, 0])
+async def test_a_record_edited_to_a_non_positive_version_is_refused(tmp_path: Path, n: int) -> None:
+    store = FileRuntimeStore(str(tmp_path))
+    await store.cas("k", None, b"v")
+    kv(tmp_path, "k").write_text(
+        json.dumps({"key": "k", "n": n, "value": "dg==", "crc": record_crc("k", n, b"v")})
+    )
+    with pytest.raises(CorruptRecord):
+        await store.get("k")
+
+
+@pytest.mark.anyio
+async def test_losing_the_kv_folder_never_reissues_a_version(tmp_path: Path) -> None:
+    store = FileRuntimeStore(str(tmp_path))
+    seen = set()
+    for i in range(3):
+        assert await store.cas(f"k{i}", None, b"v")
+        seen.add((await store.get(f"k{i}"))[1])
+    _, old = await store.get("k0")
+    shutil.rmtree(tmp_path / "kv")
+    with pytest.raises(BackendUnavailable):  # the running store: nothing written
+        await store.cas("k0", None, b"new")
+    for reopened in (FileRuntimeStore(str(tmp_path)), store):  # reopening recreates kv/
+        assert await reopened.cas("k0", None, b"new")
+        _, version = await reopened.get("k0")
+        assert version not in seen
+        seen.add(version)
+        assert not await reopened.cas("k0", old, b"stale")  # the old version wins nothing
+        await reopened.delete("k0", None)
+
+
+@pytest.mark.anyio
+async def test_a_store_without_its_counter_is_refused_not_restarted(tmp_path: Path) -> None:
+    store = FileRuntimeStore(str(tmp_path))
+    await store.cas("k", None, b"v")
+    (tmp_path / "store.json").unlink()
+    with pytest.raises(CorruptRecord):
+        await FileRuntimeStore(str(tmp_path)).get("k")
+    (tmp_path / "store.json").write_text('{"format": 2, "next": 1, "crc": "00000000"}')
+    with pytest.raises(CorruptRecord):
+        await FileRuntimeStore(str(tmp_path)).get("k")
+
+
+@pytest.mark.anyio
+async def test_an_inserted_empty_log_line_is_corrupt_for_readers_and_writers_alike(
+    tmp_path: Path,
+) -> None:
+    store = FileRuntimeStore(str(tmp_path))
+    assert await store.append("log", b"one") == 1
+    path = log_path(tmp_path, "log")
+    path.write_bytes(path.read_bytes() + b"\n")
+    for fresh in (store, FileRuntimeStore(str(tmp_path))):
+        with pytest.raises(CorruptRecord):
+            await fresh.log_entries("log")
+        with pytest.raises(CorruptRecord):
+            await fresh.append("log", b"two")  # never numbered past a line it cannot read
+    assert path.read_bytes() == _file_store.encode_line(b"one") + b"\n"
+
+
+@pytest.mark.anyio
+async def test_scan_refuses_a_prefix_that_is_not_valid_unicode(tmp_path: Path) -> None:
+    store = FileRuntimeStore(str(tmp_path))
+    with pytest.raises(ValidationError) as info:
+        await store.scan("\ud800")
+    assert info.value.field == "prefix"
+
+
+@pytest.mark.anyio
+async def test_a_full_disk_leaves_no_temp_file_behind(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = FileRuntimeStore(str(tmp_path))
+    await store.cas("k", None, b"old")
+    _, v = await store.get("k")
+    real = _file_store._write_all
+
+    def disk_full(fd: int, data: bytes) -> None:
+        real(fd, data[: len(data) // 2])
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(_file_store, "_write_all", disk_full)
+    with pytest.raises(BackendUnavailable):
+        await store.cas("k", v, b"new")
+    with pytest.raises(BackendUnavailable):
+        await store.cas("fresh", None, b"new")
+    with pytest.raises(BackendUnavailable):
+        await store.append("log", b"r")
+    monkeypatch.setattr(_file_store, "_write_all", real)
+    assert not list((tmp_path / "kv").glob("*.tmp"))
+    assert not (tmp_path / "locks" / (file_name("fresh") + ".lock")).exists()
+    assert await store.get("k") == (b"old", v)
+    assert await store.log_entries("log") == []
+    assert await store.append("log", b"r") == 1
+
+
+@pytest.mark.anyio
+async def test_a_full_disk_while_reserving_versions_uses_none_of_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    core = FileStoreCore(str(tmp_path), block=2)
+    core.cas("a", None, b"v")
+    core.cas("b", None, b"v")  # the block is used up: the next write reserves
+    real = _file_store._write_all
+
+    def disk_full(fd: int, data: bytes) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(_file_store, "_write_all", disk_full)
+    with pytest.raises(BackendUnavailable):
+        core.cas("c", None, b"v")
+    monkeypatch.setattr(_file_store, "_write_all", real)
+    assert not (tmp_path / "store.json.tmp").exists()
+    assert core.cas("c", None, b"v") == 3
+    assert [n for _, _, n in core.scan("")] == [1, 2, 3]
+
+
+@pytest.mark.anyio
+async def test_open_removes_orphan_temp_files_but_not_one_being_written(tmp_path: Path) -> None:
+    store = FileRuntimeStore(str(tmp_path))
+    await store.cas("k", None, b"v")
+    await store.cas("busy", None, b"v")
+    orphan = tmp_path / "kv" / (file_name("k") + ".tmp")
+    orphan.write_bytes(b'{"key": "k", "n": 9, "va')  # a writer died before its rename
+    stray = tmp_path / "kv" / (file_name("gone") + ".tmp")
+    stray.write_bytes(b"junk")
+    writing = tmp_path / "kv" / (file_name("busy") + ".tmp")
+    writing.write_bytes(b"half")
+    held = os.open(tmp_path / "locks" / (file_name("busy") + ".lock"), os.O_RDWR)
+    fcntl.flock(held, fcntl.LOCK_EX)  # another process is writing "busy" right now
+    try:
+        reopened = FileRuntimeStore(str(tmp_path))
+        assert await reopened.get("k") == await store.get("k")
+        assert not orphan.exists() and not stray.exists() and writing.exists()
+        assert reopened._core.opened == _file_store.Compaction(temp_files=2, busy=1)
+        assert not (tmp_path / "locks" / (file_name("gone") + ".lock")).exists()
+    finally:
+        os.close(held)
+    assert await reopened.compact() == _file_store.Compaction(temp_files=1)
+
+
+@pytest.mark.anyio
+async def test_compaction_reclaims_lock_files_torn_tails_and_empty_logs(tmp_path: Path) -> None:
+    store = FileRuntimeStore(str(tmp_path), compact_at_open=False)
+    await store.cas("live", None, b"v")
+    await store.append("log", b"one")
+    locks = tmp_path / "locks"
+    for i in range(5):  # lock files of keys whose writers died between delete and unlock
+        (locks / f"dead{i}.lock").write_bytes(b"")
+    path = log_path(tmp_path, "log")
+    path.write_bytes(path.read_bytes() + _file_store.encode_line(b"two")[:-3])
+    log_path(tmp_path, "empty").write_bytes(b"")
+    log_path(tmp_path, "only-torn").write_bytes(b"0000")
+    before = await store.scan(""), await store.log_entries("log")
+    report = await store.compact()
+    assert report == _file_store.Compaction(lock_files=5, torn_tails=1, empty_logs=2)
+    assert sorted(p.name for p in locks.iterdir()) == [file_name("live") + ".lock"]
+    assert path.read_bytes() == _file_store.encode_line(b"one")
+    assert (await store.scan(""), await store.log_entries("log")) == before
+    assert await store.compact() == _file_store.Compaction()
+    assert await store.append("empty", b"x") == 1 and await store.append("log", b"two") == 2
+
+
+def test_a_writer_waiting_on_a_lock_file_that_is_removed_takes_the_new_one(
+    tmp_path: Path,
+) -> None:
+    """Delete removes the key's lock file while holding it; a writer that opened the old file
+    and waited must not then write under a lock nobody else can see."""
+    core = FileStoreCore(str(tmp_path))
+    core.cas("k", None, b"v")
+    lock = core._lock(file_name("k"))
+    got: list[int | None] = []
+    waiter = threading.Thread(target=lambda: got.append(core.cas("k", None, b"w")))
+    waiter.start()
+    time.sleep(0.05)  # wall-clock: let the waiter block on the old lock file
+    os.unlink(kv(tmp_path, "k"))
+    core._drop_lock(file_name("k"))
+    os.close(lock)
+    waiter.join(30)
+    assert got and got[0] is not None  # it created the key under the new lock file
+    fd = core._try_lock(file_name("k"))
+    assert fd is not None  # and released it
+    os.close(fd)

@@ -3,16 +3,21 @@
     videoflow-aio conformance [--provider memory,file,...|all] [--backend asyncio,trio]
                               [--select PATTERN] [--json PATH|-] [--list]
                               [--nats-url URL] [--redis-url URL] [--etcd-url URL]
-                              [--option PROVIDER.KEY=VALUE]
+                              [--option PROVIDER.KEY=VALUE] [--allow-skipped]
     videoflow-aio bench [NAME [ARGS...]]
+    videoflow-aio --version
 
-Exit status: 0 when nothing failed, 1 when a case failed (or none matched), 2 on bad usage.
+Exit status: 0 when nothing failed, 1 when a case failed, none matched, or every selected run
+was skipped (unless ``--allow-skipped``), 2 on bad usage.
 """
 
 from __future__ import annotations
 
 import argparse
 import ast
+import importlib.metadata
+import math
+import os
 import subprocess
 import sys
 from collections.abc import Sequence
@@ -103,7 +108,31 @@ def _backends(args: argparse.Namespace) -> list[str]:
     return chosen
 
 
+def _check_json_target(target: str | None) -> None:
+    """Refuse a ``--json`` path that cannot be written, before any case runs."""
+    if target is None or target == "-":
+        return
+    path = Path(target)
+    parent = path.parent if str(path.parent) else Path(".")
+    if path.is_dir():
+        raise UsageError(f"--json {target}: is a directory")
+    if path.exists():
+        if not os.access(path, os.W_OK):
+            raise UsageError(f"--json {target}: not writable")
+    elif not parent.is_dir():
+        raise UsageError(f"--json {target}: no directory {parent}")
+    elif not os.access(parent, os.W_OK | os.X_OK):
+        raise UsageError(f"--json {target}: cannot create a file in {parent}")
+
+
+def _check_timeout(seconds: float) -> None:
+    if not (math.isfinite(seconds) and seconds > 0):
+        raise UsageError(f"--timeout {seconds:g}: must be a positive number of seconds")
+
+
 def cmd_conformance(args: argparse.Namespace) -> int:
+    _check_json_target(args.json)
+    _check_timeout(args.timeout)
     json_to_stdout = args.json == "-"
     out = make_console(sys.stderr if json_to_stdout else sys.stdout)
     err = make_console(sys.stderr)
@@ -149,18 +178,34 @@ def cmd_conformance(args: argparse.Namespace) -> int:
         out.print(f"no case run to show with --show {args.show}", markup=False)
     out.print(summary_table(results, contract_of))
     out.print(verdict(results))
+    all_skipped = bool(results) and all(r.outcome == "skip" for r in results)
+    if all_skipped and not interrupted:
+        if args.allow_skipped:
+            out.print("every selected run was skipped (allowed by --allow-skipped)", markup=False)
+        else:
+            out.print(
+                "nothing ran: every selected run was skipped (see the reasons above); "
+                "exit status 1 (--allow-skipped accepts this)",
+                style="bold red",
+                markup=False,
+            )
     if args.json:
         data = report_json(results)
         if json_to_stdout:
             sys.stdout.write(data.decode())
             sys.stdout.flush()
         else:
-            Path(args.json).write_bytes(data)
+            try:
+                Path(args.json).write_bytes(data)
+            except OSError as exc:  # checked up front; the disk may still refuse it now
+                err.print(f"videoflow-aio: error: cannot write --json {args.json}: {exc}")
+                return 2
             out.print(f"JSON report written to {args.json}", markup=False, highlight=False)
     if interrupted:
         err.print("interrupted", style="bold red")
         return 130
-    return 1 if any(r.outcome == "fail" for r in results) else 0
+    failed = any(r.outcome == "fail" for r in results)
+    return 1 if failed or (all_skipped and not args.allow_skipped) else 0
 
 
 # -- bench ----------------------------------------------------------------------------------
@@ -211,6 +256,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="videoflow-aio",
         description="asyncio- and trio-native backends for distributed video pipelines",
     )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     conf = sub.add_parser(
@@ -274,12 +320,27 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="S",
         help="wall-clock limit per case, in seconds (default: 300)",
     )
+    conf.add_argument(
+        "--allow-skipped",
+        action="store_true",
+        help="exit 0 even when every selected run was skipped (default: exit 1, nothing ran)",
+    )
 
     bench = sub.add_parser("bench", help="list or run the benchmark scripts")
     bench.add_argument("name", nargs="?", help="benchmark to run (omit to list them)")
     bench.add_argument("args", nargs=argparse.REMAINDER, help="arguments for the benchmark")
     bench.add_argument("--dir", help="the benchmarks folder (default: ./benchmarks)")
     return parser
+
+
+def _version() -> str:
+    """The installed distribution's version (the package's own when run from a checkout)."""
+    try:
+        return importlib.metadata.version("videoflow-aio")
+    except importlib.metadata.PackageNotFoundError:
+        from . import __version__
+
+        return __version__
 
 
 def _contracts() -> tuple[str, ...]:

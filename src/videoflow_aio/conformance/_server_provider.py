@@ -28,6 +28,7 @@ from typing import Any, Protocol
 
 import anyio
 
+from ..adapters._extras import install_hint
 from ._case import Case
 from ._harness import Harness
 from ._provider import Provider
@@ -61,6 +62,8 @@ class ServerProvider(Provider):
     real_time = True
     client_modules: tuple[str, ...] = ()
     """Modules that must import for this provider to run (its client libraries)."""
+    extra: str = ""
+    """The package extra that installs them (default: the provider's name)."""
 
     def __init__(self, *, urls: Mapping[str, str | None], scale: float) -> None:
         self.urls: dict[str, str | None] = dict(urls)
@@ -103,7 +106,7 @@ class ServerProvider(Provider):
             try:
                 importlib.import_module(module)
             except ImportError as exc:
-                return f"{module} is not installed: {exc}"
+                return f"{module} is not installed ({exc}); {install_hint(self.extra or self.name)}"
         for role, spec in self.server_options().items():
             if self.urls.get(role) is None:
                 reason = spec.unavailable()

@@ -20,11 +20,13 @@ from __future__ import annotations
 
 import abc
 from collections.abc import Mapping, Sequence
-from typing import Any, Literal
+from typing import Annotated, Any, Literal, TypedDict
 
 import msgspec
 
 from ._base import Known, Unknown
+from ._boundary import Boundary
+from ._specs import NonEmptyStr, NonNegInt, OneOf, PositiveFloat
 from .errors import ConflictError
 
 Completeness = Literal["complete", "partial"]
@@ -50,6 +52,18 @@ class OwnershipConflict(ConflictError):
     """A write named a ``resource_version`` (or claim generation) that is no longer current."""
 
 
+class InventoryScope(TypedDict, total=False):
+    """What ``inventory`` reads: ``{}`` every node; ``nodes`` only these hosts; ``labels``
+    only nodes carrying every one of these labels."""
+
+    nodes: Sequence[str]
+    labels: Mapping[str, str]
+
+
+DESIRED: tuple[str, ...] = ("held", "released")
+"""What ``reconcile`` can drive a claim to."""
+
+
 class WorkloadRequest(msgspec.Struct, frozen=True, kw_only=True):
     """One workload to place on one host.
 
@@ -61,10 +75,10 @@ class WorkloadRequest(msgspec.Struct, frozen=True, kw_only=True):
     None = any), ``product`` (substring of the node's product).
     """
 
-    workload_id: str
-    devices: int = 0
-    mig_profile: str | None = None
-    mig_memory_gib: float | None = None
+    workload_id: NonEmptyStr
+    devices: NonNegInt = 0
+    mig_profile: NonEmptyStr | None = None
+    mig_memory_gib: PositiveFloat | None = None
     node_selector: dict[str, str] = {}
     nodes: tuple[str, ...] | None = None
     product: str | None = None
@@ -212,11 +226,11 @@ class AllocationCapabilities(msgspec.Struct, frozen=True, kw_only=True):
     partial_reads: bool
 
 
-class AcceleratorAllocationBackend(abc.ABC):
+class AcceleratorAllocationBackend(Boundary, abc.ABC):
     """GPU nodes, whole devices and MIG slices, reservation under compare-and-swap."""
 
     @abc.abstractmethod
-    async def inventory(self, scope: Mapping[str, Any]) -> Known[InventorySnapshot] | Unknown:
+    async def inventory(self, scope: InventoryScope) -> Known[InventorySnapshot] | Unknown:
         """Read the nodes in ``scope`` (``{}`` all; ``{'nodes': [...]}``, ``{'labels': {...}}``).
 
         Unknown when nodes cannot be listed; ``completeness='partial'`` when pods or the MIG
@@ -231,7 +245,7 @@ class AcceleratorAllocationBackend(abc.ABC):
 
     @abc.abstractmethod
     async def reserve(
-        self, plan: FeasiblePlan, operation_id: str, expected_generation: str | None
+        self, plan: FeasiblePlan, operation_id: NonEmptyStr, expected_generation: str | None
     ) -> ClaimObservation:
         """Take ownership of the plan's nodes (CAS on each ``resource_version``) and write its
         geometry. ``expected_generation`` None creates the claim; retrying with the same
@@ -240,12 +254,15 @@ class AcceleratorAllocationBackend(abc.ABC):
         Raises :class:`OwnershipConflict` when a node moved (nothing is left held)."""
 
     @abc.abstractmethod
-    async def observe(self, claim_id: str) -> Known[ClaimObservation] | Unknown:
+    async def observe(self, claim_id: NonEmptyStr) -> Known[ClaimObservation] | Unknown:
         """The claim now; Unknown when the cluster cannot be read. No mutation."""
 
     @abc.abstractmethod
     async def reconcile(
-        self, claim_id: str, desired: str, expected_generation: str
+        self,
+        claim_id: NonEmptyStr,
+        desired: Annotated[str, OneOf(DESIRED)],
+        expected_generation: str,
     ) -> ClaimObservation:
         """Drive the claim to ``desired`` (``'held'``: re-assert ownership and rewrite
         failed/drifted geometry; ``'released'``: release)."""
@@ -253,8 +270,8 @@ class AcceleratorAllocationBackend(abc.ABC):
     @abc.abstractmethod
     async def release(
         self,
-        claim_id: str,
-        operation_id: str,
+        claim_id: NonEmptyStr,
+        operation_id: NonEmptyStr,
         expected_generation: str,
         keep_workloads: bool = False,
     ) -> ReleaseObservation:
@@ -262,7 +279,7 @@ class AcceleratorAllocationBackend(abc.ABC):
         destroyed while any workload uses a node; the shared config is never deleted."""
 
     @abc.abstractmethod
-    async def bindings(self, claim_id: str, workload_id: str) -> WorkloadBindings:
+    async def bindings(self, claim_id: NonEmptyStr, workload_id: NonEmptyStr) -> WorkloadBindings:
         """The devices ``workload_id`` of ``claim_id`` is bound to."""
 
     @abc.abstractmethod
@@ -271,6 +288,7 @@ class AcceleratorAllocationBackend(abc.ABC):
 
 
 __all__ = [
+    "DESIRED",
     "AcceleratorAllocationBackend",
     "AllocationCapabilities",
     "ClaimNode",
@@ -280,6 +298,7 @@ __all__ = [
     "FeasiblePlan",
     "GeometryState",
     "Infeasible",
+    "InventoryScope",
     "InventorySnapshot",
     "NodePlan",
     "NodeView",

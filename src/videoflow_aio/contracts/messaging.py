@@ -32,11 +32,23 @@ from __future__ import annotations
 
 import abc
 from collections.abc import Mapping, Sequence
-from typing import Literal
+from typing import Annotated, Literal
 
 import msgspec
 
 from ._base import Known, Unknown
+from ._boundary import Boundary
+from ._specs import (
+    NonEmptyStr,
+    NonNegFloat,
+    NonNegInt,
+    OneOf,
+    PositiveFloat,
+    PositiveInt,
+    Token,
+    check_fields,
+    checked,
+)
 from .errors import IncompatibleProfile, ValidationError
 
 Retention = Literal["limits", "interest"]
@@ -50,29 +62,24 @@ LATEST_PER_KEY_PROFILE = "latest_per_key"
 """A channel whose ``profile`` is this keeps only the newest envelope per (kind, partition_key)."""
 
 
-def _name_ok(field: str, value: str) -> None:
-    if not value or any(c in value for c in " .*>\t\n"):
-        raise ValidationError(
-            f"{field} must be a non-empty token without spaces, '.', '*' or '>': {value!r}",
-            field=field,
-            value=value,
-        )
+RetentionName = Annotated[str, OneOf(RETENTIONS)]
+OverflowName = Annotated[str, OneOf(OVERFLOWS)]
+KindName = Annotated[str, OneOf(KINDS)]
 
 
 # -- identities ----------------------------------------------------------------------------
 
 
+@checked
 class ChannelId(msgspec.Struct, frozen=True, gc=False, order=True):
     """One node's stream in one run of one flow."""
 
-    flow_id: str
-    run_id: str
-    node: str
+    flow_id: Token
+    run_id: Token
+    node: Token
 
     def __post_init__(self) -> None:
-        _name_ok("flow_id", self.flow_id)
-        _name_ok("run_id", self.run_id)
-        _name_ok("node", self.node)
+        check_fields(self)
 
     @property
     def name(self) -> str:
@@ -83,14 +90,15 @@ class ChannelId(msgspec.Struct, frozen=True, gc=False, order=True):
         return self.name
 
 
+@checked
 class SubscriptionId(msgspec.Struct, frozen=True, gc=False, order=True):
     """A durable logical subscription (``consumer``) on a channel; replicas share it."""
 
     channel: ChannelId
-    consumer: str
+    consumer: Token
 
     def __post_init__(self) -> None:
-        _name_ok("consumer", self.consumer)
+        check_fields(self)
 
     @property
     def name(self) -> str:
@@ -103,6 +111,7 @@ class SubscriptionId(msgspec.Struct, frozen=True, gc=False, order=True):
 # -- configuration -------------------------------------------------------------------------
 
 
+@checked
 class ChannelSpec(msgspec.Struct, frozen=True, gc=False):
     """A channel's configuration. Invalid values raise :class:`ValidationError` at construction.
 
@@ -111,54 +120,21 @@ class ChannelSpec(msgspec.Struct, frozen=True, gc=False):
     """
 
     channel: ChannelId
-    profile: str
-    retention: str
+    profile: NonEmptyStr
+    retention: RetentionName
     required: tuple[SubscriptionId, ...] = ()
-    max_msgs: int = 10000
-    max_bytes: int | None = None
-    max_age_seconds: float | None = None
-    overflow: str = "evict_oldest"
-    dedup_window_seconds: int = 120
-    replicas: int = 1
+    max_msgs: PositiveInt = 10000
+    max_bytes: PositiveInt | None = None
+    max_age_seconds: PositiveFloat | None = None
+    overflow: OverflowName = "evict_oldest"
+    dedup_window_seconds: NonNegInt = 120
+    replicas: PositiveInt = 1
     persistence: bool = False
     per_subject_limits: bool = False
     owner_labels: dict[str, str] = {}
 
     def __post_init__(self) -> None:
-        if self.retention not in RETENTIONS:
-            raise ValidationError(
-                f"unknown retention {self.retention!r}; expected one of {RETENTIONS}",
-                field="retention",
-                value=self.retention,
-            )
-        if self.overflow not in OVERFLOWS:
-            raise ValidationError(
-                f"unknown overflow {self.overflow!r}; expected one of {OVERFLOWS}",
-                field="overflow",
-                value=self.overflow,
-            )
-        if self.max_msgs <= 0:
-            raise ValidationError("max_msgs must be > 0", field="max_msgs", value=self.max_msgs)
-        if self.max_bytes is not None and self.max_bytes <= 0:
-            raise ValidationError(
-                "max_bytes must be > 0 or None", field="max_bytes", value=self.max_bytes
-            )
-        if self.max_age_seconds is not None and self.max_age_seconds <= 0:
-            raise ValidationError(
-                "max_age_seconds must be > 0 or None",
-                field="max_age_seconds",
-                value=self.max_age_seconds,
-            )
-        if self.dedup_window_seconds < 0:
-            raise ValidationError(
-                "dedup_window_seconds must be >= 0",
-                field="dedup_window_seconds",
-                value=self.dedup_window_seconds,
-            )
-        if self.replicas < 1:
-            raise ValidationError("replicas must be >= 1", field="replicas", value=self.replicas)
-        if not self.profile:
-            raise ValidationError("profile must be non-empty", field="profile", value=self.profile)
+        check_fields(self)
         for sub in self.required:
             if sub.channel != self.channel:
                 raise ValidationError(
@@ -173,6 +149,7 @@ class ChannelSpec(msgspec.Struct, frozen=True, gc=False):
         return self.owner_labels.get("generation")
 
 
+@checked
 class SubscriptionSpec(msgspec.Struct, frozen=True, gc=False):
     """A subscription's configuration. Invalid values raise :class:`ValidationError`.
 
@@ -181,43 +158,20 @@ class SubscriptionSpec(msgspec.Struct, frozen=True, gc=False):
 
     id: SubscriptionId
     competing: bool = True
-    partition: int | None = None
-    ack_wait_seconds: float = 30.0
-    max_deliver: int = 4
-    item_credit: int = 8
-    byte_credit: int = 67108864
-    kind: str = "data"
+    partition: NonNegInt | None = None
+    ack_wait_seconds: PositiveFloat = 30.0
+    max_deliver: Annotated[int, msgspec.Meta(ge=-1)] = 4
+    item_credit: PositiveInt = 8
+    byte_credit: PositiveInt = 67108864
+    kind: KindName = "data"
 
     def __post_init__(self) -> None:
-        if self.ack_wait_seconds <= 0:
-            raise ValidationError(
-                "ack_wait_seconds must be > 0",
-                field="ack_wait_seconds",
-                value=self.ack_wait_seconds,
-            )
-        if self.max_deliver == 0 or self.max_deliver < -1:
+        check_fields(self)
+        if self.max_deliver == 0:
             raise ValidationError(
                 "max_deliver must be >= 1 or -1 (unlimited)",
                 field="max_deliver",
                 value=self.max_deliver,
-            )
-        if self.item_credit < 1:
-            raise ValidationError(
-                "item_credit must be >= 1", field="item_credit", value=self.item_credit
-            )
-        if self.byte_credit < 1:
-            raise ValidationError(
-                "byte_credit must be >= 1", field="byte_credit", value=self.byte_credit
-            )
-        if self.kind not in KINDS:
-            raise ValidationError(
-                f"unknown kind {self.kind!r}; expected one of {KINDS}",
-                field="kind",
-                value=self.kind,
-            )
-        if self.partition is not None and self.partition < 0:
-            raise ValidationError(
-                "partition must be >= 0 or None", field="partition", value=self.partition
             )
 
     @property
@@ -228,34 +182,24 @@ class SubscriptionSpec(msgspec.Struct, frozen=True, gc=False):
 # -- messages ------------------------------------------------------------------------------
 
 
+@checked
 class Envelope(msgspec.Struct, frozen=True, gc=False):
     """One message. ``publication_id`` is the dedup key; ``event_id`` names the event (the
     archive's key). A dead letter has ``kind='dlq'`` and the origin channel."""
 
     channel: ChannelId
-    publication_id: str
+    publication_id: NonEmptyStr
     body: bytes = b"x"
     event_id: str = ""
-    kind: str = "data"
-    partition_key: str | None = None
+    kind: KindName = "data"
+    partition_key: Token | None = None
     event_ts: float | None = None
     source_epoch: str | None = None
     source_offset: int | None = None
     headers: dict[str, str] = {}
 
     def __post_init__(self) -> None:
-        if not self.publication_id:
-            raise ValidationError(
-                "publication_id must be non-empty", field="publication_id", value=""
-            )
-        if self.kind not in KINDS:
-            raise ValidationError(
-                f"unknown kind {self.kind!r}; expected one of {KINDS}",
-                field="kind",
-                value=self.kind,
-            )
-        if self.partition_key is not None:
-            _name_ok("partition_key", self.partition_key)
+        check_fields(self)
 
 
 class DeliveryToken(msgspec.Struct, frozen=True, gc=False):
@@ -265,8 +209,8 @@ class DeliveryToken(msgspec.Struct, frozen=True, gc=False):
     """
 
     subscription: SubscriptionId
-    sequence: int
-    attempt: int
+    sequence: NonNegInt
+    attempt: NonNegInt
     lease_id: str
     opaque: str = ""
 
@@ -322,23 +266,25 @@ class Completed(msgspec.Struct, frozen=True, gc=False, tag=True):
     """Done with the message: never redelivered to this subscription."""
 
 
+@checked
 class Retry(msgspec.Struct, frozen=True, gc=False, tag=True):
     """Redeliver after ``delay_seconds`` (counts toward ``max_deliver``)."""
 
-    delay_seconds: float = 0.0
+    delay_seconds: NonNegFloat = 0.0
 
     def __post_init__(self) -> None:
-        if self.delay_seconds < 0:
-            raise ValidationError(
-                "delay_seconds must be >= 0", field="delay_seconds", value=self.delay_seconds
-            )
+        check_fields(self)  # finite: inf would leave the message pending forever
 
 
+@checked
 class Terminal(msgspec.Struct, frozen=True, gc=False, tag=True):
     """Give up: never redelivered; a dead letter (``kind='dlq'``) is stored on the origin
     channel, outside its slot."""
 
     reason: str = "terminal"
+
+    def __post_init__(self) -> None:
+        check_fields(self)
 
 
 SettleOutcome = Completed | Retry | Terminal
@@ -610,7 +556,7 @@ def validate_control_write(key: object, expected_version: object, value: object)
 # -- the contract --------------------------------------------------------------------------
 
 
-class MessagingBackend(abc.ABC):
+class MessagingBackend(Boundary, abc.ABC):
     """A JetStream-like broker (or Core NATS when ``capabilities().core_only``).
 
     Unknown channels and subscriptions raise :class:`~videoflow_aio.contracts.NotFound`;
@@ -627,7 +573,11 @@ class MessagingBackend(abc.ABC):
 
     @abc.abstractmethod
     async def receive(
-        self, subscription: SubscriptionId, item_credit: int, byte_credit: int, deadline: float
+        self,
+        subscription: SubscriptionId,
+        item_credit: PositiveInt,
+        byte_credit: PositiveInt,
+        deadline: float,
     ) -> list[Delivery]:
         """Lease up to ``item_credit`` matching messages whose bodies fit ``byte_credit``.
         Waits until at least one is available or ``deadline`` passes (then ``[]``).
@@ -639,7 +589,7 @@ class MessagingBackend(abc.ABC):
 
     @abc.abstractmethod
     async def settle(
-        self, token: DeliveryToken, outcome: SettleOutcome, settlement_id: str
+        self, token: DeliveryToken, outcome: SettleOutcome, settlement_id: NonEmptyStr
     ) -> SettleAnswer:
         """Settle one delivery; idempotent by ``settlement_id``."""
 
@@ -666,14 +616,14 @@ class MessagingBackend(abc.ABC):
         ones do not."""
 
     @abc.abstractmethod
-    async def ensure_channel(self, spec: ChannelSpec, operation_id: str) -> VerifiedChannel:
+    async def ensure_channel(self, spec: ChannelSpec, operation_id: NonEmptyStr) -> VerifiedChannel:
         """Create or reconcile the channel and read back its effective configuration.
         An immutable mismatch (retention, replicas, persistence, profile) raises
         IncompatibleProfile; "already exists" is never accepted without inspection."""
 
     @abc.abstractmethod
     async def ensure_subscription(
-        self, spec: SubscriptionSpec, operation_id: str
+        self, spec: SubscriptionSpec, operation_id: NonEmptyStr
     ) -> VerifiedSubscription:
         """Create or reconcile the subscription and read back its effective configuration.
         An immutable mismatch (kind, partition, competing) raises IncompatibleProfile."""
@@ -687,14 +637,14 @@ class MessagingBackend(abc.ABC):
 
     @abc.abstractmethod
     async def commit_control(
-        self, channel_id: ChannelId, key: str, expected_version: str | None, value: bytes
+        self, channel_id: ChannelId, key: NonEmptyStr, expected_version: str | None, value: bytes
     ) -> bool:
         """Durable-control profile: write ``value`` under ``key`` if its version is
         ``expected_version`` (None: must not exist). False when the version moved on."""
 
     @abc.abstractmethod
     async def control_state(
-        self, channel_id: ChannelId, key: str
+        self, channel_id: ChannelId, key: NonEmptyStr
     ) -> tuple[bytes | None, str | None]:
         """Durable-control profile: ``(value, version)`` or ``(None, None)``."""
 
@@ -716,7 +666,7 @@ class MessagingBackend(abc.ABC):
         """The logical subscriptions bound on a channel, sorted — the inventory a teardown or
         a replacement worker reads."""
 
-    async def aclose(self) -> None:  # noqa: B027 - optional hook
+    async def aclose(self) -> None:
         """Release client resources (connections). The model holds none."""
 
 

@@ -31,7 +31,8 @@ Rules every store follows (the conformance cases PAY-… check them):
   finished" (BLOB-14 step 2): the object is kept (``no-obligation-set``).
 * **Reconcile**: for a key the ledger lists, its tuple is the whole truth and every other
   obligation is cancelled; for a key it does not list only ``intent/*`` obligations are
-  cancelled, and only on objects older than the orphan grace. An object whose set is emptied
+  cancelled — whatever the object's age, unless the store was given an
+  ``intent_grace_seconds`` (then only on objects older than it). An object whose set is emptied
   by the cancellations is reclaimed. An object with no set (never attached, or expired) is
   reclaimed only once older than ``orphan_grace_seconds`` and only if the ledger does not
   list it as still required. Obligation sets whose object is gone are deleted.
@@ -54,6 +55,8 @@ from typing import Any, Literal
 import msgspec
 
 from ._base import Known, Unknown
+from ._boundary import Boundary
+from ._specs import NonEmptyStr, NonNegInt, PositiveFloat, check_fields, checked
 from .errors import ValidationError, VideoflowError
 
 Tier = Literal["durable", "evictable"]
@@ -78,8 +81,8 @@ class ImmutablePayloadRef(msgspec.Struct, frozen=True):
     metadata for the key): it can be read, but not verified, and releases against nothing.
     """
 
-    key: str
-    size: int
+    key: NonEmptyStr
+    size: NonNegInt
     digest: str
     generation: str
     store: str
@@ -89,6 +92,7 @@ class ImmutablePayloadRef(msgspec.Struct, frozen=True):
         return bool(self.digest) and bool(self.generation)
 
 
+@checked
 class RetentionContract(msgspec.Struct, frozen=True):
     """What a put asks of the store.
 
@@ -99,10 +103,17 @@ class RetentionContract(msgspec.Struct, frozen=True):
     refuses the evictable tier); None accepts any tier.
     """
 
-    ttl_seconds: float = 3600.0
-    obligations: tuple[str, ...] = ()
-    obligation_seconds: float = 300.0
+    ttl_seconds: PositiveFloat = 3600.0
+    obligations: tuple[NonEmptyStr, ...] = ()
+    obligation_seconds: PositiveFloat = 300.0
     required_tier: Tier | None = None
+
+    def __post_init__(self) -> None:
+        check_fields(self)
+        if len(set(self.obligations)) != len(self.obligations):
+            raise ValidationError(
+                "obligations has duplicates", field="obligations", value=self.obligations
+            )
 
 
 class DurableReceipt(msgspec.Struct, frozen=True):
@@ -189,7 +200,8 @@ class PayloadCapabilities(msgspec.Struct, frozen=True):
     ``max_bytes``: the byte budget (None: unlimited). ``forward_unchanged``: identical bytes
     under the same content id return the existing ref. ``orphan_grace_seconds``: how old a
     set-less object must be before ``reconcile`` reclaims it. ``shared_across_processes``:
-    other processes see the same objects.
+    other processes see the same objects. ``intent_grace_seconds``: how old an object must be
+    before ``reconcile`` cancels the intents of a key its ledger does not list (0: at once).
     """
 
     store: str
@@ -201,6 +213,7 @@ class PayloadCapabilities(msgspec.Struct, frozen=True):
     orphan_grace_seconds: float
     digest_algorithm: str = DIGEST_ALGORITHM
     shared_across_processes: bool = False
+    intent_grace_seconds: float = 0.0
 
     @property
     def durable(self) -> bool:
@@ -283,12 +296,12 @@ class ObligationLedger(abc.ABC):
         """ref key -> obligation ids still required."""
 
 
-class PayloadStore(abc.ABC):
+class PayloadStore(Boundary, abc.ABC):
     """Immutable objects with digests and generations, kept alive by named obligations."""
 
     @abc.abstractmethod
     async def put(
-        self, data: bytes, content_id: str, contract: RetentionContract
+        self, data: bytes, content_id: NonEmptyStr, contract: RetentionContract
     ) -> ImmutablePayloadRef:
         """Store ``data`` at key ``content_id`` and attach ``contract.obligations``.
 
@@ -302,12 +315,14 @@ class PayloadStore(abc.ABC):
         """
 
     @abc.abstractmethod
-    async def read(self, ref: ImmutablePayloadRef, reader: str | None = None) -> PayloadReadResult:
+    async def read(
+        self, ref: ImmutablePayloadRef, reader: NonEmptyStr | None = None
+    ) -> PayloadReadResult:
         """The bytes of ``ref``, verified against its digest and size; ``reader`` is recorded."""
 
     @abc.abstractmethod
     async def acquire_obligation(
-        self, ref: ImmutablePayloadRef, obligation_id: str, deadline: float
+        self, ref: ImmutablePayloadRef, obligation_id: NonEmptyStr, deadline: float
     ) -> DurableReceipt:
         """Add ``obligation_id`` to the object's set (creating the set if absent) until
         ``deadline``; an existing obligation keeps the later of the two deadlines.
@@ -319,7 +334,7 @@ class PayloadStore(abc.ABC):
 
     @abc.abstractmethod
     async def renew_obligation(
-        self, ref: ImmutablePayloadRef, obligation_id: str, deadline: float
+        self, ref: ImmutablePayloadRef, obligation_id: NonEmptyStr, deadline: float
     ) -> DurableReceipt:
         """Move an existing obligation's deadline to ``deadline`` (never backwards).
 
@@ -329,7 +344,7 @@ class PayloadStore(abc.ABC):
 
     @abc.abstractmethod
     async def release_obligation(
-        self, ref: ImmutablePayloadRef, obligation_id: str, completion_receipt: str
+        self, ref: ImmutablePayloadRef, obligation_id: NonEmptyStr, completion_receipt: NonEmptyStr
     ) -> ReleaseReceipt:
         """Remove ``obligation_id`` from the set of ``ref``'s generation, reclaiming the object
         when the set empties. Atomic and idempotent; see :data:`ReleaseOutcome`.
@@ -338,7 +353,7 @@ class PayloadStore(abc.ABC):
 
     @abc.abstractmethod
     async def reconcile(
-        self, ledger: ObligationLedger, operation_id: str
+        self, ledger: ObligationLedger, operation_id: NonEmptyStr
     ) -> ReclamationObservation:
         """Cancel obligations the ledger no longer requires and reclaim what that empties,
         plus orphans past the grace (see the module docstring). ``operation_id`` labels the
@@ -350,7 +365,7 @@ class PayloadStore(abc.ABC):
         """Every object present, as refs in key order, or ``Unknown`` when listing failed."""
 
     @abc.abstractmethod
-    async def ref_for_key(self, key: str) -> ImmutablePayloadRef:
+    async def ref_for_key(self, key: NonEmptyStr) -> ImmutablePayloadRef:
         """The ref for a wire key, completed from the store's metadata (size, digest,
         generation as recorded at put); without metadata, an unverifiable ref (empty digest
         and generation; size of the bytes present, 0 if none)."""
@@ -482,6 +497,12 @@ def validate_deadline(deadline: Any, now: float) -> float:
     return d
 
 
+def validate_grace(value: Any, field: str) -> float:
+    """A grace period in seconds (``orphan_grace_seconds``, ``intent_grace_seconds``): a
+    finite, non-negative number, as a float."""
+    return _finite_nonneg(value, field)
+
+
 def validate_id(value: Any, field: str) -> str:
     """A non-empty string identifier (obligation id, operation id, key, completion receipt)."""
     return _nonempty_str(value, field)
@@ -511,6 +532,7 @@ __all__ = [
     "payload_digest",
     "validate_contract",
     "validate_deadline",
+    "validate_grace",
     "validate_id",
     "validate_put",
     "validate_ref",

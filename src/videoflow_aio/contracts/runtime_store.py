@@ -16,6 +16,8 @@ from typing import Any
 
 import msgspec
 
+from ._boundary import Boundary
+from ._specs import NonEmptyStr
 from .errors import ValidationError, VideoflowError
 
 #: Fault barrier an implementation with a read-then-write window reaches after reading the
@@ -56,7 +58,7 @@ class CorruptRecord(VideoflowError):
         super().__init__(message, resource=resource, **fields)
 
 
-class RuntimeStore(abc.ABC):
+class RuntimeStore(Boundary, abc.ABC):
     """Versioned records: every successful write gives the key a fresh opaque version string.
 
     Versions are never reused for a key, not even after delete and re-create. Bad input (a key
@@ -66,11 +68,11 @@ class RuntimeStore(abc.ABC):
     """
 
     @abc.abstractmethod
-    async def get(self, key: str) -> tuple[bytes | None, str | None]:
+    async def get(self, key: NonEmptyStr) -> tuple[bytes | None, str | None]:
         """``(value, version)``, or ``(None, None)`` when the key does not exist."""
 
     @abc.abstractmethod
-    async def cas(self, key: str, expected_version: str | None, value: bytes) -> bool:
+    async def cas(self, key: NonEmptyStr, expected_version: str | None, value: bytes) -> bool:
         """Write ``value`` if the key's version is ``expected_version`` (None: must not exist).
 
         True when written (the key now has a version never seen before for it); False when
@@ -78,7 +80,7 @@ class RuntimeStore(abc.ABC):
         """
 
     @abc.abstractmethod
-    async def delete(self, key: str, expected_version: str | None) -> bool:
+    async def delete(self, key: NonEmptyStr, expected_version: str | None) -> bool:
         """Delete the key if its version is ``expected_version`` (None: unconditionally).
 
         True when a live record was deleted; False when it did not exist or had another version.
@@ -90,11 +92,11 @@ class RuntimeStore(abc.ABC):
         (code point order, which is UTF-8 byte order)."""
 
     @abc.abstractmethod
-    async def append(self, log: str, record: bytes) -> int:
+    async def append(self, log: NonEmptyStr, record: bytes) -> int:
         """Append ``record`` to ``log``; the returned number only grows within a log."""
 
     @abc.abstractmethod
-    async def log_entries(self, log: str) -> list[bytes]:
+    async def log_entries(self, log: NonEmptyStr) -> list[bytes]:
         """Every record appended to ``log``, oldest first (empty for an unknown log)."""
 
     @abc.abstractmethod

@@ -2,31 +2,51 @@
 
 Every method here does file I/O and is meant to run in a worker thread. Layout under root::
 
-    kv/<name>.json     one record per key: {"key": ..., "n": <write counter>, "value": b64|null}
-    kv/<name>.tmp      the next version being written (at most one per key; orphans ignored)
-    locks/<name>.lock  flock'ed around every write of a key; never renamed or deleted
+    store.json         {"format": 2, "next": N, "crc": ...}: the next version number not yet
+                       handed to any process (outside kv/, so losing kv/ cannot reset it)
+    store.lock         flock'ed while store.json is created or advanced
+    kv/<name>.json     one record per live key: {"key", "n", "value": b64, "crc"}
+    kv/<name>.tmp      the next version being written (at most one per key)
+    locks/<name>.lock  flock'ed around every write of a key; removed with the key
     logs/<name>.log    one line per record: "<crc32 hex> <base64>\\n"; flock'ed on itself
 
 ``<name>`` is the key's UTF-8 bytes with every byte outside ``[a-z0-9_-]`` written as ``%xx``
 (lower-case hex), so the encoding is injective, never contains ``/`` or a dot, and is safe on
 case-insensitive file systems. Names whose encoding would exceed 200 characters are
-``=<sha256 hex>`` instead (``=`` never appears in an encoded name); the record inside still
-holds the whole key, and scan reads it from there.
+``=<sha256 hex>`` instead (``=`` never appears in an encoded name); the record inside holds the
+whole key, and scan reads it from there.
+
+Versions: every write takes a number from a block this store object reserved in
+``store.json`` (:data:`BLOCK` at a time, under ``store.lock``, made durable before any number of
+it is used), so a number is never handed out twice in the life of the store — not after a
+delete, not after a record file or the whole ``kv/`` folder is lost. A record carries a CRC32
+of its key, number and value; a damaged one raises
+:class:`~videoflow_aio.contracts.runtime_store.CorruptRecord`, never a wrong value.
 
 Writes: flock the key's lock file (a fresh ``open`` per operation, so two threads of one
-process exclude each other too — unlike ``lockf``), read the record, compare, write
-``<name>.tmp``, fsync it, ``os.replace`` it over ``<name>.json``, fsync the directory, unlock.
-A reader (no lock) sees the old or the new file, never a torn one. Delete writes a tombstone
-(``value: null``) that keeps the counter, so a re-created key continues from it.
+process exclude each other too — unlike ``lockf``; after the flock the path is checked to
+still name the locked file, since compaction and delete remove lock files), read the record,
+compare, write ``<name>.tmp``, fsync it, ``os.replace`` it over ``<name>.json``, fsync the
+directory, unlock. A reader (no lock) sees the old or the new file, never a torn one. Delete
+removes the record and then its lock file (still holding it). A write that fails removes its
+``.tmp``.
+
+Compaction (:meth:`FileStoreCore.compact`, run at open and on demand) removes what crashes
+leave: ``.tmp`` files nobody is writing, lock files of keys with no record, torn last lines of
+logs, and empty logs. Each step is atomic and done under the lock of what it removes, so a
+compaction killed at any point leaves a valid store, and the next one finishes the job.
 """
 
 from __future__ import annotations
 
 import binascii
+import contextlib
 import fcntl
 import hashlib
 import os
+import threading
 import zlib
+from typing import Annotated
 from urllib.parse import unquote_to_bytes
 
 import msgspec
@@ -35,6 +55,10 @@ from ..contracts.errors import BackendUnavailable, OutcomeUnknown
 from ..contracts.runtime_store import CorruptRecord
 
 MAX_NAME = 200  # NAME_MAX (255) minus room for the suffixes
+FORMAT = 2
+"""On-disk format: 2 = store-wide version numbers and checksummed records."""
+BLOCK = 256
+"""Version numbers a store object reserves at a time (two fsyncs per block)."""
 _SAFE = frozenset(b"abcdefghijklmnopqrstuvwxyz0123456789_-")
 _TABLE = [chr(b) if b in _SAFE else f"%{b:02x}" for b in range(256)]
 _O_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
@@ -42,15 +66,50 @@ _O_DIR = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | _O_CLOEXEC
 
 
 class Record(msgspec.Struct, frozen=True):
-    """One key's file: the whole key, its write counter, and its value (None: deleted)."""
+    """One live key's file: the whole key, its version number, its value and their CRC32."""
 
     key: str
-    n: int
-    value: bytes | None
+    n: Annotated[int, msgspec.Meta(ge=1)]
+    value: bytes
+    crc: str
 
 
-_encode_record = msgspec.json.Encoder().encode
+class Header(msgspec.Struct, frozen=True):
+    """``store.json``: the format and the next version number no process has reserved."""
+
+    format: int
+    next: Annotated[int, msgspec.Meta(ge=1)]
+    crc: str
+
+
+class Compaction(msgspec.Struct, frozen=True):
+    """What one compaction pass removed. ``busy``: items left alone because a writer held
+    them at that moment (the next pass looks again)."""
+
+    temp_files: int = 0
+    lock_files: int = 0
+    torn_tails: int = 0
+    empty_logs: int = 0
+    busy: int = 0
+
+
+_encode = msgspec.json.Encoder().encode
 _decode_record = msgspec.json.Decoder(Record).decode
+_decode_header = msgspec.json.Decoder(Header).decode
+
+
+def record_crc(key: str, n: int, value: bytes) -> str:
+    """The checksum a record carries: CRC32 of its key, number and value."""
+    crc = zlib.crc32(b"\0%d\0" % n, zlib.crc32(key.encode("utf-8")))
+    return f"{zlib.crc32(value, crc):08x}"
+
+
+def make_record(key: str, n: int, value: bytes) -> Record:
+    return Record(key, n, value, record_crc(key, n, value))
+
+
+def _header_crc(fmt: int, nxt: int) -> str:
+    return f"{zlib.crc32(b'videoflow-file-store %d %d' % (fmt, nxt)):08x}"
 
 
 def escape(text: str) -> str:
@@ -78,9 +137,9 @@ def encode_line(record: bytes) -> bytes:
 def decode_line(line: bytes, where: str) -> bytes:
     try:
         crc = int(line[:8], 16)
-        if line[8:9] != b" ":
+        if len(line) < 9 or line[8:9] != b" ":
             raise ValueError("no separator")
-        record = binascii.a2b_base64(line[9:])
+        record = binascii.a2b_base64(line[9:], strict_mode=True) if line[9:] else b""
     except (ValueError, binascii.Error) as exc:
         raise CorruptRecord(f"undecodable log line in {where}: {exc}", resource=where) from None
     if zlib.crc32(record) != crc:
@@ -102,35 +161,56 @@ def _fsync_dir(path: str) -> None:
         os.close(fd)
 
 
+def _same_file(fd: int, path: str) -> bool:
+    """Whether ``path`` still names the file open as ``fd`` (it may have been removed)."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return False
+    own = os.fstat(fd)
+    return (st.st_ino, st.st_dev) == (own.st_ino, own.st_dev)
+
+
+def _unlink_quietly(path: str) -> None:
+    with contextlib.suppress(OSError):
+        os.unlink(path)
+
+
 class FileStoreCore:
     """Blocking operations on one store directory. Thread-safe; process-safe on one host."""
 
-    def __init__(self, root: str) -> None:
+    def __init__(self, root: str, *, compact_at_open: bool = True, block: int = BLOCK) -> None:
         self.root = root
         self.kv = os.path.join(root, "kv")
         self.locks = os.path.join(root, "locks")
         self.logs = os.path.join(root, "logs")
+        self.header = os.path.join(root, "store.json")
+        self.compact_at_open = compact_at_open
+        self.block = block
+        self.opened: Compaction | None = None
+        """What the compaction at open removed (None until opened, or when not compacting)."""
         self._ready = False
+        self._opening = threading.Lock()
+        self._numbers = threading.Lock()
+        self._next = self._end = 0  # the reserved block not yet used: [next, end)
         # log path -> (inode, offset after the last complete line counted, lines counted)
         self._log_marks: dict[str, tuple[int, int, int]] = {}
 
-    # -- setup -----------------------------------------------------------------------------
+    # -- setup and version numbers ---------------------------------------------------------
     def _ensure(self) -> None:
         if self._ready:
             return
-        created = False
-        for path in (self.root, self.kv, self.locks, self.logs):
-            if not os.path.isdir(path):
-                os.makedirs(path, exist_ok=True)
-                created = True
-        if created:
-            _fsync_dir(self.root)
-            _fsync_dir(os.path.dirname(os.path.abspath(self.root)))
-        self._ready = True
+        with self._opening:
+            if self._ready:
+                return
+            self._open()
+            if self.compact_at_open:
+                self.opened = self._compact()
+            self._ready = True
 
-    def _lock(self, name: str) -> int:
+    def _root_lock(self) -> int:
         fd = os.open(
-            os.path.join(self.locks, name + ".lock"), os.O_RDWR | os.O_CREAT | _O_CLOEXEC, 0o644
+            os.path.join(self.root, "store.lock"), os.O_RDWR | os.O_CREAT | _O_CLOEXEC, 0o644
         )
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
@@ -138,6 +218,120 @@ class FileStoreCore:
             os.close(fd)
             raise
         return fd
+
+    def _open(self) -> None:
+        if not os.path.isdir(self.root):
+            os.makedirs(self.root, exist_ok=True)
+            _fsync_dir(os.path.dirname(os.path.abspath(self.root)))
+        lock = self._root_lock()
+        try:
+            _unlink_quietly(self.header + ".tmp")  # an advance that died before its rename
+            if not os.path.exists(self.header):
+                for sub in (self.kv, self.logs):
+                    if os.path.isdir(sub) and os.listdir(sub):
+                        raise CorruptRecord(
+                            f"file store {self.root} holds data but no store.json (written by "
+                            "an older format, or its version counter was lost): refusing to "
+                            "hand out versions that may have been used",
+                            resource=self.header,
+                        )
+                self._write_header(1)
+            else:
+                self._read_header()
+            created = False
+            for path in (self.kv, self.locks, self.logs):
+                if not os.path.isdir(path):
+                    os.makedirs(path, exist_ok=True)
+                    created = True
+            if created:
+                _fsync_dir(self.root)
+        finally:
+            os.close(lock)
+
+    def _read_header(self) -> Header:
+        try:
+            with open(self.header, "rb", buffering=0) as f:
+                data = f.readall()
+            header = _decode_header(data)
+        except FileNotFoundError:
+            raise CorruptRecord(
+                f"file store {self.root} lost its store.json", resource=self.header
+            ) from None
+        except msgspec.DecodeError as exc:
+            raise CorruptRecord(f"undecodable {self.header}: {exc}", resource=self.header) from None
+        if header.format != FORMAT or header.crc != _header_crc(header.format, header.next):
+            raise CorruptRecord(
+                f"{self.header} is damaged or of another format", resource=self.header
+            )
+        return header
+
+    def _write_header(self, nxt: int) -> None:
+        """Atomically make ``nxt`` the next unreserved number; durable before returning."""
+        tmp = self.header + ".tmp"
+        try:
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | _O_CLOEXEC, 0o644)
+            try:
+                _write_all(fd, _encode(Header(FORMAT, nxt, _header_crc(FORMAT, nxt))))
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            os.replace(tmp, self.header)
+            _fsync_dir(self.root)
+        except OSError as exc:  # no number of the block is used: nothing can be reissued
+            _unlink_quietly(tmp)
+            raise BackendUnavailable(
+                f"file store {self.root}: cannot reserve version numbers: {exc}", backend="file"
+            ) from exc
+
+    def _number(self) -> int:
+        """A version number never handed out before in this store."""
+        with self._numbers:
+            if self._next >= self._end:
+                lock = self._root_lock()
+                try:
+                    start = self._read_header().next
+                    self._write_header(start + self.block)
+                finally:
+                    os.close(lock)
+                self._next, self._end = start, start + self.block
+            n = self._next
+            self._next += 1
+            return n
+
+    # -- key locks -------------------------------------------------------------------------
+    def _lock_path(self, name: str) -> str:
+        return os.path.join(self.locks, name + ".lock")
+
+    def _lock(self, name: str) -> int:
+        """flock the key's lock file, waiting for it."""
+        fd = self._flock(self._lock_path(name), wait=True)
+        assert fd is not None  # waiting never gives up
+        return fd
+
+    def _try_lock(self, name: str) -> int | None:
+        """flock the key's lock file if nobody holds it, else None."""
+        return self._flock(self._lock_path(name), wait=False)
+
+    @staticmethod
+    def _flock(path: str, wait: bool) -> int | None:
+        while True:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | _O_CLOEXEC, 0o644)
+            try:
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX if wait else fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    os.close(fd)
+                    return None
+                if _same_file(fd, path):
+                    return fd
+            except BaseException:
+                os.close(fd)
+                raise
+            os.close(fd)  # removed while we waited for it: lock the file there now
+
+    def _drop_lock(self, name: str) -> None:
+        """Remove the key's lock file; only while holding it (waiters then retry)."""
+        _unlink_quietly(self._lock_path(name))
 
     # -- records ---------------------------------------------------------------------------
     def _read(self, path: str, key: str | None) -> Record | None:
@@ -150,6 +344,12 @@ class FileStoreCore:
             rec = _decode_record(data)
         except msgspec.DecodeError as exc:
             raise CorruptRecord(f"undecodable record file {path}: {exc}", resource=path) from None
+        try:
+            intact = rec.crc == record_crc(rec.key, rec.n, rec.value)
+        except UnicodeEncodeError:  # a key no store would write
+            intact = False
+        if not intact:
+            raise CorruptRecord(f"record file {path} fails its checksum", resource=path)
         if key is not None and rec.key != key:
             raise CorruptRecord(
                 f"record file {path} holds key {rec.key!r}, not {key!r}", resource=path
@@ -161,20 +361,24 @@ class FileStoreCore:
         try:
             fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | _O_CLOEXEC, 0o644)
             try:
-                _write_all(fd, _encode_record(rec))
+                _write_all(fd, _encode(rec))
                 os.fsync(fd)
             finally:
                 os.close(fd)
             os.replace(tmp, path)
-        except OSError as exc:  # nothing visible changed
+        except OSError as exc:  # nothing visible changed; the space the .tmp held is given back
+            _unlink_quietly(tmp)
             raise BackendUnavailable(
                 f"file store {self.root}: {operation} failed before commit: {exc}", backend="file"
             ) from exc
+        self._made_durable(operation)
+
+    def _made_durable(self, operation: str) -> None:
         try:
             _fsync_dir(self.kv)
-        except OSError as exc:  # the new record is visible but may not survive a power cut
+        except OSError as exc:  # the change is visible but may not survive a power cut
             raise OutcomeUnknown(
-                f"file store {self.root}: {operation} written but not made durable: {exc}",
+                f"file store {self.root}: {operation} done but not made durable: {exc}",
                 operation=operation,
             ) from exc
 
@@ -182,45 +386,59 @@ class FileStoreCore:
         """``(value, n)`` of the live record, or ``(None, None)``."""
         self._ensure()
         rec = self._read(os.path.join(self.kv, file_name(key) + ".json"), key)
-        if rec is None or rec.value is None:
+        if rec is None:
             return None, None
         return rec.value, rec.n
 
     def current(self, key: str) -> int | None:
-        """The live record's counter, or None (no lock: for barrier context only)."""
+        """The live record's number, or None (no lock: for barrier context only)."""
         return self.get(key)[1]
 
     def cas(self, key: str, expected: int | None, value: bytes) -> int | None:
-        """Write ``value`` if the live counter is ``expected`` (None: no live record).
-        Returns the new counter, or None when the comparison failed."""
+        """Write ``value`` if the live number is ``expected`` (None: no live record).
+        Returns the new number, or None when the comparison failed."""
         self._ensure()
         name = file_name(key)
         path = os.path.join(self.kv, name + ".json")
         lock = self._lock(name)
         try:
             rec = self._read(path, key)
-            live = None if rec is None or rec.value is None else rec.n
-            if live != expected:
+            if (None if rec is None else rec.n) != expected:
+                if rec is None:
+                    self._drop_lock(name)  # nothing to guard: leave no lock file behind
                 return None
-            n = (0 if rec is None else rec.n) + 1
-            self._write(name, path, Record(key, n, value), "cas")
+            try:
+                n = self._number()
+                self._write(name, path, make_record(key, n, value), "cas")
+            except BackendUnavailable:
+                if rec is None:
+                    self._drop_lock(name)  # nothing was written: nothing to guard
+                raise
             return n
         finally:
             os.close(lock)  # closing the only descriptor releases the flock
 
     def delete(self, key: str, expected: int | None) -> bool:
-        """Tombstone the live record if its counter is ``expected`` (None: any)."""
+        """Remove the live record if its number is ``expected`` (None: any)."""
         self._ensure()
         name = file_name(key)
         path = os.path.join(self.kv, name + ".json")
         lock = self._lock(name)
         try:
             rec = self._read(path, key)
-            if rec is None or rec.value is None:
+            if rec is None:
+                self._drop_lock(name)
                 return False
             if expected is not None and rec.n != expected:
                 return False
-            self._write(name, path, Record(key, rec.n, None), "delete")
+            try:
+                os.unlink(path)
+            except OSError as exc:
+                raise BackendUnavailable(
+                    f"file store {self.root}: delete failed: {exc}", backend="file"
+                ) from exc
+            self._made_durable("delete")
+            self._drop_lock(name)
             return True
         finally:
             os.close(lock)
@@ -237,7 +455,7 @@ class FileStoreCore:
             if not (stem.startswith("=") or stem.startswith(stem_prefix)):
                 continue
             rec = self._read(os.path.join(self.kv, fname), None)
-            if rec is None or rec.value is None or not rec.key.startswith(prefix):
+            if rec is None or not rec.key.startswith(prefix):
                 continue
             if file_name(rec.key) != stem:
                 raise CorruptRecord(
@@ -250,7 +468,8 @@ class FileStoreCore:
 
     # -- logs ------------------------------------------------------------------------------
     def _count_lines(self, path: str, fd: int, ino: int, size: int) -> tuple[int, int]:
-        """(complete lines, offset just after the last one); reads only what is new."""
+        """(complete lines, offset just after the last one); reads only what is new, and
+        checks every line it counts (a damaged line is CorruptRecord, never a number)."""
         mark = self._log_marks.get(path)
         if mark is not None and mark[0] == ino and mark[1] <= size:
             offset, count = mark[1], mark[2]
@@ -260,17 +479,36 @@ class FileStoreCore:
             data = os.pread(fd, size - offset, offset)
             last = data.rfind(b"\n")
             if last >= 0:
-                count += data.count(b"\n", 0, last + 1)
+                lines = data[:last].split(b"\n")
+                for line in lines:
+                    decode_line(line, path)
+                count += len(lines)
                 offset += last + 1
         return count, offset
+
+    def _open_log(self, path: str, flags: int) -> int | None:
+        """The log open and flock'ed, checked to be the file at ``path`` now."""
+        while True:
+            try:
+                fd = os.open(path, flags | _O_CLOEXEC, 0o644)
+            except FileNotFoundError:
+                return None
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX)
+                if _same_file(fd, path):
+                    return fd
+            except BaseException:
+                os.close(fd)
+                raise
+            os.close(fd)  # compaction removed it (it was empty) while we waited
 
     def append(self, log: str, record: bytes) -> int:
         """Append one line (cutting a torn last line first); returns its 1-based number."""
         self._ensure()
         path = os.path.join(self.logs, file_name(log) + ".log")
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND | _O_CLOEXEC, 0o644)
+        fd = self._open_log(path, os.O_RDWR | os.O_CREAT | os.O_APPEND)
+        assert fd is not None
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
             st = os.fstat(fd)
             count, end = self._count_lines(path, fd, st.st_ino, st.st_size)
             line = encode_line(record)
@@ -279,6 +517,8 @@ class FileStoreCore:
                     os.ftruncate(fd, end)  # a torn line left by a writer that died
                 _write_all(fd, line)
             except OSError as exc:
+                with contextlib.suppress(OSError):
+                    os.ftruncate(fd, end)  # give back what a partial write took
                 raise BackendUnavailable(
                     f"file store {self.root}: append to {log!r} failed: {exc}", backend="file"
                 ) from exc
@@ -308,3 +548,97 @@ class FileStoreCore:
         lines = data.split(b"\n")
         lines.pop()  # after the last newline: empty, or a torn line
         return [decode_line(line, path) for line in lines]
+
+    # -- compaction ------------------------------------------------------------------------
+    def compact(self) -> Compaction:
+        """Remove what crashes leave behind; see the module docstring. Safe beside other
+        writers of the same root (what one of them holds is skipped and counted ``busy``)."""
+        self._ensure()
+        return self._compact()
+
+    def _compact(self) -> Compaction:
+        temp = locks = torn = empty = busy = 0
+        with os.scandir(self.kv) as entries:
+            temps = [e.name[:-4] for e in entries if e.name.endswith(".tmp")]
+        for name in temps:
+            fd = self._try_lock(name)
+            if fd is None:
+                busy += 1
+                continue
+            try:
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(os.path.join(self.kv, name + ".tmp"))
+                    temp += 1
+                if not os.path.exists(os.path.join(self.kv, name + ".json")):
+                    self._drop_lock(name)
+            finally:
+                os.close(fd)
+        with os.scandir(self.locks) as entries:
+            stems = [e.name[:-5] for e in entries if e.name.endswith(".lock")]
+        for name in stems:
+            if os.path.exists(os.path.join(self.kv, name + ".json")):
+                continue
+            fd = self._try_lock(name)
+            if fd is None:
+                busy += 1
+                continue
+            try:
+                if not os.path.exists(os.path.join(self.kv, name + ".json")):
+                    self._drop_lock(name)
+                    locks += 1
+            finally:
+                os.close(fd)
+        with os.scandir(self.logs) as entries:
+            logs = [e.path for e in entries if e.name.endswith(".log")]
+        for path in logs:
+            cut, gone, was_busy = self._compact_log(path)
+            torn += cut
+            empty += gone
+            busy += was_busy
+        return Compaction(temp, locks, torn, empty, busy)
+
+    def _compact_log(self, path: str) -> tuple[int, int, int]:
+        """(torn tail cut, empty log removed, busy) for one log."""
+        try:
+            fd = os.open(path, os.O_RDWR | _O_CLOEXEC)
+        except FileNotFoundError:
+            return 0, 0, 0
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                return 0, 0, 1
+            if not _same_file(fd, path):
+                return 0, 0, 0
+            size = os.fstat(fd).st_size
+            end = 0
+            if size:
+                tail = os.pread(fd, min(size, 1 << 16), max(0, size - (1 << 16)))
+                last = tail.rfind(b"\n")
+                if last < 0 and size > len(tail):  # a torn line longer than the window
+                    end = self._last_newline(fd, size)
+                else:
+                    end = 0 if last < 0 else size - len(tail) + last + 1
+            if end == 0:
+                os.unlink(path)  # nothing complete in it: an unknown log reads the same
+                return 0, 1, 0
+            if end < size:
+                os.ftruncate(fd, end)
+                os.fsync(fd)
+                return 1, 0, 0
+            return 0, 0, 0
+        finally:
+            os.close(fd)
+
+    @staticmethod
+    def _last_newline(fd: int, size: int) -> int:
+        """Offset just after the last newline of the file (0 if none), reading backwards."""
+        pos = size
+        while pos > 0:
+            start = max(0, pos - (1 << 16))
+            chunk = os.pread(fd, pos - start, start)
+            last = chunk.rfind(b"\n")
+            if last >= 0:
+                return start + last + 1
+            pos = start
+        return 0

@@ -69,6 +69,7 @@ from ..contracts.payload import (
     TransientFailure,
     payload_digest,
     validate_deadline,
+    validate_grace,
     validate_id,
     validate_put,
     validate_ref,
@@ -109,6 +110,9 @@ class MemoryPayloadStore(PayloadStore):
     the existing ref (reference forwarding), attaching the contract's obligations to it.
     ``orphan_grace_seconds``: how long ``reconcile`` leaves an object with no obligation set
     alone, so a put interrupted before attaching obligations is not mistaken for a leak.
+    ``intent_grace_seconds``: how old an object must be before ``reconcile`` cancels the
+    ``intent/*`` obligations of a key its ledger does not list; 0 (the seed's rule) cancels them
+    at once, whatever the age.
     """
 
     def __init__(
@@ -120,6 +124,7 @@ class MemoryPayloadStore(PayloadStore):
         log: ObservationLog | None = None,
         store_id: str = "memory",
         orphan_grace_seconds: float = 60.0,
+        intent_grace_seconds: float = 0.0,
     ) -> None:
         if tier not in TIERS:
             raise ValidationError(f"tier must be one of {TIERS}", field="tier", value=tier)
@@ -149,6 +154,7 @@ class MemoryPayloadStore(PayloadStore):
         self._log = log
         self._store = store_id
         self._grace = float(orphan_grace_seconds)
+        self._intent_grace = validate_grace(intent_grace_seconds, "intent_grace_seconds")
         self._objects: dict[str, StoredObject] = {}
         self._sets: dict[str, ObligationSet] = {}
         self._lru: dict[str, None] = {}  # evictable tier: least recently used first
@@ -658,7 +664,7 @@ class MemoryPayloadStore(PayloadStore):
             raise BackendUnavailable(
                 f"cannot list payload store: {self._inventory_failure}", backend=self._store
             )
-        grace = self._grace
+        grace, intent_grace = self._grace, self._intent_grace
         cancelled: list[tuple[str, str]] = []
         reclaimed: list[str] = []
         orphans: list[str] = []
@@ -675,10 +681,10 @@ class MemoryPayloadStore(PayloadStore):
                 deadlines = oset.deadlines
                 if listed is not None:
                     drop = [oid for oid in deadlines if oid not in listed]
-                elif old:
+                elif not intent_grace or now - obj.created_at > intent_grace:
                     drop = [oid for oid in deadlines if oid.startswith(INTENT_PREFIX)]
                 else:
-                    continue  # young: its intents may belong to a put still in progress
+                    continue  # younger than the intent grace: a put may still be in progress
                 for oid in drop:
                     del deadlines[oid]
                     cancelled.append((key, oid))
@@ -748,6 +754,7 @@ class MemoryPayloadStore(PayloadStore):
             max_bytes=self._max_bytes,
             forward_unchanged=self._forward,
             orphan_grace_seconds=self._grace,
+            intent_grace_seconds=self._intent_grace,
         )
 
     # -- model controls (not part of the contract) -----------------------------------------

@@ -2,8 +2,9 @@
 file-directory one that survives a process restart on a single host (the local engine's
 default), each with compare-and-swap semantics.
 
-Both give versions ``"<n>-<tag>"`` (see :mod:`videoflow_aio.contracts.runtime_store`), where
-``n`` is a per-key write counter that survives delete, so a version is never reused for a key.
+Both give versions ``"<n>-<tag>"`` (see :mod:`videoflow_aio.contracts.runtime_store`): in the
+model ``n`` is a per-key write counter that survives delete, in the file store a number unique
+in the whole store; either way a version is never reused for a key.
 
 Fault barriers (see :mod:`videoflow_aio.faults`), reached only when armed:
 
@@ -38,7 +39,7 @@ from ..contracts.runtime_store import (
     make_version,
     version_number,
 )
-from ._file_store import FileStoreCore
+from ._file_store import Compaction, FileStoreCore
 
 MAX_KEY_BYTES = 1024
 MAX_VALUE_BYTES = 1 << 20
@@ -150,20 +151,33 @@ class MemoryRuntimeStore(RuntimeStore):
 
 
 class FileRuntimeStore(RuntimeStore):
-    """One JSON file per key under root (<key>.json with slashes encoded), versioned by a
-    counter inside the file, with an fcntl lock per key for compare-and-swap across the
-    processes of one host. Durable across process restarts; not shared across hosts.
+    """One JSON file per live key under ``root`` (``kv/<key>.json``, slashes encoded), with an
+    fcntl lock per key for compare-and-swap across the processes of one host. Durable across
+    process restarts; not shared across hosts.
+
+    Versions are ``"<n>-<tag>"`` with ``n`` unique in the whole store (drawn from blocks
+    reserved in ``root/store.json``), so no version is ever handed out twice — not after a
+    delete, nor after a record file or the ``kv/`` folder is lost. Every record carries a
+    CRC32: damage is :class:`~videoflow_aio.contracts.runtime_store.CorruptRecord`, never a
+    wrong value.
 
     Several instances (in one process or many) may open the same ``root``; every blocking
-    file operation runs in an anyio worker thread. The on-disk protocol is described in
-    :mod:`videoflow_aio.memory._file_store` and ``docs/runtime-store.md``. OS errors surface as
+    file operation runs in an anyio worker thread. Opening (the first call) compacts the store
+    unless ``compact_at_open=False``: orphan ``.tmp`` files, lock files of absent keys, torn
+    log tails and empty logs left by crashed writers are removed; :meth:`compact` does the same
+    on demand. The on-disk protocol is described in :mod:`videoflow_aio.memory._file_store`
+    and ``docs/runtime-store.md``. OS errors surface as
     :class:`~videoflow_aio.contracts.errors.BackendUnavailable` (nothing changed) or
     :class:`~videoflow_aio.contracts.errors.OutcomeUnknown` (written, durability unknown).
     """
 
-    def __init__(self, root: str) -> None:
+    def __init__(self, root: str | os.PathLike[str], *, compact_at_open: bool = True) -> None:
         self.root = os.fspath(root)
-        self._core = FileStoreCore(self.root)
+        self._core = FileStoreCore(self.root, compact_at_open=compact_at_open)
+
+    async def compact(self) -> Compaction:
+        """Remove what crashed writers left behind (crash-safe; other writers may run)."""
+        return await self._run(self._core.compact)
 
     async def _run(self, func: Callable[..., _T], *args: Any) -> _T:
         try:
@@ -236,6 +250,7 @@ __all__ = [
     "DELETE_READ_AFTER",
     "MAX_KEY_BYTES",
     "MAX_VALUE_BYTES",
+    "Compaction",
     "FileRuntimeStore",
     "MemoryRuntimeStore",
 ]

@@ -8,7 +8,13 @@
 
 from __future__ import annotations
 
-from .core import CoreNatsMessagingBackend
-from .jetstream import JetStreamMessagingBackend
+from .._extras import explain
+
+try:
+    from .core import CoreNatsMessagingBackend
+    from .jetstream import JetStreamMessagingBackend
+except ModuleNotFoundError as _exc:  # nats-py missing: name the extra that installs it
+    explain("nats", _exc)
+    raise
 
 __all__ = ["CoreNatsMessagingBackend", "JetStreamMessagingBackend"]

@@ -3,8 +3,14 @@ PayloadStore."""
 
 from __future__ import annotations
 
-from ._client import ReplicationUnconfirmed
-from .payload import RedisPayloadStore
-from .runtime_store import RedisRuntimeStore
+from .._extras import explain
+
+try:
+    from ._client import ReplicationUnconfirmed
+    from .payload import RedisPayloadStore
+    from .runtime_store import RedisRuntimeStore
+except ModuleNotFoundError as _exc:  # redis-py missing: name the extra that installs it
+    explain("redis", _exc)
+    raise
 
 __all__ = ["RedisPayloadStore", "RedisRuntimeStore", "ReplicationUnconfirmed"]

@@ -42,6 +42,7 @@ def render(
     forward: bool,
     grace_ms: float,
     intent: str,
+    intent_grace_ms: float = 0.0,
 ) -> str:
     """``source`` with the store's constants filled in (``ns`` must be a safe name)."""
     if not _SAFE_NS.match(ns):
@@ -54,6 +55,7 @@ def render(
         .replace("__TIER__", "durable" if tier == "durable" else "evictable")
         .replace("__BUDGET__", str(int(budget)))
         .replace("__FORWARD__", "1" if forward else "0")
+        .replace("__INTENT_GRACE__", repr(float(intent_grace_ms)))
         .replace("__GRACE__", repr(float(grace_ms)))
         .replace("__INTENT__", intent)
     )
@@ -267,6 +269,7 @@ RECONCILE_KEY = (
 local ns = '__NS__'
 local used_k, sz_k, lru_k = ns .. ':used', ns .. ':sz', ns .. ':lru'
 local key, listed, grace, intent = ARGV[1], ARGV[2] == '1', __GRACE__, '__INTENT__'
+local intent_grace = __INTENT_GRACE__
 local o, m, s = ns .. ':o:' .. key, ns .. ':m:' .. key, ns .. ':s:' .. key
 if redis.call('EXISTS', o) == 0 then return cjson.encode({examined = 0}) end
 local now = now_ms()
@@ -294,7 +297,9 @@ if n > 0 then
   for _, id in ipairs(redis.call('ZRANGE', s, 0, -1)) do
     local cancel
     if listed then cancel = not required[id]
-    else cancel = age > grace and string.sub(id, 1, #intent) == intent end
+    else
+      cancel = (intent_grace == 0 or age > intent_grace) and string.sub(id, 1, #intent) == intent
+    end
     if cancel then
       redis.call('ZREM', s, id)
       cancelled[#cancelled + 1] = id

@@ -58,6 +58,7 @@ from ...contracts.payload import (
     TransientFailure,
     payload_digest,
     validate_deadline,
+    validate_grace,
     validate_id,
     validate_put,
     validate_ref,
@@ -108,6 +109,7 @@ class RedisPayloadStore(PayloadStore):
         log: ObservationLog | None = None,
         store_id: str = "redis",
         orphan_grace_seconds: float = 60.0,
+        intent_grace_seconds: float = 0.0,
         namespace: str = "vfp",
         timeout: float = 5.0,
         protocol: int = 3,
@@ -137,6 +139,7 @@ class RedisPayloadStore(PayloadStore):
         self.forward_unchanged = forward_unchanged
         self.store_id = store_id
         self.orphan_grace_seconds = float(orphan_grace_seconds)
+        self.intent_grace_seconds = validate_grace(intent_grace_seconds, "intent_grace_seconds")
         self.log = log
         self._conn = RedisConnection(
             url,
@@ -161,6 +164,7 @@ class RedisPayloadStore(PayloadStore):
                     forward=forward_unchanged,
                     grace_ms=self.orphan_grace_seconds * 1000.0,
                     intent=INTENT_PREFIX,
+                    intent_grace_ms=self.intent_grace_seconds * 1000.0,
                 )
                 for src in (
                     lua.PUT,
@@ -594,6 +598,7 @@ class RedisPayloadStore(PayloadStore):
             max_bytes=self.max_bytes,
             forward_unchanged=self.forward_unchanged,
             orphan_grace_seconds=self.orphan_grace_seconds,
+            intent_grace_seconds=self.intent_grace_seconds,
         )
 
     # -- helpers -----------------------------------------------------------------------------
@@ -614,6 +619,7 @@ def payload_capabilities(
     max_bytes: int | None = None,
     forward_unchanged: bool = True,
     orphan_grace_seconds: float = 60.0,
+    intent_grace_seconds: float = 0.0,
 ) -> PayloadCapabilities:
     """What a :class:`RedisPayloadStore` so configured guarantees (no server asked)."""
     return PayloadCapabilities(
@@ -625,6 +631,7 @@ def payload_capabilities(
         forward_unchanged=forward_unchanged,
         orphan_grace_seconds=orphan_grace_seconds,
         shared_across_processes=True,
+        intent_grace_seconds=intent_grace_seconds,
     )
 
 

@@ -503,7 +503,8 @@ async def renew(h: Harness) -> None:
     contract=PAY,
 )
 async def put_reconcile_race(h: Harness) -> None:
-    store = await h.open(orphan_grace_seconds=h.seconds(60))
+    # without an intent grace the seed's rule cancels a put's intents at once: PAY-019
+    store = await h.open(orphan_grace_seconds=h.seconds(60), intent_grace_seconds=h.seconds(60))
     data = _frame(18)
     refs: dict[str, ImmutablePayloadRef] = {}
 
@@ -534,39 +535,56 @@ async def put_reconcile_race(h: Harness) -> None:
 
 @case(
     "PAY-019",
-    "reconcile: a listed key's tuple is the whole truth; unlisted keys lose only old intents",
+    "reconcile: a listed key's tuple is the whole truth; unlisted keys lose their intents",
     contract=PAY,
 )
 async def reconcile_ledger(h: Harness) -> None:
     store = await h.open(orphan_grace_seconds=h.seconds(30))
-    c = _contract
-    a = await store.put(_frame(1), "k/a", c(h, "reader/x", "reader/y", "intent/p"))
-    b = await store.put(_frame(2), "k/b", c(h, "reader/z", "intent/q"))
-    cc = await store.put(_frame(3), "k/c", c(h, "intent/r"))
-    d = await store.put(_frame(4), "k/d", c(h, "reader/w"))
-    ledger = _Ledger({"k/a": ("reader/x",), "k/d": ()})
-    obs = await store.reconcile(ledger, "early")
+    refs = await _four_objects(h, store)
+    obs = await store.reconcile(_Ledger(_LEDGER), "first")
     h.equal(
         sorted(obs.cancelled),
-        [("k/a", "intent/p"), ("k/a", "reader/y"), ("k/d", "reader/w")],
-        "early pass: listed keys reduced to the ledger; young intents kept",
+        [
+            ("k/a", "intent/p"),
+            ("k/a", "reader/y"),
+            ("k/b", "intent/q"),
+            ("k/c", "intent/r"),
+            ("k/d", "reader/w"),
+        ],
+        "listed keys reduced to the ledger; unlisted keys lose their intents, however young",
     )
-    h.equal(sorted(obs.reclaimed), ["k/d"], "a listed key with () is reclaimed")
-    await h.sleep(31)
-    obs = await store.reconcile(ledger, "late")
-    h.equal(
-        sorted(obs.cancelled),
-        [("k/b", "intent/q"), ("k/c", "intent/r")],
-        "late pass: only intents of unlisted keys",
-    )
-    h.equal(sorted(obs.reclaimed), ["k/c"], "an unlisted key left with nothing is reclaimed")
+    h.equal(sorted(obs.reclaimed), ["k/c", "k/d"], "keys left with nothing are reclaimed")
+    await _after_reconcile(h, store, refs)
+
+
+_LEDGER = {"k/a": ("reader/x",), "k/d": ()}
+
+
+async def _four_objects(h: Harness, store: Any) -> list[ImmutablePayloadRef]:
+    """k/a: two readers and an intent; k/b: a reader and an intent; k/c: an intent; k/d: a
+    reader (for PAY-019 and PAY-024, against :data:`_LEDGER`)."""
+    obligations = [
+        ("reader/x", "reader/y", "intent/p"),
+        ("reader/z", "intent/q"),
+        ("intent/r",),
+        ("reader/w",),
+    ]
+    return [
+        await store.put(_frame(i + 1), f"k/{'abcd'[i]}", _contract(h, *held))
+        for i, held in enumerate(obligations)
+    ]
+
+
+async def _after_reconcile(h: Harness, store: Any, refs: list[ImmutablePayloadRef]) -> None:
+    """What every reconcile of :func:`_four_objects` against :data:`_LEDGER` ends with."""
+    a, b, cc, d = refs
     await _present(h, store, a, _frame(1), "k/a (ledger requires reader/x)")
     await _present(h, store, b, _frame(2), "k/b (reader/z belongs to an unseen reader)")
     await _missing(h, store, cc, "k/c")
     await _missing(h, store, d, "k/d")
     r = await store.release_obligation(a, "reader/x", "done")
     h.equal(r.outcome, "reclaimed", "k/a held only reader/x after reconcile")
-    again = await store.reconcile(ledger, "repeat")
+    again = await store.reconcile(_Ledger(_LEDGER), "repeat")
     h.equal((again.cancelled, again.reclaimed), ((), ()), "reconcile is idempotent")
 
 
@@ -583,15 +601,20 @@ async def bad_input(h: Harness) -> None:
         ("str data", "text", "cam1/x", _contract(h)),
         ("bytearray data", bytearray(b"x"), "cam1/x", _contract(h)),
         ("empty content id", b"x", "", _contract(h)),
-        ("negative TTL", b"x", "cam1/x", RetentionContract(ttl_seconds=-1.0)),
-        ("NaN TTL", b"x", "cam1/x", RetentionContract(ttl_seconds=float("nan"))),
-        ("negative hold", b"x", "cam1/x", RetentionContract(obligation_seconds=-5.0)),
-        ("empty obligation id", b"x", "cam1/x", RetentionContract(obligations=("",))),
         ("not a contract", b"x", "cam1/x", {"ttl_seconds": 1}),
     ]
     for what, d, cid, contract in bad_puts:
         with h.raises(ValidationError, what):
             await store.put(d, cid, contract)
+    bad_contracts: list[tuple[str, dict[str, Any]]] = [
+        ("negative TTL", {"ttl_seconds": -1.0}),
+        ("NaN TTL", {"ttl_seconds": float("nan")}),
+        ("negative hold", {"obligation_seconds": -5.0}),
+        ("empty obligation id", {"obligations": ("",)}),
+    ]
+    for what, fields in bad_contracts:  # refused where the contract is built
+        with h.raises(ValidationError, what):
+            await store.put(b"x", "cam1/x", RetentionContract(**fields))
     foreign = ImmutablePayloadRef(ref.key, ref.size, ref.digest, ref.generation, "elsewhere")
     with h.raises(ValidationError, "read of a foreign ref"):
         await store.read(foreign)
@@ -678,3 +701,30 @@ async def capabilities(h: Harness) -> None:
     h.equal(caps.forward_unchanged, False, "forward_unchanged")
     h.check(abs(caps.orphan_grace_seconds - h.seconds(30)) < 1e-6, f"grace: {caps!r}")
     h.equal(caps.digest_algorithm, "sha256", "digest algorithm")
+
+
+@case(
+    "PAY-024",
+    "reconcile with intent_grace_seconds: unlisted keys lose only intents older than the grace",
+    contract=PAY,
+)
+async def reconcile_intent_grace(h: Harness) -> None:
+    store = await h.open(orphan_grace_seconds=h.seconds(30), intent_grace_seconds=h.seconds(30))
+    refs = await _four_objects(h, store)
+    ledger = _Ledger(_LEDGER)
+    obs = await store.reconcile(ledger, "early")
+    h.equal(
+        sorted(obs.cancelled),
+        [("k/a", "intent/p"), ("k/a", "reader/y"), ("k/d", "reader/w")],
+        "early pass: listed keys reduced to the ledger; young intents kept",
+    )
+    h.equal(sorted(obs.reclaimed), ["k/d"], "a listed key with () is reclaimed")
+    await h.sleep(31)
+    obs = await store.reconcile(ledger, "late")
+    h.equal(
+        sorted(obs.cancelled),
+        [("k/b", "intent/q"), ("k/c", "intent/r")],
+        "late pass: only intents of unlisted keys",
+    )
+    h.equal(sorted(obs.reclaimed), ["k/c"], "an unlisted key left with nothing is reclaimed")
+    await _after_reconcile(h, store, refs)

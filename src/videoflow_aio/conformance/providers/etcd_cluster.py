@@ -31,6 +31,7 @@ class EtcdClusterProvider(ClusterProvider):
 
     name = "etcd-cluster"
     client_modules = ("aetcd",)
+    extra = "etcd"
 
     def __init__(self, url: str | None = None, scale: float = 0.5) -> None:
         super().__init__(urls={MAIN: url}, scale=scale)

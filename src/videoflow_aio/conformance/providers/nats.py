@@ -32,6 +32,7 @@ from typing import Any
 
 import anyio
 
+from ...adapters._extras import missing
 from ...contracts.messaging import ChannelId, PublishOutcome
 from ...testing.servers import ServerProcess, binary_unavailable, start_nats
 from .._case import Case
@@ -110,10 +111,9 @@ class NatsProvider(Provider):
         return frozenset({"messaging"})
 
     def unavailable(self) -> str | None:
-        try:
-            import nats  # noqa: F401
-        except ImportError as exc:  # pragma: no cover - nats-py is a test dependency
-            return f"nats-py is not installed: {exc}"
+        why = missing("nats")
+        if why is not None:
+            return why
         if self.url is None:
             return binary_unavailable("nats-server")
         return None

@@ -48,6 +48,7 @@ class RedisReplicatedProvider(ClusterProvider):
 
     name = "redis-replicated"
     client_modules = ("redis",)
+    extra = "redis"
 
     def __init__(
         self, url: str | None = None, evictable_url: str | None = None, scale: float = 0.1

@@ -1,0 +1,192 @@
+"""One validation at every contract boundary, derived from the contracts' own type hints.
+
+Every contract ABC derives from :class:`Boundary`. When a provider class is defined, each
+contract method it implements is replaced by a wrapper that checks the arguments against the
+*contract's* hints before the implementation runs, and each public method of the provider's
+own (a model control) against its own hints. A wrong type or value raises
+:class:`~videoflow_aio.contracts.errors.ValidationError` naming the parameter (dotted into
+Structs and indexed into containers: ``envelope.channel.node``, ``owned[2]``) and the value;
+nothing of the implementation has run, so state is unchanged. The memory models, the file
+store and every adapter therefore refuse the same inputs with the same errors.
+
+Input Structs a caller builds (``Envelope``, ``ChannelSpec``, ``Retry``, ``RetentionContract``,
+…) are marked :func:`~._specs.checked` and call :func:`~._specs.check_fields` in
+``__post_init__``: a bad one fails where it is built, and a boundary then re-checks only what
+can change in place (a ``headers`` dict). Structs a provider hands out and a caller hands back
+(``DeliveryToken``, ``ImmutablePayloadRef``, ``FeasiblePlan``, ``InventorySnapshot``, …) have
+every field checked at every crossing, since a caller can also build them by hand.
+
+What each hint accepts is :mod:`videoflow_aio.contracts._specs`.
+
+Each wrapper is compiled once per method: a single boolean expression accepts well-formed
+arguments without a function call per check; anything it does not accept goes to the precise
+checker, which either finds nothing wrong (an ``int`` for a ``float``, a non-ASCII ``str``) and
+the call proceeds, or raises the error naming the first bad field. What a rejected call costs
+does not matter; what an accepted one costs is measured in ``benchmarks/messaging_bench.py``.
+"""
+
+from __future__ import annotations
+
+import inspect
+import typing
+from collections.abc import Callable
+from typing import Any, ClassVar
+
+from ._specs import ANY, Names, Spec, spec_for
+
+_WRAPPED = "__vf_boundary__"
+
+
+def _make_wrapper(impl: Callable[..., Any], hints: dict[str, Any], is_async: bool) -> Any:
+    """A function with ``impl``'s signature that checks its arguments, then calls ``impl``."""
+    sig = inspect.signature(impl)
+    params = list(sig.parameters.values())[1:]  # after self
+    names = Names()
+    specs: list[tuple[str, Spec]] = []
+    sig_parts: list[str] = []
+    call_parts: list[str] = []
+    seen_kwonly = False
+    for p in params:
+        if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
+            return None  # *args / **kwargs: nothing sensible to check against
+        text = p.name
+        if p.default is not p.empty:
+            text += f"={names.ref(p.default)}"
+        if p.kind is p.KEYWORD_ONLY:
+            if not seen_kwonly:
+                sig_parts.append("*")
+                seen_kwonly = True
+            call_parts.append(f"{p.name}={p.name}")
+        else:
+            call_parts.append(p.name)
+        sig_parts.append(text)
+        specs.append((p.name, spec_for(hints[p.name]) if p.name in hints else ANY))
+    if any(p.kind is p.POSITIONAL_ONLY for p in params):
+        last = max(i for i, p in enumerate(params) if p.kind is p.POSITIONAL_ONLY)
+        sig_parts.insert(last + 1, "/")
+    checked = [(n, s) for n, s in specs if s is not ANY]
+    if not checked:
+        return None
+
+    def slow(*values: Any) -> None:
+        for (name, spec), value in zip(checked, values, strict=True):
+            spec.check(value, name)
+
+    names.ns["_vf_impl"] = impl
+    names.ns["_vf_slow"] = slow
+    fast_parts = [spec.fast(name, names) for name, spec in checked]
+    slow_call = f"_vf_slow({', '.join(n for n, _ in checked)})"
+    if any(f is None for f in fast_parts):
+        guard = f"    {slow_call}\n"
+    else:
+        guard = (
+            "    try:\n"
+            f"        _vf_ok = {' and '.join(typing.cast(list[str], fast_parts))}\n"
+            "    except Exception:\n"
+            "        _vf_ok = False\n"
+            "    if not _vf_ok:\n"
+            f"        {slow_call}\n"
+        )
+    first = "async def" if is_async else "def"
+    call = f"_vf_impl(_vf_self, {', '.join(call_parts)})"
+    src = (
+        f"{first} {impl.__name__}(_vf_self, {', '.join(sig_parts)}):\n"
+        f"{guard}"
+        f"    return {'await ' if is_async else ''}{call}\n"
+    )
+    exec(src, names.ns)
+    wrapper = names.ns[impl.__name__]
+    for attr in ("__module__", "__qualname__", "__doc__"):
+        setattr(wrapper, attr, getattr(impl, attr, None))
+    wrapper.__wrapped__ = impl
+    setattr(wrapper, _WRAPPED, True)
+    return wrapper
+
+
+def _hints_of(fn: Callable[..., Any]) -> dict[str, Any] | None:
+    try:
+        return typing.get_type_hints(fn, include_extras=True)
+    except Exception:  # a hint that does not resolve (TYPE_CHECKING-only import, …)
+        return None
+
+
+def _contract_hints(contract_fn: Callable[..., Any], impl: Callable[..., Any]) -> dict[str, Any]:
+    """The contract's hints, keyed by the implementation's parameter names (matched by name,
+    else by position); an implementation's extra parameters keep their own hints."""
+    hints = typing.get_type_hints(contract_fn, include_extras=True)
+    contract_params = [p.name for p in list(inspect.signature(contract_fn).parameters.values())[1:]]
+    own = _hints_of(impl) or {}
+    out: dict[str, Any] = {}
+    for i, p in enumerate(list(inspect.signature(impl).parameters.values())[1:]):
+        if p.name in hints and p.name in contract_params:
+            out[p.name] = hints[p.name]
+        elif i < len(contract_params) and contract_params[i] in hints:
+            out[p.name] = hints[contract_params[i]]
+        elif p.name in own:
+            out[p.name] = own[p.name]
+    return out
+
+
+def _wrap(cls: type, name: str, impl: Any, hints: dict[str, Any] | None) -> None:
+    if hints is None:
+        return
+    is_async = inspect.iscoroutinefunction(impl)
+    if not is_async and (inspect.isasyncgenfunction(impl) or inspect.isgeneratorfunction(impl)):
+        return
+    wrapper = _make_wrapper(impl, hints, is_async)
+    if wrapper is not None:
+        setattr(cls, name, wrapper)
+
+
+class Boundary:
+    """Base of every contract ABC: a subclass's methods are checked at the boundary.
+
+    For a provider class (any subclass of a contract), every contract method it implements is
+    wrapped with the check compiled from the contract's hints, and every public method of its
+    own (model controls) with the check compiled from its own hints. Already-wrapped methods
+    (inherited from a provider base) are left as they are.
+    """
+
+    _vf_contract: ClassVar[type[Boundary] | None] = None
+    _vf_methods: ClassVar[dict[str, Callable[..., Any]]] = {}
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if Boundary in cls.__bases__:  # a contract itself
+            cls._vf_contract = cls
+            cls._vf_methods = {
+                name: fn
+                for name, fn in vars(cls).items()
+                if not name.startswith("_") and inspect.isfunction(fn)
+            }
+            return
+        _install(cls)
+
+
+def _install(cls: type[Boundary]) -> None:
+    contract = cls._vf_contract
+    if contract is None:
+        return
+    methods = contract._vf_methods
+    for name, contract_fn in methods.items():
+        impl = inspect.getattr_static(cls, name)
+        if impl is contract_fn or not inspect.isfunction(impl) or getattr(impl, _WRAPPED, False):
+            continue
+        _wrap(cls, name, impl, _contract_hints(contract_fn, impl))
+    above = set(contract.__mro__)
+    for klass in cls.__mro__:
+        if klass in above:
+            continue
+        for name, obj in list(vars(klass).items()):
+            if (
+                name.startswith("_")
+                or name in methods
+                or not inspect.isfunction(obj)
+                or getattr(obj, _WRAPPED, False)
+                or inspect.getattr_static(cls, name) is not obj
+            ):
+                continue
+            _wrap(cls, name, obj, _hints_of(obj))
+
+
+__all__ = ["Boundary"]

@@ -1,0 +1,724 @@
+"""What a contract type hint accepts, as a check compiled once: the rules the boundary
+(:mod:`videoflow_aio.contracts._boundary`) and the input Structs' ``__post_init__`` share.
+
+Rules:
+
+* ``str``: a ``str`` that is valid Unicode (no lone surrogates: it must encode as UTF-8);
+  ``bytes``: a ``bytes`` (never ``bytearray``/``memoryview``/``str``);
+  ``int``: an ``int``, never a ``bool``; ``float``: an ``int`` or ``float``, never a ``bool``,
+  and **finite** (every float crossing a contract is a time, a duration or a size);
+  ``bool``: ``True``/``False``; ``Literal[...]``: one of the values.
+* ``Sequence[T]``: any sequence of ``T`` except ``str``/``bytes``; ``tuple[T, ...]``,
+  ``list[T]``, ``dict[K, V]``: exactly that container; ``Mapping[K, V]``: any mapping;
+  a ``TypedDict``: a mapping with only its keys, each of its type.
+* a Struct: an instance whose every field passes its own hint; any other class:
+  ``isinstance``; ``X | Y``: either. ``Any``, ``object``, type variables and callables: anything.
+* ``Annotated[T, msgspec.Meta(...)]`` adds ``ge``/``gt``/``le``/``lt`` (numbers) and
+  ``min_length``/``max_length``/``pattern`` (strings, bytes, containers) — msgspec enforces the
+  same when it decodes; ``Annotated[str, OneOf(values)]`` a choice that stays a ``str`` for
+  type checkers. The aliases below (:data:`NonEmptyStr`, :data:`Token`, …) name the common ones.
+"""
+
+from __future__ import annotations
+
+import collections.abc
+import functools
+import math
+import re
+import types
+import typing
+from collections.abc import Callable
+from typing import Annotated, Any, ClassVar, TypeVar
+
+import msgspec
+
+from .errors import ValidationError
+
+_MAX_FLOAT = 1.7976931348623157e308
+
+# -- what a hint accepts ---------------------------------------------------------------------
+
+
+def _describe(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def _fail(path: str, message: str, value: Any) -> ValidationError:
+    return ValidationError(f"{path} {message}, got {_describe(value)}", field=path, value=value)
+
+
+class Names:
+    """The globals of generated code: objects referenced by generated expressions."""
+
+    def __init__(self) -> None:
+        self.ns: dict[str, Any] = {"_vf_inf": math.inf, "_vf_max": _MAX_FLOAT}
+        self._ids: dict[int, str] = {}
+
+    def ref(self, obj: Any) -> str:
+        name = self._ids.get(id(obj))
+        if name is None:
+            name = f"_vf_{len(self.ns)}"
+            self.ns[name] = obj
+            self._ids[id(obj)] = name
+        return name
+
+
+class Spec:
+    """What one hint accepts: a fast boolean expression (None: none) and a precise check."""
+
+    def fast(self, x: str, names: Names) -> str | None:
+        return None
+
+    def check(self, value: Any, path: str) -> None:
+        raise NotImplementedError
+
+    def claims(self, value: Any) -> bool:
+        """Whether ``value`` is of this spec's outer kind (for naming the error in a union)."""
+        return True
+
+    def mutable(self) -> bool:
+        """Whether a value that passed once can fail later (a container changed in place)."""
+        return False
+
+    def ok(self, value: Any) -> bool:
+        try:
+            self.check(value, "")
+        except ValidationError:
+            return False
+        return True
+
+
+class _AnySpec(Spec):
+    def fast(self, x: str, names: Names) -> str:
+        return "True"
+
+    def check(self, value: Any, path: str) -> None:
+        return None
+
+
+ANY = _AnySpec()
+
+
+class _NoneSpec(Spec):
+    def fast(self, x: str, names: Names) -> str:
+        return f"{x} is None"
+
+    def check(self, value: Any, path: str) -> None:
+        if value is not None:
+            raise _fail(path, "must be None", value)
+
+    def claims(self, value: Any) -> bool:
+        return value is None
+
+
+class _BoolSpec(Spec):
+    def fast(self, x: str, names: Names) -> str:
+        return f"({x} is True or {x} is False)"
+
+    def check(self, value: Any, path: str) -> None:
+        if value is not True and value is not False:
+            raise _fail(path, "must be a bool", value)
+
+    def claims(self, value: Any) -> bool:
+        return isinstance(value, bool)
+
+
+class _Bounds:
+    """Numeric bounds from ``msgspec.Meta``."""
+
+    def __init__(self, meta: dict[str, Any]) -> None:
+        self.items = [(op, meta[op]) for op in ("ge", "gt", "le", "lt") if meta.get(op) is not None]
+
+    _OPS: ClassVar[dict[str, str]] = {"ge": ">=", "gt": ">", "le": "<=", "lt": "<"}
+
+    def fast(self, x: str, names: Names) -> str:
+        return "".join(f" and {x} {self._OPS[op]} {names.ref(bound)}" for op, bound in self.items)
+
+    def check(self, value: Any, path: str) -> None:
+        for op, bound in self.items:
+            good = {
+                "ge": value >= bound,
+                "gt": value > bound,
+                "le": value <= bound,
+                "lt": value < bound,
+            }[op]
+            if not good:
+                raise _fail(path, f"must be {self._OPS[op]} {bound}", value)
+
+
+class _IntSpec(Spec):
+    def __init__(self, meta: dict[str, Any]) -> None:
+        self.bounds = _Bounds(meta)
+
+    def fast(self, x: str, names: Names) -> str:
+        return f"(type({x}) is int{self.bounds.fast(x, names)})"
+
+    def check(self, value: Any, path: str) -> None:
+        if not isinstance(value, int) or isinstance(value, bool):
+            raise _fail(path, "must be an int", value)
+        self.bounds.check(value, path)
+
+    def claims(self, value: Any) -> bool:
+        return isinstance(value, int) and not isinstance(value, bool)
+
+
+class _FloatSpec(Spec):
+    def __init__(self, meta: dict[str, Any]) -> None:
+        self.bounds = _Bounds(meta)
+
+    def fast(self, x: str, names: Names) -> str:
+        # x - x is 0.0 for a finite float, nan for inf and nan
+        finite = (
+            f"((type({x}) is float and {x} - {x} == 0.0)"
+            f" or (type({x}) is int and -_vf_max <= {x} <= _vf_max))"
+        )
+        return f"({finite}{self.bounds.fast(x, names)})"
+
+    def check(self, value: Any, path: str) -> None:
+        if not isinstance(value, int | float) or isinstance(value, bool):
+            raise _fail(path, "must be a number", value)
+        try:
+            finite = math.isfinite(value)
+        except OverflowError:
+            finite = False
+        if not finite:
+            raise _fail(path, "must be finite", value)
+        self.bounds.check(value, path)
+
+    def claims(self, value: Any) -> bool:
+        return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+class _Lengths:
+    def __init__(self, meta: dict[str, Any]) -> None:
+        self.min = meta.get("min_length")
+        self.max = meta.get("max_length")
+
+    def fast(self, x: str) -> str:
+        out = ""
+        if self.min == 1:
+            out += f" and {x}"
+        elif self.min:
+            out += f" and len({x}) >= {self.min}"
+        if self.max is not None:
+            out += f" and len({x}) <= {self.max}"
+        return out
+
+    def check(self, value: Any, path: str) -> None:
+        if self.min is not None and len(value) < self.min:
+            raise _fail(
+                path, "must not be empty" if self.min == 1 else f"needs length >= {self.min}", value
+            )
+        if self.max is not None and len(value) > self.max:
+            raise _fail(path, f"needs length <= {self.max}", value)
+
+
+class _StrSpec(Spec):
+    def __init__(self, meta: dict[str, Any], choices: tuple[str, ...] | None = None) -> None:
+        self.lengths = _Lengths(meta)
+        pattern = meta.get("pattern")
+        self.pattern = None if pattern is None else re.compile(pattern)
+        self.choices = None if choices is None else frozenset(choices)
+        self._shown = choices
+        self.description = meta.get("description")
+        self.excludes: frozenset[str] | None = meta.get("excludes")
+
+    def fast(self, x: str, names: Names) -> str:
+        if self.choices is not None:  # the choices are valid strs: membership says it all
+            out = f"(type({x}) is str and {x} in {names.ref(self.choices)}"
+        else:
+            out = f"(type({x}) is str and {x}.isascii(){self.lengths.fast(x)}"
+        if self.excludes is not None:
+            out += f" and {names.ref(self.excludes)}.isdisjoint({x})"
+        elif self.pattern is not None:
+            out += f" and {names.ref(self.pattern.search)}({x}) is not None"
+        return out + ")"
+
+    def check(self, value: Any, path: str) -> None:
+        if not isinstance(value, str):
+            raise _fail(path, "must be a str", value)
+        if self.choices is not None and value not in self.choices:
+            raise _fail(path, f"must be one of {self._shown}", value)
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            raise _fail(path, "must be valid Unicode (no lone surrogates)", value) from None
+        self.lengths.check(value, path)
+        bad = self.pattern is not None and self.pattern.search(value) is None
+        if bad or (self.excludes is not None and not self.excludes.isdisjoint(value)):
+            shown = self.description or (self.pattern and self.pattern.pattern) or "allowed"
+            raise _fail(path, f"must be {shown}", value)
+
+    def claims(self, value: Any) -> bool:
+        return isinstance(value, str)
+
+
+class _BytesSpec(Spec):
+    def __init__(self, meta: dict[str, Any]) -> None:
+        self.lengths = _Lengths(meta)
+
+    def fast(self, x: str, names: Names) -> str:
+        return f"(type({x}) is bytes{self.lengths.fast(x)})"
+
+    def check(self, value: Any, path: str) -> None:
+        if not isinstance(value, bytes):
+            raise _fail(path, "must be bytes", value)
+        self.lengths.check(value, path)
+
+    def claims(self, value: Any) -> bool:
+        return isinstance(value, bytes)
+
+
+class _LiteralSpec(Spec):
+    def __init__(self, values: tuple[Any, ...]) -> None:
+        self.values = values
+
+    def check(self, value: Any, path: str) -> None:
+        # by type and value: True == 1, but Literal[1] does not accept True
+        if not any(type(value) is type(v) and value == v for v in self.values):
+            raise _fail(path, f"must be one of {self.values}", value)
+
+
+class _UnionSpec(Spec):
+    def __init__(self, options: list[Spec]) -> None:
+        self.options = options
+
+    def fast(self, x: str, names: Names) -> str | None:
+        # None first: the cheapest test, and the usual value of an optional field
+        options = sorted(self.options, key=lambda o: not isinstance(o, _NoneSpec))
+        parts = [o.fast(x, names) for o in options]
+        if any(p is None for p in parts):
+            return None
+        return "(" + " or ".join(typing.cast(list[str], parts)) + ")"
+
+    def check(self, value: Any, path: str) -> None:
+        claimants = [o for o in self.options if o.claims(value)]
+        if len(claimants) == 1:
+            claimants[0].check(value, path)
+            return
+        for option in claimants:
+            if option.ok(value):
+                return
+        if claimants:
+            claimants[0].check(value, path)
+        raise _fail(path, f"must be {self.shown}", value)
+
+    shown = "one of the accepted types"
+
+    def claims(self, value: Any) -> bool:
+        return any(o.claims(value) for o in self.options)
+
+    def mutable(self) -> bool:
+        return any(o.mutable() for o in self.options)
+
+
+_NOT_SEQUENCES = (str, bytes, bytearray, memoryview)
+
+
+def _every(
+    variables: list[str], loop: str, specs: list[Spec], fallback: Callable[[Any], bool]
+) -> Callable[[Any], bool]:
+    """A compiled ``all(...)`` over a container's elements (``fallback`` when an element spec
+    has no fast expression): False sends the caller to the precise check."""
+    names = Names()
+    parts = [spec.fast(var, names) for var, spec in zip(variables, specs, strict=True)]
+    if any(p is None for p in parts):
+        return fallback
+    test = " and ".join(typing.cast(list[str], parts))
+    src = (
+        "def _vf_every(x):\n"
+        f"    for {loop}:\n"
+        f"        if not ({test}):\n"
+        "            return False\n"
+        "    return True\n"
+    )
+    exec(src, names.ns)
+    return typing.cast(Callable[[Any], bool], names.ns["_vf_every"])
+
+
+class _SeqSpec(Spec):
+    """``Sequence[T]`` (any sequence but str/bytes), ``tuple[T, ...]`` or ``list[T]``."""
+
+    def __init__(self, item: Spec, container: type | None, meta: dict[str, Any]) -> None:
+        self.item = item
+        self.container = container
+        self.lengths = _Lengths(meta)
+
+    def fast(self, x: str, names: Names) -> str | None:
+        if self.container is None:
+            return None
+        every = names.ref(_every(["e"], "e in x", [self.item], self.ok))
+        return f"(type({x}) is {names.ref(self.container)} and (not {x} or {every}({x})))"
+
+    def check(self, value: Any, path: str) -> None:
+        if self.container is not None:
+            if not isinstance(value, self.container):
+                raise _fail(path, f"must be a {self.container.__name__}", value)
+        elif not isinstance(value, collections.abc.Sequence) or isinstance(value, _NOT_SEQUENCES):
+            raise _fail(path, "must be a sequence (not a str or bytes)", value)
+        self.lengths.check(value, path)
+        item = self.item
+        if item is not ANY:
+            for i, element in enumerate(value):
+                item.check(element, f"{path}[{i}]")
+
+    def claims(self, value: Any) -> bool:
+        if self.container is not None:
+            return isinstance(value, self.container)
+        return isinstance(value, collections.abc.Sequence) and not isinstance(value, _NOT_SEQUENCES)
+
+    def mutable(self) -> bool:
+        return self.container is not tuple or self.item.mutable()
+
+
+class _FixedTupleSpec(Spec):
+    def __init__(self, items: list[Spec]) -> None:
+        self.items = items
+
+    def check(self, value: Any, path: str) -> None:
+        if not isinstance(value, tuple) or len(value) != len(self.items):
+            raise _fail(path, f"must be a tuple of {len(self.items)}", value)
+        for i, (spec, element) in enumerate(zip(self.items, value, strict=True)):
+            spec.check(element, f"{path}[{i}]")
+
+    def claims(self, value: Any) -> bool:
+        return isinstance(value, tuple)
+
+    def mutable(self) -> bool:
+        return any(i.mutable() for i in self.items)
+
+
+class _MapSpec(Spec):
+    """``Mapping[K, V]`` (any mapping) or ``dict[K, V]``."""
+
+    def __init__(self, key: Spec, item: Spec, exact_dict: bool, meta: dict[str, Any]) -> None:
+        self.key = key
+        self.item = item
+        self.exact_dict = exact_dict
+        self.lengths = _Lengths(meta)
+
+    def fast(self, x: str, names: Names) -> str | None:
+        if not self.exact_dict:
+            return None
+        every = names.ref(_every(["k", "v"], "k, v in x.items()", [self.key, self.item], self.ok))
+        return f"(type({x}) is dict and (not {x} or {every}({x})))"
+
+    def check(self, value: Any, path: str) -> None:
+        if self.exact_dict:
+            if not isinstance(value, dict):
+                raise _fail(path, "must be a dict", value)
+        elif not isinstance(value, collections.abc.Mapping):
+            raise _fail(path, "must be a mapping", value)
+        self.lengths.check(value, path)
+        for k, v in value.items():
+            self.key.check(k, f"{path} key")
+            self.item.check(v, f"{path}[{k!r}]")
+
+    def claims(self, value: Any) -> bool:
+        return isinstance(value, dict if self.exact_dict else collections.abc.Mapping)
+
+    def mutable(self) -> bool:
+        return True
+
+
+class _TypedDictSpec(Spec):
+    def __init__(self, name: str, fields: dict[str, Spec], required: frozenset[str]) -> None:
+        self.name = name
+        self.fields = fields
+        self.required = required
+
+    def check(self, value: Any, path: str) -> None:
+        if not isinstance(value, collections.abc.Mapping):
+            raise _fail(path, "must be a mapping", value)
+        for k in value:
+            if k not in self.fields:
+                raise ValidationError(
+                    f"{path} has unknown key {_describe(k)}; known: {sorted(self.fields)}",
+                    field=path,
+                    value=k,
+                )
+        for k in self.required:
+            if k not in value:
+                raise ValidationError(f"{path} needs key {k!r}", field=path, value=value)
+        for k, v in value.items():
+            self.fields[k].check(v, f"{path}.{k}")
+
+    def claims(self, value: Any) -> bool:
+        return isinstance(value, collections.abc.Mapping)
+
+    def mutable(self) -> bool:
+        return True
+
+
+class _ClassSpec(Spec):
+    def __init__(self, cls: type) -> None:
+        self.cls = cls
+
+    def fast(self, x: str, names: Names) -> str:
+        return f"isinstance({x}, {names.ref(self.cls)})"
+
+    def check(self, value: Any, path: str) -> None:
+        if not isinstance(value, self.cls):
+            raise _fail(path, f"must be a {self.cls.__name__}", value)
+
+    def claims(self, value: Any) -> bool:
+        return isinstance(value, self.cls)
+
+    def mutable(self) -> bool:
+        return True  # an arbitrary object: anything may change
+
+
+class _StructSpec(Spec):
+    """A Struct instance whose every field passes its hint (filled in after creation, so a
+    Struct may refer to itself).
+
+    A Struct marked :func:`checked` validated its fields when it was built; a boundary then
+    re-checks only the fields that can change in place afterwards (its mutable containers).
+    """
+
+    def __init__(self, cls: type) -> None:
+        self.cls = cls
+        self.fields: list[tuple[str, Spec]] = []
+        self.trusted = cls in _CHECKED and cls.__struct_config__.frozen  # type: ignore[attr-defined]
+
+    def crossing_fields(self) -> list[tuple[str, Spec]]:
+        """The fields a boundary checks: all of them, or only the mutable ones when trusted."""
+        if not self.trusted:
+            return self.fields
+        return [(name, spec) for name, spec in self.fields if spec.mutable()]
+
+    def fields_fast(self, x: str, names: Names, fields: list[tuple[str, Spec]]) -> str | None:
+        parts = [spec.fast(f"{x}.{name}", names) for name, spec in fields]
+        if any(p is None for p in parts):
+            return None
+        return " and ".join(typing.cast(list[str], parts)) or "True"
+
+    def fast(self, x: str, names: Names) -> str | None:
+        head = f"type({x}) is {names.ref(self.cls)}"
+        fields = self.crossing_fields()
+        if not fields:
+            return head
+        body = self.fields_fast(x, names, fields)
+        return None if body is None else f"({head} and {body})"
+
+    def check_fields(self, value: Any, path: str, fields: list[tuple[str, Spec]]) -> None:
+        prefix = f"{path}." if path else ""
+        for name, spec in fields:
+            spec.check(getattr(value, name), prefix + name)
+
+    def check(self, value: Any, path: str) -> None:
+        if not isinstance(value, self.cls):
+            raise _fail(path, f"must be a {self.cls.__name__}", value)
+        self.check_fields(value, path, self.crossing_fields())
+
+    def claims(self, value: Any) -> bool:
+        return isinstance(value, self.cls)
+
+    def mutable(self) -> bool:
+        return bool(self.crossing_fields())
+
+
+# -- hints to specs --------------------------------------------------------------------------
+
+
+class Excludes:
+    """``Annotated[str, Excludes(chars)]``: a str with none of ``chars`` (a fast equivalent of a
+    ``pattern`` beside it, which msgspec and the error message use)."""
+
+    def __init__(self, chars: str) -> None:
+        self.chars = frozenset(chars)
+
+
+class OneOf:
+    """``Annotated[str, OneOf(values)]``: a str that is one of ``values`` (where the type stays
+    ``str`` for callers, unlike ``Literal``)."""
+
+    def __init__(self, values: tuple[str, ...]) -> None:
+        self.values = values
+
+
+NonEmptyStr = Annotated[str, msgspec.Meta(min_length=1)]
+"""A non-empty str (ids, keys, receipts)."""
+Token = Annotated[
+    str,
+    msgspec.Meta(
+        pattern=r"^[^ .*>\t\n]+\Z",
+        description="a non-empty token without spaces, '.', '*' or '>'",
+        min_length=1,
+    ),
+    Excludes(" .*>\t\n"),
+]
+"""A name that can be one element of a subject: non-empty, no spaces, '.', '*' or '>'."""
+NonNegInt = Annotated[int, msgspec.Meta(ge=0)]
+PositiveInt = Annotated[int, msgspec.Meta(ge=1)]
+NonNegFloat = Annotated[float, msgspec.Meta(ge=0)]
+PositiveFloat = Annotated[float, msgspec.Meta(gt=0)]
+
+_CHECKED: set[type] = set()
+_STRUCTS: dict[type, _StructSpec] = {}
+_S = TypeVar("_S", bound=type)
+
+
+def checked(cls: _S) -> _S:
+    """Mark a frozen Struct whose ``__post_init__`` calls :func:`check_fields`: its instances
+    are valid from birth (construction, ``msgspec`` decoding and ``structs.replace`` all run
+    ``__post_init__``), so a boundary re-checks only what can change in place — its mutable
+    containers (a ``headers`` dict). Changing a frozen field with
+    ``msgspec.structs.force_setattr`` is outside the contract."""
+    if "__post_init__" not in vars(cls):
+        raise TypeError(f"{cls.__name__} needs a __post_init__ that calls check_fields")
+    _CHECKED.add(cls)
+    return cls
+
+
+def _meta_of(extras: tuple[Any, ...]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for m in extras:
+        if isinstance(m, msgspec.Meta):
+            for attr in ("ge", "gt", "le", "lt", "min_length", "max_length", "pattern"):
+                v = getattr(m, attr)
+                if v is not None:
+                    out[attr] = v
+            if m.description is not None:
+                out["description"] = m.description
+        elif isinstance(m, OneOf):
+            out["choices"] = m.values
+        elif isinstance(m, Excludes):
+            out["excludes"] = m.chars
+    return out
+
+
+def spec_for(tp: Any, meta: dict[str, Any] | None = None) -> Spec:
+    """The spec of one resolved type hint."""
+    meta = meta or {}
+    origin = typing.get_origin(tp)
+    args = typing.get_args(tp)
+    if origin is typing.Annotated:
+        return spec_for(args[0], {**meta, **_meta_of(tp.__metadata__)})
+    if tp is Any or tp is object or isinstance(tp, TypeVar | str | typing.ForwardRef):
+        return ANY
+    if tp is None or tp is type(None):
+        return _NoneSpec()
+    if tp is bool:
+        return _BoolSpec()
+    if tp is int:
+        return _IntSpec(meta)
+    if tp is float:
+        return _FloatSpec(meta)
+    if tp is str:
+        return _StrSpec(meta, meta.get("choices"))
+    if tp is bytes:
+        return _BytesSpec(meta)
+    if origin is typing.Literal:
+        if all(type(a) is str for a in args):
+            return _StrSpec(meta, choices=args)
+        return _LiteralSpec(args)
+    if origin is typing.Union or origin is types.UnionType:
+        options: list[Spec] = []
+        for a in args:
+            s = spec_for(a, meta if typing.get_origin(a) is not typing.Union else None)
+            options.extend(s.options if isinstance(s, _UnionSpec) else [s])
+        union = _UnionSpec(options)
+        union.shown = " | ".join(getattr(a, "__name__", repr(a)) for a in args)
+        return union
+    if origin is collections.abc.Sequence:
+        return _SeqSpec(spec_for(args[0]) if args else ANY, None, meta)
+    if origin is tuple:
+        if len(args) == 2 and args[1] is Ellipsis:
+            return _SeqSpec(spec_for(args[0]), tuple, meta)
+        if not args:
+            return _SeqSpec(ANY, tuple, meta)
+        return _FixedTupleSpec([spec_for(a) for a in args])
+    if origin is list:
+        return _SeqSpec(spec_for(args[0]) if args else ANY, list, meta)
+    if origin is dict or origin is collections.abc.Mapping:
+        key, item = (spec_for(args[0]), spec_for(args[1])) if args else (ANY, ANY)
+        return _MapSpec(key, item, origin is dict, meta)
+    if typing.is_typeddict(tp):
+        hints = typing.get_type_hints(tp, include_extras=True)
+        return _TypedDictSpec(
+            tp.__name__,
+            {k: spec_for(v) for k, v in hints.items()},
+            frozenset(getattr(tp, "__required_keys__", ())),
+        )
+    if isinstance(tp, type) and issubclass(tp, msgspec.Struct):
+        return struct_spec(tp)
+    if origin is not None and isinstance(origin, type) and origin.__module__ != "collections.abc":
+        return _ClassSpec(origin)  # a parametrised generic class: its instances, unparametrised
+    if isinstance(tp, type):
+        if getattr(tp, "_is_protocol", False) and not getattr(tp, "_is_runtime_protocol", False):
+            return ANY
+        return _ClassSpec(tp)
+    return ANY  # callables, abstract collections we do not police, …
+
+
+def struct_spec(cls: type) -> _StructSpec:
+    """The (memoised) spec of a Struct class; its fields are resolved on first use."""
+    spec = _STRUCTS.get(cls)
+    if spec is not None:
+        return spec
+    spec = _STRUCTS[cls] = _StructSpec(cls)
+    try:
+        hints = typing.get_type_hints(cls, include_extras=True)
+    except NameError:  # a hint not yet importable: decided at the first check instead
+        del _STRUCTS[cls]
+        raise
+    spec.fields = [(name, spec_for(hints[name])) for name in cls.__struct_fields__]  # type: ignore[attr-defined]
+    return spec
+
+
+# -- compiled checks -------------------------------------------------------------------------
+
+_FIELD_CHECKS: dict[type, Callable[[Any], None]] = {}
+
+
+def _compile_fields(cls: type) -> Callable[[Any], None]:
+    spec = struct_spec(cls)
+    names = Names()
+    body = spec.fields_fast("o", names, spec.fields)
+    names.ns["_vf_slow"] = functools.partial(spec.check_fields, fields=spec.fields)
+    if body is None:
+        src = "def _vf_check(o):\n    _vf_slow(o, '')\n"
+    else:
+        src = (
+            "def _vf_check(o):\n"
+            "    try:\n"
+            f"        ok = {body}\n"
+            "    except Exception:\n"
+            "        ok = False\n"
+            "    if not ok:\n"
+            "        _vf_slow(o, '')\n"
+        )
+    exec(src, names.ns)
+    fn: Callable[[Any], None] = names.ns["_vf_check"]
+    _FIELD_CHECKS[cls] = fn
+    return fn
+
+
+def check_fields(obj: Any) -> None:
+    """Check every field of Struct ``obj`` against its hint (call it from ``__post_init__``);
+    :class:`ValidationError` names the first bad field."""
+    fn = _FIELD_CHECKS.get(type(obj))
+    if fn is None:
+        try:
+            fn = _compile_fields(type(obj))
+        except NameError:  # built while its module is still importing: checked from then on
+            return
+    fn(obj)
+
+
+__all__ = [
+    "Excludes",
+    "NonEmptyStr",
+    "NonNegFloat",
+    "NonNegInt",
+    "OneOf",
+    "PositiveFloat",
+    "PositiveInt",
+    "Token",
+    "check_fields",
+    "checked",
+    "spec_for",
+    "struct_spec",
+]
