@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import sys
 import threading
 import time
 import traceback
@@ -366,17 +367,78 @@ def run(
     require_available: bool | None = None,
     wall_limit: float = WALL_LIMIT,
     close: bool = True,
+    parallel: bool = False,
 ) -> list[CaseResult]:
-    """Every applicable (case, provider, backend), in case order; providers closed at the end."""
-    results: list[CaseResult] = []
+    """Every applicable (case, provider, backend), in case order; providers closed at the end.
+
+    ``parallel``: each provider runs its cases in a thread of its own, the providers side by
+    side (a real-time provider spends its wall time waiting on its servers); the cases of one
+    provider still run one after the other. ``on_result`` is then called from those threads,
+    one call at a time, as results arrive; the list returned is in case order either way.
+    """
+    todo = plan(cases, providers, backends)
     try:
-        for c, p, b in plan(cases, providers, backends):
+        if parallel and len(providers) > 1:
+            return _run_side_by_side(todo, on_result, require_available, wall_limit)
+        results: list[CaseResult] = []
+        for c, p, b in todo:
             result = run_case(c, p, b, require_available=require_available, wall_limit=wall_limit)
             results.append(result)
             if on_result is not None:
                 on_result(result)
+        return results
     finally:
         if close:
             for p in providers:
                 close_provider(p)
-    return results
+
+
+def _run_side_by_side(
+    todo: list[tuple[Case, Provider, str]],
+    on_result: Callable[[CaseResult], None] | None,
+    require_available: bool | None,
+    wall_limit: float,
+) -> list[CaseResult]:
+    by_provider: dict[int, list[tuple[int, Case, Provider, str]]] = {}
+    for i, (c, p, b) in enumerate(todo):
+        by_provider.setdefault(id(p), []).append((i, c, p, b))
+    results: dict[int, CaseResult] = {}
+    lock = threading.Lock()
+    stop = threading.Event()
+
+    def worker(items: list[tuple[int, Case, Provider, str]]) -> None:
+        for i, c, p, b in items:
+            if stop.is_set():
+                return
+            _plain_asyncio_loops_here()
+            result = run_case(c, p, b, require_available=require_available, wall_limit=wall_limit)
+            with lock:
+                results[i] = result
+                if on_result is not None:
+                    on_result(result)
+
+    threads = [
+        threading.Thread(target=worker, args=(items,), name=f"conformance-{items[0][2].name}")
+        for items in by_provider.values()
+    ]
+    for t in threads:
+        t.start()
+    try:
+        for t in threads:
+            while t.is_alive():  # a timed join keeps Ctrl-C deliverable to this thread
+                t.join(0.2)
+    except BaseException:
+        stop.set()  # the running cases finish (each has its wall limit); no new ones start
+        for t in threads:
+            t.join()
+        raise
+    return [results[i] for i in sorted(results)]
+
+
+def _plain_asyncio_loops_here() -> None:
+    """Once trio-asyncio is imported (by a trio case), asyncio in a thread that has not told
+    it otherwise gets trio-asyncio's loop; give this thread plain asyncio loops again."""
+    if "trio_asyncio" in sys.modules:
+        from ..adapters._trio_bridge import _keep_plain_asyncio_loops
+
+        _keep_plain_asyncio_loops()
