@@ -70,7 +70,7 @@ OPERATIONS = frozenset(
     }
 )
 """Event kinds counted as operations."""
-INJECTED = frozenset({"kill", "pause", "kill-leader", "stop"})
+INJECTED = frozenset({"kill", "pause", "kill-leader", "stop", "partition"})
 """``fault`` actions counted as injected faults (restarts and resumes are recoveries)."""
 
 

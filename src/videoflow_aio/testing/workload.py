@@ -143,9 +143,11 @@ async def payload_workload(
         ttl_seconds=ttl_seconds, obligations=("reader",), obligation_seconds=ttl_seconds
     )
     refs = {}
+    attempted = 0
     for i in range(puts):
         if _over(deadline, stop):
             break
+        attempted = i + 1
         key = f"{prefix}{i}"
         try:
             ref = await store.put(bytes([i % 251]) * size, key, contract)
@@ -171,7 +173,7 @@ async def payload_workload(
                 generation=ref.generation,
                 outcome=receipt.outcome,
             )
-    for i in range(puts):
+    for i in range(attempted):
         key = f"{prefix}{i}"
         try:
             await _final_read(store, log, key, refs.get(key), deadline)
