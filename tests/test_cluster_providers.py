@@ -3,6 +3,7 @@ they offer from configuration alone, and member controls only on clusters they s
 
 from __future__ import annotations
 
+import anyio
 import pytest
 
 from videoflow_aio import conformance
@@ -10,14 +11,14 @@ from videoflow_aio.conformance import get_provider
 from videoflow_aio.conformance._controls import MemberControls, control_names
 from videoflow_aio.conformance._provider import env_options, provider_names
 from videoflow_aio.conformance.providers._cluster import ClusterControls, ClusterProvider
-from videoflow_aio.testing.clusters import EtcdCluster, RedisReplicaSet
+from videoflow_aio.testing.clusters import ClusterProcess, EtcdCluster, NatsCluster, RedisReplicaSet
 
 MEMBER = control_names(MemberControls)
 
 
 def test_cluster_providers_are_registered() -> None:
     names = provider_names()
-    assert {"etcd-cluster", "redis-replicated"} <= set(names)
+    assert {"etcd-cluster", "redis-replicated", "nats-cluster"} <= set(names)
 
 
 def test_what_they_offer_without_starting_anything() -> None:
@@ -36,12 +37,21 @@ def test_what_they_offer_without_starting_anything() -> None:
     assert "corrupt" in (redis.controls("payload") or frozenset())
     assert all(isinstance(s, RedisReplicaSet) for s in redis.server_options().values())
     assert not vars(etcd).get("_started") and not vars(redis).get("_started")
+    nats = get_provider("nats-cluster")
+    assert isinstance(nats, ClusterProvider)
+    assert nats.contracts() == {"messaging"}
+    caps = nats.capabilities("messaging") or frozenset()
+    assert {"replicated", "core_only", "archive", "durable_control", "latest_per_key"} <= caps
+    assert nats.controls("messaging") == MEMBER | {"channel_leader"}
+    assert isinstance(nats.server_options()["main"], NatsCluster)
 
 
 def test_a_given_cluster_is_not_ours_to_kill() -> None:
     etcd = get_provider("etcd-cluster", url="http://127.0.0.1:1,http://127.0.0.1:2")
     assert "replicated" not in (etcd.capabilities("runtime_store") or frozenset())
     assert etcd.controls("runtime_store") == frozenset()
+    nats = get_provider("nats-cluster", url="nats://127.0.0.1:1,nats://127.0.0.1:2")
+    assert nats.controls("messaging") == frozenset()
 
 
 def test_the_fault_cases_need_replicated_and_skip_elsewhere() -> None:
@@ -49,7 +59,7 @@ def test_the_fault_cases_need_replicated_and_skip_elsewhere() -> None:
     assert {c.id for c in fault} >= {"RTS-801", "RTS-802", "PAY-801", "MSG-801"}
     for c in fault:
         assert c.needs == {"replicated"}
-        assert c.controls <= MEMBER
+        assert c.controls <= MEMBER | {"channel_leader"}
     memory = get_provider("memory")
     for contract in ("messaging", "payload", "runtime_store"):
         assert "replicated" not in (memory.capabilities(contract) or frozenset())
@@ -67,3 +77,31 @@ async def test_controls_on_a_cluster_not_started_skip() -> None:
         await ClusterControls(None).leader()
     with pytest.raises(conformance.Skip):
         await ClusterControls(None).kill_member("e1")
+
+
+def test_nats_cluster_channels_are_replicated(nats_cluster: ClusterProcess) -> None:
+    """Every channel on the nats-cluster provider's backend is R3, whatever the case asked,
+    and the stream's leader is found from the servers."""
+    from videoflow_aio.conformance.providers.nats_cluster import (
+        NatsClusterControls,
+        replicated_backend,
+    )
+    from videoflow_aio.contracts.messaging import make_channel
+
+    async def main() -> tuple[int, str]:
+        b = replicated_backend(nats_cluster.urls, 3, stream_prefix="R3T", subject_prefix="r3t")
+        spec = make_channel("f", "r", "n", "work", "limits")  # replicas=1 asked
+        with anyio.fail_after(30):
+            while True:
+                try:
+                    verified = await b.ensure_channel(spec, "op")
+                    break
+                except Exception:
+                    await anyio.sleep(0.1)
+        leader = await NatsClusterControls(nats_cluster, b).channel_leader(spec.channel)
+        await b.aclose()
+        return verified.effective.replicas, leader
+
+    replicas, leader = anyio.run(main)
+    assert replicas == 3
+    assert leader in {m.name for m in nats_cluster.members}

@@ -73,6 +73,10 @@ class MessagingControls(MemberControls, Protocol):
     ) -> None:
         """Observations of ``subscription`` return ``Unknown(reason)`` until called with None."""
 
+    async def channel_leader(self, channel_id: ChannelId) -> str:
+        """The member leading the channel's replicated stream (cluster providers)."""
+        ...
+
 
 class PayloadControls(MemberControls, Protocol):
     """Controls of the payload contract: damage and outside actions on stored objects."""

@@ -957,6 +957,13 @@ class JetStreamMessagingBackend(MessagingBackend):
                     backend="nats",
                 )
             code, desc = pull.status
+            if code in ("404", "409"):
+                # on a cluster the status can overtake the deliveries it ends (they come from
+                # the consumer's leader by another route): those land in ``late``
+                await anyio.sleep(LINGER)
+                out = self._take_late(st, item_credit, budget)
+                if out:
+                    return out
             if code == "409" and "MaxBytes" in desc:
                 return out  # the head does not fit this byte credit
             if anyio.current_time() >= deadline - 0.006:

@@ -11,6 +11,8 @@ fault struck; the cases check truthfulness, not luck.
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import anyio
@@ -32,13 +34,19 @@ PAUSE = ("leader", "pause_member", "resume_member")
 
 
 async def _schedule(
-    h: Harness[Any, Any], controls: Any, log: ObservationLog, pause: bool, stop: anyio.Event
+    h: Harness[Any, Any],
+    controls: Any,
+    log: ObservationLog,
+    pause: bool,
+    stop: anyio.Event,
+    leader: Callable[[], Awaitable[str]] | None = None,
 ) -> None:
-    """After ``FAULT_AFTER``: kill -9 (or pause) the leader; ``FAULT_FOR`` later, restart it
-    on its data (or resume it); ``RECOVERED_FOR`` later, stop the workload."""
+    """After ``FAULT_AFTER``: kill -9 (or pause) the leader (``leader()``, default the
+    deployment's); ``FAULT_FOR`` later, restart it on its data (or resume it);
+    ``RECOVERED_FOR`` later, stop the workload."""
     try:
         await h.sleep(FAULT_AFTER)
-        member = await controls.leader()
+        member = await (leader or controls.leader)()
         log.record("fault", subject=member, action="pause" if pause else "kill")
         await (controls.pause_member if pause else controls.kill_member)(member)
         await h.sleep(FAULT_FOR)
@@ -111,10 +119,10 @@ async def puts_leader_killed(h: PayloadHarness) -> None:
 
 @case(
     "MSG-801",
-    "publish, receive, settle while the leader is killed and restarted: one fate each",
+    "publish, receive, settle while the stream's leader is killed and restarted: one fate each",
     contract="messaging",
     needs=("replicated",),
-    controls=KILL,
+    controls=("channel_leader", "kill_member", "restart_member"),
 )
 async def messages_leader_killed(h: MessagingHarness) -> None:
     backend = await h.open()
@@ -125,7 +133,8 @@ async def messages_leader_killed(h: MessagingHarness) -> None:
     await backend.ensure_subscription(sub, "op-sub")
     log, stop = ObservationLog(), anyio.Event()
     async with anyio.create_task_group() as tg:
-        tg.start_soon(_schedule, h, controls, log, False, stop)
+        leader = functools.partial(controls.channel_leader, spec.channel)
+        tg.start_soon(_schedule, h, controls, log, False, stop, leader)
         await workload.messaging_workload(
             backend,
             log,
