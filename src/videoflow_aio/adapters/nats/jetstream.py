@@ -100,6 +100,9 @@ CONSUMER_CATCH_UP_PAUSE = 0.005
 CONSUMER_CATCH_UP_WINDOW = 256
 LINGER = 0.002
 """How long a pull that got some messages waits for the rest of the burst."""
+STRAGGLERS = 0.02
+"""How long a pull ended by a status without messages waits for deliveries that status
+overtook (a cluster routes them from the consumer's leader)."""
 CREATED_BY = "videoflow.created_by"
 DELETED_REASON = "Unacknowledged message was deleted"
 TERM_PREFIX = "videoflow: "
@@ -957,11 +960,8 @@ class JetStreamMessagingBackend(MessagingBackend):
                     backend="nats",
                 )
             code, desc = pull.status
-            if code in ("404", "409"):
-                # on a cluster the status can overtake the deliveries it ends (they come from
-                # the consumer's leader by another route): those land in ``late``
-                await anyio.sleep(LINGER)
-                out = self._take_late(st, item_credit, budget)
+            if code in ("404", "408", "409"):
+                out = await self._stragglers(st, item_credit, budget, deadline)
                 if out:
                     return out
             if code == "409" and "MaxBytes" in desc:
@@ -970,6 +970,19 @@ class JetStreamMessagingBackend(MessagingBackend):
                 return out
             if code not in ("404", "408"):
                 await anyio.sleep(0.01)  # e.g. 409 Exceeded MaxWaiting: back off briefly
+
+    async def _stragglers(
+        self, st: SubState, item_credit: int, budget: int, deadline: float
+    ) -> list[Delivery]:
+        """On a cluster a pull's status can overtake the deliveries it ends (they come from
+        the consumer's leader by another route, and land in ``late``): wait for them a little
+        (``STRAGGLERS``, never past the deadline), then for the rest of their burst."""
+        end = min(deadline, anyio.current_time() + STRAGGLERS)
+        while not st.late and anyio.current_time() < end:  # noqa: ASYNC110 - filled by a callback
+            await anyio.sleep(0.001)
+        if st.late:
+            await anyio.sleep(LINGER)
+        return self._take_late(st, item_credit, budget)
 
     async def _watch_deletions(self, nc: Any, chs: ChanState) -> None:
         """Follow the channel's ``MSG_TERMINATED`` advisories live (a fast path beside the
