@@ -52,6 +52,7 @@ async def etcd_soak(args: argparse.Namespace) -> list[soak.SoakResult]:
         result = await soak.soak(
             "etcd 3 members", cluster, [cas], faults=args.faults, seed=args.seed, down_for=2.0
         )
+        result.extra["lost replies the adapter resolved"] = _counts(store.resolutions)
         await store.aclose()
     return [result]
 
@@ -87,6 +88,9 @@ async def redis_soak(args: argparse.Namespace) -> list[soak.SoakResult]:
                 seed=args.seed,
                 down_for=1.0,
             )
+        )
+        results[-1].extra["lost replies the adapters resolved"] = _counts(
+            rts.resolutions + pay.resolutions
         )
         await rts.aclose()
         await pay.aclose()
@@ -130,6 +134,10 @@ async def nats_soak(args: argparse.Namespace) -> list[soak.SoakResult]:
         )  # fmt: skip
         await backend.aclose()
     return [result]
+
+
+def _counts(c: Any) -> str:
+    return " ".join(f"{k}={v}" for k, v in sorted(c.items())) or "none"
 
 
 async def _retry(call: Any, tries: int = 100) -> Any:

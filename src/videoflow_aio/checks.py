@@ -70,7 +70,7 @@ OPERATIONS = frozenset(
     }
 )
 """Event kinds counted as operations."""
-INJECTED = frozenset({"kill", "pause", "kill-leader", "stop", "partition"})
+INJECTED = frozenset({"kill", "pause", "kill-leader", "pause-leader", "stop", "partition"})
 """``fault`` actions counted as injected faults (restarts and resumes are recoveries)."""
 
 

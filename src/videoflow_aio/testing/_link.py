@@ -24,25 +24,29 @@ class Link:
         self.is_cut = False
         self.dropped = 0  # bytes discarded since the cut
         self._tg: anyio.abc.TaskGroup | None = None
+        self._listener: anyio.abc.Listener[anyio.abc.SocketStream] | None = None
 
     def cut(self) -> None:
         """From now on, deliver nothing in either direction."""
         self.is_cut = True
 
     async def __aenter__(self) -> Link:
-        listener = await anyio.create_tcp_listener(local_host=HOST, local_port=0)
-        self.port = int(listener.extra(SocketAttribute.local_port))
+        self._listener = await anyio.create_tcp_listener(local_host=HOST, local_port=0)
+        self.port = int(self._listener.extra(SocketAttribute.local_port))
         self._tg = anyio.create_task_group()
         await self._tg.__aenter__()
-        self._tg.start_soon(listener.serve, self._handle)
+        self._tg.start_soon(self._listener.serve, self._handle)
         return self
 
     async def __aexit__(
         self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None
     ) -> None:
-        assert self._tg is not None
+        assert self._tg is not None and self._listener is not None
         self._tg.cancel_scope.cancel()
-        await self._tg.__aexit__(et, ev, tb)
+        try:
+            await self._tg.__aexit__(et, ev, tb)
+        finally:
+            await self._listener.aclose()
 
     async def _handle(self, client: anyio.abc.SocketStream) -> None:
         server = await anyio.connect_tcp(HOST, self.target_port)

@@ -28,7 +28,7 @@ from ._link import Link
 from .clusters import ClusterProcess, Member, RedisReplicaSet, redis_call, redis_info
 from .servers import HOST
 
-ACTIONS = ("kill-leader", "kill", "pause")
+ACTIONS = ("kill-leader", "pause-leader", "kill", "pause")
 FORM_TIMEOUT = 60.0
 
 
@@ -74,20 +74,21 @@ async def fault_schedule(
     down_for: float = 2.0,
     actions: Sequence[str] = ACTIONS,
 ) -> None:
-    """``faults`` times: wait ``every`` s, then (chosen by ``seed``) kill -9 the leader, kill
-    -9 a member, or pause a member; ``down_for`` s later restart it on its data or resume it,
-    and wait until the cluster has formed again. Sets ``stop`` when done (or on error)."""
+    """``faults`` times: wait ``every`` s, then the next of ``actions`` in turn — kill -9 or
+    SIGSTOP the leader (``kill-leader``, ``pause-leader``), or a member chosen by ``seed``
+    (``kill``, ``pause``); ``down_for`` s later restart it on its data or resume it, and wait
+    until the cluster has formed again. Sets ``stop`` when done (or on error)."""
     rng = random.Random(seed)
     try:
-        for _ in range(faults):
+        for n in range(faults):
             await anyio.sleep(every)
-            action = rng.choice(list(actions))
+            action = actions[n % len(actions)]
             member = await _target(cluster, rng, action)
             log.record("fault", subject=member.name, action=action)
-            await _blocking(member.pause if action == "pause" else member.kill)
+            await _blocking(member.pause if action.startswith("pause") else member.kill)
             await anyio.sleep(down_for)
             log.record("fault", subject=member.name, action=_undo(action))
-            await _blocking(member.resume if action == "pause" else member.restart)
+            await _blocking(member.resume if action.startswith("pause") else member.restart)
             await _blocking(lambda: cluster.wait_formed(FORM_TIMEOUT))
         await anyio.sleep(every)  # some workload on the healed cluster
     finally:
@@ -106,11 +107,11 @@ def _follow(replica: Member, port: int, timeout: float = 10.0) -> None:
 
 
 def _undo(action: str) -> str:
-    return "resume" if action == "pause" else "restart"
+    return "resume" if action.startswith("pause") else "restart"
 
 
 async def _target(cluster: ClusterProcess, rng: random.Random, action: str) -> Member:
-    if action == "kill-leader":
+    if action.endswith("-leader"):
         leader = await _blocking(cluster.leader)
         if leader is not None:
             return leader  # type: ignore[no-any-return]
@@ -144,7 +145,10 @@ async def soak(
         )  # fmt: skip
         for w in workloads:
             tg.start_soon(w, log, stop)
-    return SoakResult(name, check_nothing_lost(log), anyio.current_time() - t0)
+    schedule = " ".join(f"{e.attrs['action']}:{e.subject}" for e in log.events("fault"))
+    return SoakResult(
+        name, check_nothing_lost(log), anyio.current_time() - t0, {"schedule": schedule}
+    )
 
 
 async def redis_failover(

@@ -28,6 +28,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import uuid
+from collections import Counter
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from types import TracebackType
 from typing import Any, TypeVar
@@ -167,6 +168,9 @@ class EtcdRuntimeStore(RuntimeStore):
         self._lease_renew_at = 0.0
         self._lease_lock = asyncio.Lock()  # asyncio side only (binds its loop on first use)
         self._side = Affinity()  # asyncio: direct; trio: across the trio-asyncio bridge (bridged)
+        self.resolutions: Counter[str] = Counter()
+        """Writes whose reply was lost, by how the marker resolved them: ``applied``,
+        ``not_applied``, ``unknown`` (the read-back failed too: OutcomeUnknown)."""
 
     @property
     def endpoints(self) -> list[str]:
@@ -321,12 +325,14 @@ class EtcdRuntimeStore(RuntimeStore):
         try:
             applied = await self._resolve(marker, lease)
         except Exception as exc:
+            self.resolutions["unknown"] += 1
             raise OutcomeUnknown(
                 f"etcd {what}: reply lost ({cause}) and the read-back failed ({exc}); "
                 "it may or may not have applied",
                 operation=what,
                 request_id=rid.decode(),
             ) from cause
+        self.resolutions["not_applied" if applied is None else "applied"] += 1
         if applied is None:
             raise BackendUnavailable(
                 f"etcd {what}: reply lost ({type(cause).__name__}); resolved as not applied",

@@ -29,6 +29,7 @@ import asyncio
 import contextlib
 import itertools
 import uuid
+from collections import Counter
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -227,6 +228,9 @@ class RedisConnection:
         self._resolve = self.client.register_script(RESOLVE)
         self.side = Affinity()  # the stores and controls on this client share it (bridged)
         self._deadline = Watchdog(timeout)
+        self.resolutions: Counter[str] = Counter()
+        """Writes whose reply was lost, by how the marker resolved them (``applied``,
+        ``not_applied``, ``unknown``)."""
         self._deadline_wait = Watchdog(timeout + wait_timeout)  # a write and its WAIT
 
     def marker(self, rid: str) -> str:
@@ -286,7 +290,12 @@ class RedisConnection:
             with anyio.CancelScope(shield=True), anyio.move_on_after(self.timeout):
                 await self._settle(rid)
             raise
-        marker = await self._resolve_or_unknown(what, rid, cause)
+        try:
+            marker = await self._resolve_or_unknown(what, rid, cause)
+        except OutcomeUnknown:
+            self.resolutions["unknown"] += 1
+            raise
+        self.resolutions["not_applied" if marker is None else "applied"] += 1
         if marker is None:
             raise BackendUnavailable(
                 f"redis {what}: reply lost ({type(cause).__name__}); resolved as not applied",

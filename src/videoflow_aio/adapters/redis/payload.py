@@ -21,6 +21,7 @@ as in the model.
 
 from __future__ import annotations
 
+from collections import Counter
 from types import TracebackType
 from typing import Any
 
@@ -210,6 +211,12 @@ class RedisPayloadStore(PayloadStore):
     def namespace(self) -> str:
         """The key prefix of every object, metadata, obligation set and marker of this store."""
         return self.ns
+
+    @property
+    def resolutions(self) -> Counter[str]:
+        """Writes whose reply was lost, by how they were resolved (``applied``,
+        ``not_applied``, ``unknown``)."""
+        return self._conn.resolutions
 
     async def aclose(self) -> None:
         await self._conn.aclose()

@@ -8,6 +8,7 @@ request marker (on Cluster they would need one hash slot).
 
 from __future__ import annotations
 
+from collections import Counter
 from types import TracebackType
 from typing import Any
 
@@ -98,6 +99,12 @@ class RedisRuntimeStore(RuntimeStore):
     def namespace(self) -> str:
         """The key prefix of every record, log and marker of this store."""
         return self._conn.ns
+
+    @property
+    def resolutions(self) -> Counter[str]:
+        """Writes whose reply was lost, by how they were resolved (``applied``,
+        ``not_applied``, ``unknown``)."""
+        return self._conn.resolutions
 
     async def aclose(self) -> None:
         await self._conn.aclose()
