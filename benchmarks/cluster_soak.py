@@ -116,7 +116,10 @@ async def nats_soak(args: argparse.Namespace) -> list[soak.SoakResult]:
             replication_factor=3,
             request_timeout=2.0,
         )
-        spec = make_channel("flow", "run", "node", "work", "limits", max_msgs=1_000_000, replicas=3)
+        spec = make_channel(
+            "flow", "run", "node", "work", "limits", max_msgs=1_000_000, replicas=3,
+            persistence=True,
+        )  # fmt: skip
         await _retry(lambda: backend.ensure_channel(spec, "op-ch"))
         sub = make_subscription(spec.channel, "w", ack_wait_seconds=2.0, max_deliver=-1)
         await _retry(lambda: backend.ensure_subscription(sub, "op-sub"))
@@ -128,9 +131,11 @@ async def nats_soak(args: argparse.Namespace) -> list[soak.SoakResult]:
                 receive_seconds=0.5, deadline=deadline, stop=stop,
             )  # fmt: skip
 
+        options, stream = cluster.options, backend.names.stream(spec.channel)
+        assert isinstance(options, NatsCluster)
         result = await soak.soak(
             "nats 3 nodes R3", cluster, [messages], faults=args.faults, seed=args.seed,
-            down_for=2.0,
+            down_for=2.0, leader=lambda: options.stream_leader(cluster, stream),
         )  # fmt: skip
         await backend.aclose()
     return [result]

@@ -15,7 +15,7 @@ import pytest
 from _servers_fixtures import need_binary
 from videoflow_aio.observe import ObservationLog
 from videoflow_aio.testing import soak, workload
-from videoflow_aio.testing.clusters import ClusterProcess, RedisReplicaSet
+from videoflow_aio.testing.clusters import ClusterProcess, NatsCluster, RedisReplicaSet
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 FAULTS = 2  # kill -9 the leader, then SIGSTOP the leader
@@ -103,7 +103,7 @@ def test_nats_soak(nats_cluster: ClusterProcess, capsys: pytest.CaptureFixture[s
             nats_cluster.urls, 3, stream_prefix=f"SOAK{tag}", subject_prefix=f"soak{tag}",
             request_timeout=2.0,
         )  # fmt: skip
-        spec = make_channel("f", "r", "n", "work", "limits", max_msgs=1_000_000)
+        spec = make_channel("f", "r", "n", "work", "limits", max_msgs=1_000_000, persistence=True)
         sub = make_subscription(spec.channel, "w", ack_wait_seconds=2.0, max_deliver=-1)
         with anyio.fail_after(30):
             while True:  # a new R3 stream elects its leader first
@@ -120,7 +120,13 @@ def test_nats_soak(nats_cluster: ClusterProcess, capsys: pytest.CaptureFixture[s
                 deadline=anyio.current_time() + CAP, stop=stop,
             )  # fmt: skip
 
-        result = await soak.soak("nats 3 nodes R3", nats_cluster, [messages], faults=FAULTS)
+        spec_ = nats_cluster.options
+        assert isinstance(spec_, NatsCluster)
+        stream = backend.names.stream(spec.channel)
+        result = await soak.soak(
+            "nats 3 nodes R3", nats_cluster, [messages], faults=FAULTS,
+            leader=lambda: spec_.stream_leader(nats_cluster, stream),
+        )  # fmt: skip
         await backend.aclose()
         return result
 

@@ -73,17 +73,20 @@ async def fault_schedule(
     every: float = 1.0,
     down_for: float = 2.0,
     actions: Sequence[str] = ACTIONS,
+    leader: Callable[[], Member | None] | None = None,
 ) -> None:
     """``faults`` times: wait ``every`` s, then the next of ``actions`` in turn — kill -9 or
     SIGSTOP the leader (``kill-leader``, ``pause-leader``), or a member chosen by ``seed``
     (``kill``, ``pause``); ``down_for`` s later restart it on its data or resume it, and wait
-    until the cluster has formed again. Sets ``stop`` when done (or on error)."""
+    until the cluster has formed again. ``leader`` finds the leader (default: the cluster's,
+    e.g. a NATS stream's leader instead of the meta leader). Sets ``stop`` when done (or on
+    error)."""
     rng = random.Random(seed)
     try:
         for n in range(faults):
             await anyio.sleep(every)
             action = actions[n % len(actions)]
-            member = await _target(cluster, rng, action)
+            member = await _target(cluster, rng, action, leader or cluster.leader)
             log.record("fault", subject=member.name, action=action)
             await _blocking(member.pause if action.startswith("pause") else member.kill)
             await anyio.sleep(down_for)
@@ -110,9 +113,14 @@ def _undo(action: str) -> str:
     return "resume" if action.startswith("pause") else "restart"
 
 
-async def _target(cluster: ClusterProcess, rng: random.Random, action: str) -> Member:
+async def _target(
+    cluster: ClusterProcess,
+    rng: random.Random,
+    action: str,
+    find_leader: Callable[[], Member | None],
+) -> Member:
     if action.endswith("-leader"):
-        leader = await _blocking(cluster.leader)
+        leader = await _blocking(find_leader)
         if leader is not None:
             return leader  # type: ignore[no-any-return]
     return rng.choice(cluster.members)
@@ -131,6 +139,7 @@ async def soak(
     every: float = 1.0,
     down_for: float = 2.0,
     actions: Sequence[str] = ACTIONS,
+    leader: Callable[[], Member | None] | None = None,
 ) -> SoakResult:
     """Run ``workloads`` (each called with the log and the stop event) beside the fault
     schedule; check the log."""
@@ -140,7 +149,7 @@ async def soak(
         tg.start_soon(
             lambda: fault_schedule(
                 cluster, log, stop, faults=faults, seed=seed, every=every,
-                down_for=down_for, actions=actions,
+                down_for=down_for, actions=actions, leader=leader,
             )
         )  # fmt: skip
         for w in workloads:

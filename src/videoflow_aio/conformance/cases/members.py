@@ -127,7 +127,9 @@ async def puts_leader_killed(h: PayloadHarness) -> None:
 async def messages_leader_killed(h: MessagingHarness) -> None:
     backend = await h.open()
     controls = h.controls(backend)
-    spec = make_channel("flow", "run", "node", "work", "limits", max_msgs=100_000, replicas=3)
+    spec = make_channel(
+        "flow", "run", "node", "work", "limits", max_msgs=100_000, replicas=3, persistence=True
+    )
     await backend.ensure_channel(spec, "op-ch")
     sub = make_subscription(spec.channel, "w", ack_wait_seconds=h.seconds(30), max_deliver=-1)
     await backend.ensure_subscription(sub, "op-sub")
