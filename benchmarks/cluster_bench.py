@@ -12,8 +12,8 @@ Starts its own servers and clusters on 127.0.0.1 (every process stopped by PID a
   ``EVALSHA`` + ``WAIT 1`` pipelined on one connection (the same round trip); then the cost of
   WAIT (the adapter with ``wait_replicas=1`` vs 0 on the replica set) and single server vs
   primary+replica (``wait_replicas=0``: Redis' own acknowledgement).
-- nats: confirmed publish (sequential and 256 in flight) and receive + confirmed settle on R3
-  file streams of a 3-node JetStream cluster (``sync_interval`` default); adapter vs raw
+- nats: confirmed publish (sequential and 256 in flight) and receive + confirmed settle on
+  file streams, R3 on a 3-node JetStream cluster (``sync_interval`` default); adapter vs raw
   nats-py on the same cluster, then the adapter on a single server (R1) vs the cluster (R3).
 
 Each figure is the median of alternating rounds (stores_bench's ``paired``); ratios are
@@ -198,8 +198,9 @@ async def nats_raw(urls: list[str], n: int, replicas: int) -> dict[str, float]:
 async def nats_adapter(b: JetStreamMessagingBackend, n: int, replicas: int) -> dict[str, float]:
     i = next(_ids)
     ch = make_channel(
-        "bench", f"r{i}", "n", "work", "limits", max_msgs=1_000_000, replicas=replicas
-    )
+        "bench", f"r{i}", "n", "work", "limits", max_msgs=1_000_000, replicas=replicas,
+        persistence=True,  # file storage, as the raw side's streams
+    )  # fmt: skip
     await _retry(lambda: b.ensure_channel(ch, f"op{i}"))
     sub = make_subscription(ch.channel, "c", item_credit=1000, ack_wait_seconds=60)
     await _retry(lambda: b.ensure_subscription(sub, f"op{i}"))
