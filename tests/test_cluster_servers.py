@@ -249,3 +249,14 @@ def test_sigterm_resumes_a_paused_member_first(etcd_cluster: ClusterProcess) -> 
     assert _gone(pid)
     m.restart()
     c.wait_formed(30)
+
+
+@pytest.mark.server
+def test_check_starts_each_cluster_and_says_so(capsys: pytest.CaptureFixture[str]) -> None:
+    """What .ci/run calls first: 0 when every member started and the cluster formed."""
+    need_binary("etcd")
+    from videoflow_aio.testing.clusters import check
+
+    assert check(["etcd"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("etcd: formed in") and "e1 pid" in out and "e3 pid" in out

@@ -677,7 +677,42 @@ __all__ = [
     "Member",
     "NatsCluster",
     "RedisReplicaSet",
+    "check",
     "redis_call",
     "redis_info",
     "wait_stopped",
 ]
+
+
+def check(kinds: Sequence[str] = ("nats", "etcd", "redis")) -> int:
+    """Start each cluster, print its members and leader, stop it (``python -m
+    videoflow_aio.testing.clusters``): 0 when every member of every cluster started and
+    the cluster formed, 1 otherwise (with the members' log tails)."""
+    specs: dict[str, Cluster] = {
+        "nats": NatsCluster(sync_interval="always"),
+        "etcd": EtcdCluster(),
+        "redis": RedisReplicaSet(appendonly=True, appendfsync="always"),
+    }
+    failed = 0
+    for kind in kinds:
+        spec = specs[kind]
+        reason = spec.unavailable()
+        if reason is not None:
+            print(f"{kind}: cannot start: {reason}")
+            failed += 1
+            continue
+        t0 = time.monotonic()  # wall-clock: how long a real cluster takes to form
+        try:
+            with spec as cluster:
+                leader = cluster.leader()
+                members = ", ".join(f"{m.name} pid {m.pid} {m.url}" for m in cluster.members)
+                took = time.monotonic() - t0  # wall-clock: as above
+                print(f"{kind}: formed in {took:.1f} s, leader {leader and leader.name}: {members}")
+        except BackendUnavailable as exc:
+            print(f"{kind}: FAILED: {exc}")
+            failed += 1
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(check())
