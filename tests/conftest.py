@@ -9,8 +9,19 @@ whatever starts a real server is marked ``server`` (so ``-m "not server"`` runs 
   starts a server by other means (``videoflow_aio.testing.servers`` directly) marks itself.
 - The helper modules (``_servers_fixtures``, ``_store_proxy``, …) live in this folder, which
   ``pythonpath`` (pyproject.toml) puts on ``sys.path``: tests in subfolders import them as is.
+- Every anyio test runs under asyncio and trio (``anyio_backend`` below), on virtual time:
+  ``vtime = true`` in pyproject.toml; a module that needs real time says
+  ``pytest.mark.vtime(False)``.
 """
 
 from __future__ import annotations
 
+import pytest
+
 pytest_plugins = ["_servers_fixtures"]
+
+
+@pytest.fixture(params=["asyncio", "trio"])
+def anyio_backend(request: pytest.FixtureRequest) -> str:
+    name: str = request.param
+    return name

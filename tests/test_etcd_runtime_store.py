@@ -22,7 +22,7 @@ from videoflow_aio.adapters.etcd import runtime_store as etcd_mod
 from videoflow_aio.contracts.errors import BackendUnavailable, OutcomeUnknown, ValidationError
 from videoflow_aio.testing.servers import EtcdServer, ServerProcess, free_port
 
-pytestmark = [pytest.mark.anyio, pytest.mark.server]
+pytestmark = [pytest.mark.anyio, pytest.mark.server, pytest.mark.vtime(False)]
 
 
 @pytest.fixture

@@ -3,6 +3,8 @@ bad input (typed errors, nothing changed), core-only details, capabilities."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import anyio
 import pytest
 
@@ -452,6 +454,33 @@ async def test_reconciled_limits_record_the_cap_that_evicted() -> None:
     ]
 
 
+async def test_switching_to_per_subject_limits_counts_what_is_already_stored() -> None:
+    """Per-kind counts are kept only while limits are per kind: turning them on counts the
+    messages already stored (and drops past the per-kind cap), turning them off and on again
+    starts over from what is stored then."""
+    b, ch, _ = await setup(max_msgs=10)
+    kinds = ["data", "eos", "data", "data", "control", "data"]
+    for i, kind in enumerate(kinds):
+        await b.publish(make_envelope(ch.channel, f"p{i}", kind=kind), deadline())
+
+    def per_kind(max_msgs: int, on: bool) -> Any:
+        return make_channel(
+            "f", "r", "n", "work", "limits", max_msgs=max_msgs, per_subject_limits=on
+        )
+
+    await b.ensure_channel(per_kind(2, True), "on")  # data 4 -> 2; eos, control stay
+    assert [e.publication_id for e in b.stored(ch.channel)] == ["p1", "p3", "p4", "p5"]
+    await b.ensure_channel(per_kind(10, False), "off")
+    for i in range(6, 9):
+        await b.publish(make_envelope(ch.channel, f"p{i}", kind="eos"), deadline())
+    await b.ensure_channel(per_kind(2, True), "on-again")  # eos 4 -> 2
+    assert [e.publication_id for e in b.stored(ch.channel)] == ["p3", "p4", "p5", "p7", "p8"]
+    await b.publish(make_envelope(ch.channel, "p9"), deadline())  # data at its cap: evicts p3
+    assert [e.publication_id for e in b.stored(ch.channel)] == ["p4", "p5", "p7", "p8", "p9"]
+    obs = await b.observe_channel(ch.channel)
+    assert isinstance(obs, Known) and obs.value.messages == 5
+
+
 async def test_settle_is_stale_for_an_expired_lease_not_yet_redelivered() -> None:
     b, ch, sub = await setup(sub_kw={"ack_wait_seconds": 5.0})
     await b.publish(make_envelope(ch.channel, "p1"), deadline())
@@ -580,7 +609,7 @@ async def test_a_receive_outliving_its_subscription_does_not_touch_the_new_one()
         await b.ensure_channel(ch, "again")
         await b.ensure_subscription(sub, "again")
     assert len(errors) == 1
-    assert b._subs[sub.id].receivers == 0
+    assert b._broker.subs[sub.id].receivers == 0
 
 
 async def test_a_tight_publish_loop_lets_other_tasks_run() -> None:

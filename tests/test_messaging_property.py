@@ -103,7 +103,7 @@ async def drive(cfg: dict[str, Any], ops: list[tuple[Any, ...]], close: bool = F
         else:
             b.cancel_publication(cid, f"p{pid}")
     if close:
-        waiting = [h for h in b._channels[cid].held if h.outcome is None]
+        waiting = [h for h in b._broker.channels[cid].held if h.outcome is None]
         await b.close([cid], "g")
         rejects = [e for e in log.events("reject") if e.attrs["reason"] == "channel closed"]
         assert sorted(e.ident for e in rejects) == sorted(h.env.publication_id for h in waiting)
@@ -180,7 +180,7 @@ async def check(
 
 
 def enumerate_stored(b: MemoryMessagingBackend, cid: Any) -> list[tuple[int, Any]]:
-    ch = b._channels[cid]  # the model's own sequence numbers, for the cross-check only
+    ch = b._broker.channels[cid]  # the model's own sequence numbers, for the cross-check only
     return [(seq, m.env) for seq, m in ch.msgs.items()]
 
 
@@ -210,7 +210,7 @@ def test_the_check_catches_a_silent_loss(backend: str, close: bool) -> None:
         sid = SubscriptionId(spec.channel, "a")
         await b.ensure_subscription(make_subscription(spec.channel, "a"), "op")
         await b.publish(make_envelope(spec.channel, "p1"), anyio.current_time() + 1)
-        ch = b._channels[spec.channel]
+        ch = b._broker.channels[spec.channel]
         ch.msgs.clear()  # sabotage: the message vanishes with no drop event
         ch.count = 0
         if close:

@@ -46,7 +46,7 @@ from videoflow_aio.contracts.messaging import (
 )
 from videoflow_aio.testing.servers import ServerProcess, free_port, start_nats
 
-pytestmark = [pytest.mark.anyio, pytest.mark.server]
+pytestmark = [pytest.mark.anyio, pytest.mark.server, pytest.mark.vtime(False)]
 _ids = itertools.count(1)
 
 

@@ -518,7 +518,7 @@ async def test_timer_heap_stays_bounded_over_many_cycles() -> None:
         ref = await s.put(b"x", f"k{n}", c)
         await s.release_obligation(ref, "r/a", "done")
     assert s.object_count() == 0
-    assert len(s._timers) <= 2 * 4096 + 4096 + 10
+    assert len(s._space.timers) <= 2 * 4096 + 4096 + 10
 
 
 async def test_expire_obligation_controls() -> None:

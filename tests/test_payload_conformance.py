@@ -4,9 +4,9 @@ tests/test_conformance.py)."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 
@@ -19,8 +19,10 @@ from videoflow_aio.contracts.payload import (
     PayloadReadResult,
     ReleaseReceipt,
 )
-from videoflow_aio.memory._payload_state import StoredObject
 from videoflow_aio.memory.payload import MemoryPayloadStore
+from videoflow_aio.memory.payload._space import Objects
+from videoflow_aio.memory.payload._state import ObligationSet, StoredObject
+from videoflow_aio.memory.payload._tiers import DurableObjects, EvictableObjects
 from videoflow_aio.vtime import current_clock
 
 PAY_CASES = select_cases("payload")
@@ -71,7 +73,7 @@ class MissingSetMeansFinished(MemoryPayloadStore):
     ) -> ReleaseReceipt:
         r = await super().release_obligation(ref, obligation_id, completion_receipt)
         if r.outcome == "no-obligation-set":
-            self._reclaim(ref.key, "release")
+            self._space.reclaim(ref.key, "release")
         return r
 
 
@@ -100,21 +102,23 @@ class IgnoresTheIntentGrace(MemoryPayloadStore):
         self._intent_grace = 0.0
 
 
+class DurableWithoutExtension(DurableObjects):
+    """an obligation does not keep the object past its TTL, and no guard at expiry either"""
+
+    def _extend_life(self, obj: StoredObject, deadline: float) -> None:
+        pass
+
+    def _outlives_ttl(self, obj: StoredObject, oset: ObligationSet) -> bool:
+        return False
+
+
 class AcquireDoesNotExtend(MemoryPayloadStore):
     """durable tier bug: an obligation does not keep the object past its TTL."""
 
-    def _attach(self, obj: StoredObject, oid: str, deadline: float) -> float:
-        before = obj.expires_at
-        effective = super()._attach(obj, oid, deadline)
-        obj.expires_at = before
-        return effective
-
-    def _fire_object(self, at: float, key: str, gen: str) -> None:
-        saved, self._evictable = self._evictable, True  # and no guard at expiry either
-        try:
-            super()._fire_object(at, key, gen)
-        finally:
-            self._evictable = saved
+    TIERS: ClassVar[Mapping[str, type[Objects]]] = {
+        **MemoryPayloadStore.TIERS,
+        "durable": DurableWithoutExtension,
+    }
 
 
 class NoVerify(MemoryPayloadStore):
@@ -132,30 +136,41 @@ class StaleReleaseDeletes(MemoryPayloadStore):
     ) -> ReleaseReceipt:
         r = await super().release_obligation(ref, obligation_id, completion_receipt)
         if r.outcome == "stale-generation":
-            self._reclaim(ref.key, "release")
+            self._space.reclaim(ref.key, "release")
         return r
+
+
+class RefusingEvictable(EvictableObjects):
+    """refuses over budget instead of evicting"""
+
+    def _victims(self, size: int, replacing: StoredObject | None, over: int) -> list[str] | None:
+        return None
 
 
 class NeverEvicts(MemoryPayloadStore):
     """evictable tier that refuses instead of evicting."""
 
-    def _make_room(self, size: int, replacing: StoredObject | None) -> list[str]:
-        saved, self._evictable = self._evictable, False
-        try:
-            return super()._make_room(size, replacing)
-        finally:
-            self._evictable = saved
+    TIERS: ClassVar[Mapping[str, type[Objects]]] = {
+        **MemoryPayloadStore.TIERS,
+        "evictable": RefusingEvictable,
+    }
+
+
+class PatientEvictable(EvictableObjects):
+    """its TTL waits for obligations, as the durable tier's does"""
+
+    def _outlives_ttl(self, obj: StoredObject, oset: ObligationSet) -> bool:
+        self.extend_ttl(obj, max(oset.deadlines.values()))
+        return True
 
 
 class TtlRespectsObligations(MemoryPayloadStore):
     """evictable tier whose TTL waits for obligations (the durable rule)."""
 
-    def _fire_object(self, at: float, key: str, gen: str) -> None:
-        saved, self._evictable = self._evictable, False
-        try:
-            super()._fire_object(at, key, gen)
-        finally:
-            self._evictable = saved
+    TIERS: ClassVar[Mapping[str, type[Objects]]] = {
+        **MemoryPayloadStore.TIERS,
+        "evictable": PatientEvictable,
+    }
 
 
 class UnknownAsEmpty(MemoryPayloadStore):
@@ -171,8 +186,8 @@ class TransientAsMissing(MemoryPayloadStore):
     """a failed read reported as a missing object."""
 
     def fail_reads(self, reasons: list[str]) -> None:
-        for key in list(self._objects):
-            self._objects.pop(key)
+        for key in list(self._space.objects):
+            self._space.objects.pop(key)
 
 
 MUTANTS: list[tuple[type[MemoryPayloadStore], tuple[str, ...]]] = [

@@ -28,7 +28,7 @@ from videoflow_aio.contracts.payload import (
 )
 from videoflow_aio.testing.servers import RedisServer, ServerProcess
 
-pytestmark = pytest.mark.server
+pytestmark = [pytest.mark.server, pytest.mark.vtime(False)]
 
 
 @pytest.fixture

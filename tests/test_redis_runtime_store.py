@@ -23,7 +23,7 @@ from videoflow_aio.adapters.redis._client import ReplyLost, WaitingConnectionPoo
 from videoflow_aio.contracts.errors import BackendUnavailable, OutcomeUnknown, ValidationError
 from videoflow_aio.testing.servers import RedisServer, ServerProcess, free_port
 
-pytestmark = [pytest.mark.anyio, pytest.mark.server]
+pytestmark = [pytest.mark.anyio, pytest.mark.server, pytest.mark.vtime(False)]
 
 
 @pytest.fixture

@@ -1,30 +1,24 @@
-"""The fixtures of the virtual-time pytest plugin.
-
-Registered as a plugin of its own from ``pytest_configure`` (see ``pytest_plugin``), i.e.
-after every entry-point plugin: pytest lets the last registered plugin's fixture win, so
-this ``anyio_backend`` replaces anyio's own whatever order entry points load in.
-"""
+"""The plugin's fixture: ``vclock``, the clock a virtual-time test runs on."""
 
 from __future__ import annotations
-
-from typing import Any
 
 import pytest
 
 from videoflow_aio.vtime import VirtualClock
-from videoflow_aio.vtime._run import backend_options
+
+from ._optin import PREFIX, choice, item_clock
 
 
 @pytest.fixture
-def vclock() -> VirtualClock:
-    """A fresh autojumping virtual clock for this test (set ``.autojump = False`` for manual)."""
-    return VirtualClock()
-
-
-@pytest.fixture(params=["asyncio", "trio"])
-def anyio_backend(
-    request: pytest.FixtureRequest, vclock: VirtualClock
-) -> tuple[str, dict[str, Any]]:
-    """Each anyio test runs twice, on asyncio and on trio, on the test's ``vclock``."""
-    name: str = request.param
-    return name, backend_options(name, vclock)
+def vclock(request: pytest.FixtureRequest) -> VirtualClock:
+    """The test's own fresh :class:`VirtualClock` (autojump unless the marker says
+    otherwise); requesting it opts the test in to virtual time. The test's event loop —
+    asyncio or trio, whichever anyio picked — runs on this clock."""
+    item = request.node
+    assert isinstance(item, pytest.Item)
+    if not choice(item).enabled:
+        pytest.fail(
+            f"{PREFIX}this test requests vclock but is marked pytest.mark.vtime(False)",
+            pytrace=False,
+        )
+    return item_clock(item)

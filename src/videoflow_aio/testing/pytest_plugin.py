@@ -1,114 +1,228 @@
-"""pytest plugin: anyio tests run on virtual time, under asyncio and trio, fresh clock per test.
+"""pytest plugin: anyio tests that opt in run on virtual time, each on a fresh clock.
 
-Registered by the ``pytest11`` entry point ``videoflow_aio``. Every test marked
-``@pytest.mark.anyio`` runs twice (``[asyncio]`` and ``[trio]``) on a loop driven by a fresh
-:class:`~videoflow_aio.vtime.VirtualClock`, available as the ``vclock`` fixture. A test
-whose tasks all block with nothing able to wake them fails with
-:class:`~videoflow_aio.vtime.VirtualTimeDeadlock` instead of hanging.
+Registered by the ``pytest11`` entry point ``videoflow_aio``; it changes nothing for a
+test that does not opt in. A test opts in with ``@pytest.mark.vtime`` (or a module's
+``pytestmark``), with the ini option ``vtime = true`` (every anyio test of the project),
+or by requesting the ``vclock`` fixture; ``pytest.mark.vtime(False)`` opts out. Which
+backends it runs on stays anyio's choice (``anyio_backend``): the plugin puts that backend
+on the test's :class:`~videoflow_aio.vtime.VirtualClock` (the ``vclock`` fixture). A test
+that deadlocks gets :class:`~videoflow_aio.vtime.VirtualTimeDeadlock` at the await that
+can never complete, so ``pytest.raises(VirtualTimeDeadlock)`` catches it, and it never
+hangs the session. See docs/vtime.md, "Testing with it".
 """
 
 from __future__ import annotations
 
-import functools
 import inspect
-from collections.abc import AsyncGenerator, Callable, Coroutine, Generator
+from collections.abc import Generator
 from typing import Any
 
 import pytest
 
-from videoflow_aio.vtime import new_event_loop
-from videoflow_aio.vtime._guard import guarded
-from videoflow_aio.vtime._trio import TrioVirtualClock
+from ._fixtures import vclock
+from ._optin import (
+    CLOCK_OPTIONS,
+    INI,
+    MARKER,
+    PREFIX,
+    choice,
+    item_clock,
+    marker_enabled,
+    refuse,
+    virtual_backend,
+)
+from ._wrap import guard_fixture, guard_test, with_backend
 
-from . import _fixtures
+__all__ = ["vclock"]
 
-_REGISTERED_NAME = "videoflow_aio.testing._fixtures"
+_CURRENT = pytest.StashKey[pytest.Item]()
+_BACKEND_ARG = "anyio_backend"
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addini(
+        INI,
+        type="bool",
+        default=False,
+        help="videoflow_aio: run every anyio test on virtual time (opt out: "
+        "pytest.mark.vtime(False))",
+    )
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    # register the fixtures last, so that they override anyio's plugin fixtures
-    if not config.pluginmanager.has_plugin(_REGISTERED_NAME):
-        config.pluginmanager.register(_fixtures, _REGISTERED_NAME)
+    config.addinivalue_line(
+        "markers",
+        f"{MARKER}(enabled=True, *, {', '.join(f'{o}=...' for o in CLOCK_OPTIONS)}): run this "
+        "async test through anyio on virtual time, on a fresh VirtualClock built with these "
+        "options (videoflow_aio); vtime(False) opts out",
+    )
 
 
-def _is_virtual(backend: object) -> bool:
-    if not (isinstance(backend, tuple) and len(backend) == 2 and isinstance(backend[1], dict)):
+def _own_or_closest_vtime(collector: pytest.Collector, obj: object) -> pytest.Mark | None:
+    own = [m for m in getattr(obj, "pytestmark", ()) if getattr(m, "name", None) == MARKER]
+    if own:
+        first: pytest.Mark = own[0]  # the one pytest's get_closest_marker returns
+        return first
+    return collector.get_closest_marker(MARKER)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_pycollect_makeitem(
+    collector: pytest.Module | pytest.Class, name: str, obj: object
+) -> None:
+    """An async test marked ``vtime`` is an anyio test (no separate anyio marker needed)."""
+    if not collector.istestfunction(obj, name):
+        return
+    inner = getattr(getattr(obj, "hypothesis", None), "inner_test", obj)
+    if not inspect.iscoroutinefunction(inner):
+        return
+    mark = _own_or_closest_vtime(collector, obj)
+    if mark is None or not marker_enabled(mark):
+        return
+    own_anyio = any(getattr(m, "name", None) == "anyio" for m in getattr(obj, "pytestmark", ()))
+    if not own_anyio and collector.get_closest_marker("anyio") is None:
+        pytest.mark.anyio(obj)
+    pytest.mark.usefixtures(_BACKEND_ARG)(obj)
+
+
+def _asyncio_auto_mode(config: pytest.Config) -> bool:
+    try:
+        mode = config.getoption("asyncio_mode", None) or config.getini("asyncio_mode")
+    except ValueError:  # pytest-asyncio is not installed
         return False
-    options = backend[1]
-    factory = options.get("loop_factory")
-    if isinstance(factory, functools.partial) and factory.func is new_event_loop:
-        return True
-    return isinstance(options.get("clock"), TrioVirtualClock)
+    return bool(mode == "auto")
 
 
-def _guard_test(
-    func: Callable[..., Coroutine[Any, Any, Any]],
-) -> Callable[..., Coroutine[Any, Any, Any]]:
-    @functools.wraps(func)
-    async def run_guarded(**kwargs: Any) -> Any:
-        return await guarded(func, **kwargs)
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """A virtual-time test that pytest-asyncio also claims would run on pytest-asyncio's
+    real-time loop, trio items included: it fails at setup, saying what to change."""
+    auto = _asyncio_auto_mode(config)
+    for item in items:
+        if not isinstance(item, pytest.Function) or item.get_closest_marker("asyncio") is None:
+            continue
+        if not choice(item).enabled:
+            continue
+        why = "asyncio_mode = auto makes it claim every async test" if auto else "its marker"
+        refuse(
+            item,
+            f"pytest-asyncio also claims this test ({why}) and would run it on its own "
+            "real-time asyncio loop, even the [trio] run. Use pytest-asyncio in strict mode "
+            "(asyncio_mode = strict, its default) and mark its own tests "
+            "@pytest.mark.asyncio, or opt this test out with pytest.mark.vtime(False).",
+        )
 
-    return run_guarded
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item: pytest.Item) -> Generator[None, object, object]:
+    item.config.stash[_CURRENT] = item
+    try:
+        return (yield)
+    finally:
+        del item.config.stash[_CURRENT]
 
 
-def _guard_fixture(func: Callable[..., Any]) -> Callable[..., Any]:
-    if inspect.isasyncgenfunction(func):
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    error = choice(item).error
+    if error is not None:
+        pytest.fail(error, pytrace=False)
 
-        @functools.wraps(func)
-        async def guarded_gen(**kwargs: Any) -> AsyncGenerator[Any, None]:
-            agen = func(**kwargs)
-            value = await guarded(agen.__anext__)
-            yield value
-            try:
-                await guarded(agen.__anext__)
-            except StopAsyncIteration:
-                return
-            raise RuntimeError(f"async generator fixture {func.__name__} did not stop")
 
-        return guarded_gen
-
-    @functools.wraps(func)
-    async def guarded_fixture(**kwargs: Any) -> Any:
-        return await guarded(func, **kwargs)
-
-    return guarded_fixture
+def _virtual_item(request: pytest.FixtureRequest) -> pytest.Item | None:
+    """The test whose fixtures are being set up, when it is an anyio test on virtual time."""
+    item = request.config.stash.get(_CURRENT, None)
+    if item is None or _BACKEND_ARG not in request.fixturenames or not choice(item).enabled:
+        return None
+    return item
 
 
 @pytest.hookimpl(wrapper=True, tryfirst=True)
 def pytest_fixture_setup(
     fixturedef: pytest.FixtureDef[Any], request: pytest.FixtureRequest
 ) -> Generator[None, object, object]:
-    """Async fixtures of anyio tests run under a deadlock guard too (before anyio wraps them:
-    on trio an unguarded deadlock would abort anyio's test runner and hang the session)."""
+    """An async fixture of a virtual-time test runs guarded, on the test's clock (wrapped
+    before anyio's plugin takes it over)."""
     func = fixturedef.func
-    wrap = (
-        "anyio_backend" in request.fixturenames
-        and not inspect.ismethod(func)
-        and (inspect.iscoroutinefunction(func) or inspect.isasyncgenfunction(func))
-    )
-    if wrap:
-        fixturedef.func = _guard_fixture(func)  # type: ignore[misc]
+    is_async = inspect.iscoroutinefunction(func) or inspect.isasyncgenfunction(func)
+    item = _virtual_item(request) if is_async else None
+    if item is None:
+        return (yield)
+    try:
+        if fixturedef.scope != "function" and inspect.isasyncgenfunction(func):
+            pytest.fail(
+                f"{PREFIX}async generator fixture {fixturedef.argname!r} has scope "
+                f"{fixturedef.scope!r}, so anyio keeps one event loop running for all the tests "
+                "that share it, but each virtual-time test runs on its own fresh clock. Make "
+                "it function-scoped, or mark those tests pytest.mark.vtime(False).",
+                pytrace=False,
+            )
+        backend = request.getfixturevalue(_BACKEND_ARG)
+        virtual_backend(item, backend)  # a usage error shows here, as this fixture's error
+        replacement = (
+            func  # anyio rebinds fixture methods itself: leave them unguarded
+            if inspect.ismethod(func)
+            else guard_fixture(func, item_clock(item), backend)
+        )
+    except pytest.fail.Exception as exc:  # raised by the fixture, so pytest caches the error
+        replacement = _failing(exc)
+    fixturedef.func = replacement  # type: ignore[misc]
     try:
         return (yield)
     finally:
-        if wrap:
-            fixturedef.func = func  # type: ignore[misc]
+        fixturedef.func = func  # type: ignore[misc]
 
 
-@pytest.hookimpl(wrapper=True)
+def _failing(exc: BaseException) -> Any:
+    def fail_fixture(**kwargs: Any) -> None:
+        raise exc
+
+    return fail_fixture
+
+
+def _is_anyio_fixture_runner(func: object) -> bool:
+    """The generator anyio's ``pytest_fixture_setup`` puts in place of an async fixture."""
+    return (
+        getattr(func, "__module__", None) == "anyio.pytest_plugin"
+        and getattr(func, "__qualname__", "") == "pytest_fixture_setup.<locals>.wrapper"
+        and inspect.isgeneratorfunction(func)
+    )
+
+
+@pytest.hookimpl(specname="pytest_fixture_setup", wrapper=True, trylast=True)
+def pytest_fixture_setup_on_virtual_time(
+    fixturedef: pytest.FixtureDef[Any], request: pytest.FixtureRequest
+) -> Generator[None, object, object]:
+    """Inside anyio's own hook: hand anyio's fixture runner the virtual-time backend."""
+    func = fixturedef.func
+    if not _is_anyio_fixture_runner(func):
+        return (yield)
+    item = _virtual_item(request)
+    if item is None:
+        return (yield)
+    virtual = virtual_backend(item, request.getfixturevalue(_BACKEND_ARG))
+    fixturedef.func = with_backend(func, virtual)  # type: ignore[misc]
+    try:
+        return (yield)
+    finally:
+        fixturedef.func = func  # type: ignore[misc]
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)
 def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> Generator[None, object, object]:
-    """Run a virtual-time test under a deadlock guard (anyio's hook then runs it)."""
-    backend = pyfuncitem.funcargs.get("anyio_backend")
+    """Hand anyio's test runner the virtual-time backend and a guarded test."""
+    funcargs = pyfuncitem.funcargs
+    if _BACKEND_ARG not in funcargs or not choice(pyfuncitem).enabled:
+        return (yield)
+    value = funcargs[_BACKEND_ARG]
+    funcargs[_BACKEND_ARG] = virtual_backend(pyfuncitem, value)
     original = pyfuncitem.obj
-    wrap = (
-        _is_virtual(backend)
-        and inspect.iscoroutinefunction(original)
-        and not hasattr(original, "hypothesis")
-    )
+    wrap = inspect.iscoroutinefunction(original) and not hasattr(original, "hypothesis")
     if wrap:
-        pyfuncitem.obj = _guard_test(original)
+        pyfuncitem.obj = guard_test(original, item_clock(pyfuncitem), value)
     try:
         return (yield)
     finally:
+        funcargs[_BACKEND_ARG] = value
         if wrap:
             pyfuncitem.obj = original

@@ -11,8 +11,13 @@ from __future__ import annotations
 import asyncio
 import heapq
 import math
-from collections.abc import Callable
+import sys
+import warnings
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
+
+from ._advance import Advance
 
 if TYPE_CHECKING:
     from ._loop import VirtualEventLoop
@@ -23,7 +28,26 @@ class VirtualTimeDeadlock(RuntimeError):
     """Every task is blocked and nothing (timer, real I/O, worker thread, advance) can wake one."""
 
 
-Watchdog = Callable[[str], None]
+#: consecutive busy loop iterations at one instant after which the loop treats the
+#: tasks as spinning and lets time move to the next deadline (see ``spin_threshold``)
+DEFAULT_SPIN_THRESHOLD = 10_000
+_NEVER = sys.maxsize
+
+#: deadlock reports delivered into tasks at one instant before the loop stops delivering
+#: (a program that swallows the error and blocks again would otherwise never end)
+_MAX_DELIVERIES = 1000
+
+#: deliver(root_task_or_None, message) -> True when VirtualTimeDeadlock was raised into
+#: at least one blocked task (the loop's / trio clock's part of a deadlock report)
+Deliver = Callable[[object | None, str], bool]
+
+
+@dataclass(eq=False)
+class Watch:
+    """A guard's registration: the task it runs in and how to cancel the guarded call."""
+
+    task: object
+    cancel: Callable[[str], None]
 
 
 class VirtualClock:
@@ -34,8 +58,12 @@ class VirtualClock:
     every task is blocked (and no worker thread or real I/O is pending); without it time
     moves only through :meth:`advance`, and a program that waits on a timer nobody
     advances to raises :class:`VirtualTimeDeadlock`. ``autojump`` may be changed at any time.
+    ``spin_threshold`` bounds how long tasks spinning on ``sleep(0)`` can hold time still
+    (see :attr:`spin_threshold`). The clock never reads ``inf`` or NaN: a deadline of
+    ``inf`` is never reached.
 
-    Used standalone (no loop driving it), :meth:`at` timers fire during :meth:`advance`.
+    Used standalone (no loop driving it), :meth:`advance` is a plain call that fires the
+    :meth:`at` timers due on the way.
     """
 
     def __init__(
@@ -43,10 +71,13 @@ class VirtualClock:
         start: float = 1000.0,
         wall_start: float = 1_700_000_000.0,
         autojump: bool = True,
+        spin_threshold: int | None = DEFAULT_SPIN_THRESHOLD,
     ) -> None:
         start = float(start)
         if not math.isfinite(start) or not math.isfinite(float(wall_start)):
             raise ValueError("start and wall_start must be finite")
+        self._spin_limit = _NEVER
+        self.spin_threshold = spin_threshold
         self._start = start
         self._wall_start = float(wall_start)
         self._now = start
@@ -58,11 +89,36 @@ class VirtualClock:
         self._seq = 0
         self._loop: VirtualEventLoop | None = None
         self._trio: TrioVirtualClock | None = None
-        self._watchdogs: list[Watchdog] = []
+        self._watchdogs: list[Watch] = []
+        self._deadlock_at = math.nan
+        self._deliveries = 0
+        #: a driven ``advance()`` dropped without ``await`` (raised by the next guard)
+        self._lost_advance: str | None = None
 
     def __repr__(self) -> str:
         mode = "autojump" if self.autojump else "manual"
         return f"<{type(self).__name__} monotonic={self._now!r} {mode}>"
+
+    @property
+    def spin_threshold(self) -> int | None:
+        """Busy loop iterations at one instant after which time may move (None: never).
+
+        A task that polls with ``await sleep(0)`` never lets the loop go idle, so time
+        would never move. After this many consecutive iterations at one virtual instant in
+        which tasks were always ready, the loop treats them as spinning: it jumps to the
+        next deadline as if they had taken that long (never past a worker thread or
+        pending real I/O, nor past what ``advance()`` allows in manual mode).
+        """
+        return None if self._spin_limit == _NEVER else self._spin_limit
+
+    @spin_threshold.setter
+    def spin_threshold(self, value: int | None) -> None:
+        if value is None:
+            self._spin_limit = _NEVER
+            return
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"spin_threshold must be a positive int or None, not {value!r}")
+        self._spin_limit = value
 
     # -- reading -------------------------------------------------------------------------
     def monotonic(self) -> float:
@@ -120,7 +176,7 @@ class VirtualClock:
             return False
 
     def _set_now(self, when: float) -> None:
-        if when > self._now:
+        if when > self._now and when != math.inf:
             self._now = when
 
     # -- timers --------------------------------------------------------------------------
@@ -143,8 +199,15 @@ class VirtualClock:
         self._seq += 1
         heapq.heappush(self._pending, (when, self._seq, callback))
 
-    def _fire_pending(self, upto: float) -> int:
-        """Fire standalone/trio timers due at or before ``upto``, in order; returns count."""
+    def _fire_pending(
+        self, upto: float, on_interrupt: Callable[[BaseException], None] | None = None
+    ) -> int:
+        """Fire standalone/trio timers due at or before ``upto``, in order; returns count.
+
+        An ``Exception`` from a callback is logged; a ``KeyboardInterrupt`` /
+        ``SystemExit`` goes to ``on_interrupt`` (trio: delivered to the program) or, with
+        none, propagates to the caller.
+        """
         pending = self._pending
         fired = 0
         while pending and pending[0][0] <= upto:
@@ -155,54 +218,112 @@ class VirtualClock:
                 cb()
             except Exception:  # a timer callback's error must not kill the loop
                 _report_callback_error(cb)
+            except BaseException as exc:
+                if on_interrupt is None:
+                    raise
+                on_interrupt(exc)
         return fired
 
-    async def advance(self, seconds: float) -> None:
+    def advance(self, seconds: float) -> Awaitable[None]:
         """Move time forward by ``seconds``, firing every timer due on the way, in order.
 
-        Inside the loop this clock drives, the caller sleeps until ``now + seconds`` while
-        the loop visits each earlier deadline in turn, letting every task woken there run
-        before going on (in manual mode this is the only way time moves). Standalone, the
-        clock's own :meth:`at` timers fire synchronously, each at its own instant.
+        Inside the loop this clock drives, ``await clock.advance(s)``: the caller sleeps
+        until ``now + seconds`` while the loop visits each earlier deadline in turn,
+        letting every task woken there run before going on (in manual mode this is the
+        only way time moves). Dropping it unawaited there is an error, raised by the
+        enclosing guard (``vtime.run``, the pytest plugin) and named in any deadlock.
+
+        On a clock no loop is driving (standalone), the call itself advances, firing the
+        clock's own :meth:`at` timers synchronously, each at its own instant — as the
+        seed's ``FakeClock.advance(s)``; the returned awaitable is already complete.
+        On a clock whose event loop is open but not running, it raises ``RuntimeError``.
         """
         seconds = float(seconds)
-        if math.isnan(seconds) or seconds < 0:
-            raise ValueError(f"cannot advance by {seconds!r} seconds")
-        target = self._now + seconds
+        if not math.isfinite(seconds) or seconds < 0:
+            raise ValueError(f"cannot advance by {seconds!r} seconds (need finite, >= 0)")
+        if not math.isfinite(self._now + seconds):
+            raise ValueError(f"advancing by {seconds!r} s would leave the float range")
         loop = self._active_loop()
-        if loop is not None and _running_loop() is loop:
-            if target > self._horizon:
-                self._horizon = target
-            await loop._vt_sleep_until(target)
-            return
+        if loop is not None:
+            if _running_loop() is not loop:
+                raise RuntimeError(
+                    "this VirtualClock drives an open event loop that is not running here: "
+                    "await clock.advance(s) inside that loop, or close the loop first"
+                )
+            return self._driven_advance(seconds, loop._vt_sleep_until)
         if self._in_own_trio_run():
             import trio
 
-            if target > self._horizon:
-                self._horizon = target
-            await trio.sleep_until(target)
-            return
+            return self._driven_advance(seconds, trio.sleep_until)
+        target = self._now + seconds
         self._fire_pending(target)
         self._set_now(target)
         if target > self._horizon:
             self._horizon = target
+        return Advance(None)
+
+    def _driven_advance(
+        self, seconds: float, sleep_until: Callable[[float], Awaitable[None]]
+    ) -> Advance:
+        frame = sys._getframe(2)
+        site = f"{frame.f_code.co_filename}:{frame.f_lineno}"
+
+        async def run() -> None:
+            target = self._now + seconds
+            if target > self._horizon:
+                self._horizon = target
+            await sleep_until(target)
+
+        def lost() -> None:
+            message = (
+                f"clock.advance({seconds!r}) at {site} was never awaited, so time did not "
+                "move: inside the loop that drives the clock, write await clock.advance(s)"
+            )
+            if self._lost_advance is None:
+                self._lost_advance = message
+            warnings.warn(message, RuntimeWarning, stacklevel=2)
+
+        return Advance(run, lost)
+
+    def _take_lost_advance(self) -> str | None:
+        message, self._lost_advance = self._lost_advance, None
+        return message
 
     # -- deadlock reporting ---------------------------------------------------------------
-    def _deadlock(self, detail: str) -> None:
-        """Report a deadlock: wake the innermost watchdog, or raise if there is none."""
+    def _deadlock(self, detail: str, deliver: Deliver | None = None) -> None:
+        """Report a deadlock: raise VirtualTimeDeadlock inside the blocked program.
+
+        In order: ``deliver`` raises it into the blocked leaf tasks under the innermost
+        guard's task (then the next guard's; with no guard, the run's main task), where
+        the program sees it at the very await that can never complete; if no task can
+        take it (or it keeps blocking again at this instant), the innermost guard is
+        cancelled and raises it; with no guard it is raised here (asyncio raises it from
+        ``run_until_complete``, trio aborts the run).
+        """
         msg = (
             f"virtual-time deadlock at monotonic={self._now!r}: every task is blocked and "
             f"nothing can wake one ({detail}; no real I/O is registered and no worker "
             "thread is running)"
         )
+        if self._lost_advance is not None:
+            msg += f". Note: {self._lost_advance}"
+        if self._now != self._deadlock_at:
+            self._deadlock_at = self._now
+            self._deliveries = 0
+        self._deliveries += 1
+        if deliver is not None and self._deliveries <= _MAX_DELIVERIES:
+            roots = [watch.task for watch in reversed(self._watchdogs)] or [None]
+            for root in roots:
+                if deliver(root, msg):
+                    return
         if self._watchdogs:
-            self._watchdogs.pop()(msg)
+            self._watchdogs.pop().cancel(msg)
             return
         raise VirtualTimeDeadlock(msg)
 
     def _describe_wait(self, next_deadline: float) -> str:
         if next_deadline == math.inf:
-            return "no timer is set"
+            return "no timer is set, or only deadlines of inf, which never come"
         return (
             f"manual mode: the next timer is at monotonic={next_deadline!r} but advance() "
             f"only reached {self._horizon!r}"

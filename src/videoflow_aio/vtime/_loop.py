@@ -25,7 +25,7 @@ from asyncio.futures import _set_result_unless_cancelled as _futures_set_result_
 from collections.abc import Callable
 from typing import Any
 
-from ._clock import VirtualClock
+from ._clock import VirtualClock, VirtualTimeDeadlock
 
 try:  # AnyIO keeps its worker threads per event loop, in a "run var" dict keyed by the loop
     from anyio._backends._asyncio import _threadpool_idle_workers, _threadpool_workers
@@ -136,6 +136,12 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
         self._vt_anchor: tuple[float, float] | None = None
         self._vt_children: weakref.WeakSet[Any] = weakref.WeakSet()
         self._vt_nchildren = 0
+        # task -> the task that created it, and the task run_until_complete runs: where a
+        # deadlock report is delivered (see _vt_deliver)
+        self._vt_parents: weakref.WeakKeyDictionary[asyncio.Task[Any], Any] = (
+            weakref.WeakKeyDictionary()
+        )
+        self._vt_main: asyncio.Task[Any] | None = None
         super().__init__(selectors.DefaultSelector())
         self._clock_resolution = 0.0
         self._vt_fds: dict[Any, Any] = self._selector._fd_to_key  # registered fds
@@ -271,6 +277,9 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
 
     def create_task(self, coro: Any, **kwargs: Any) -> asyncio.Task[Any]:
         task = super().create_task(coro, **kwargs)
+        parent = asyncio.current_task(self)
+        if parent is not None:
+            self._vt_parents[task] = weakref.ref(parent)
         code = getattr(coro, "cr_code", None)
         if code is not None and code.co_qualname == _ANYIO_FROM_THREAD:
             self._vt_serving += 1
@@ -296,6 +305,75 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
             return False
         return any(t.get_returncode() is None for t in list(self._vt_children))
 
+    # -- deadlock delivery ---------------------------------------------------------------
+    def run_until_complete(self, future: Any) -> Any:
+        made_here = not asyncio.isfuture(future)
+        if made_here:  # as asyncio does for a task it makes here
+            future = asyncio.ensure_future(future, loop=self)
+            future._log_destroy_pending = False
+        previous = self._vt_main
+        self._vt_main = future if isinstance(future, asyncio.Task) else None
+        try:
+            return super().run_until_complete(future)
+        except BaseException:
+            if made_here and future.done() and not future.cancelled():
+                future.exception()  # consumed, as asyncio does: the caller cannot see it
+            raise
+        finally:
+            self._vt_main = previous
+
+    def _vt_deliver(self, root: Any, message: str) -> bool:
+        """Raise VirtualTimeDeadlock in every blocked leaf task under ``root`` (default:
+        the task ``run_until_complete`` runs): a task none of whose own tasks is still
+        pending, waiting on a future — the future gets the exception, so the task sees it
+        at that await. True when at least one task got it."""
+        if root is None:
+            root = self._vt_main
+        if root is None or root.done():
+            return False
+        children: dict[Any, list[asyncio.Task[Any]]] = {}
+        parents = self._vt_parents
+        for task in asyncio.all_tasks(self):
+            ref = parents.get(task)
+            parent = ref() if ref is not None else None
+            if parent is not None:
+                children.setdefault(parent, []).append(task)
+        delivered = False
+        stack = [root]
+        while stack:
+            task = stack.pop()
+            kids = children.get(task)
+            if kids:
+                stack.extend(kids)
+                continue
+            waiter = getattr(task, "_fut_waiter", None)
+            if waiter is None or waiter.done() or isinstance(waiter, asyncio.Task):
+                continue  # awaiting another task: that one gets it
+            waiter.set_exception(VirtualTimeDeadlock(message))
+            delivered = True
+        return delivered
+
+    def _vt_spin_jump(self, now: float) -> float:
+        """Tasks kept the loop busy for ``spin_threshold`` rounds at ``now``: let time
+        move to the next deadline, under the same rules as an idle jump."""
+        heap = self._vt_heap
+        while heap and heap[0][2]._cancelled:
+            heapq.heappop(heap)
+            self._vt_cancelled -= 1
+        if not heap:
+            return now
+        when = heap[0][0]
+        if (
+            when == math.inf
+            or when <= now
+            or not self.virtual_clock._may_jump_to(when)
+            or self._vt_threads_busy()
+            or self._vt_real_io()
+        ):
+            return now
+        self.virtual_clock._set_now(when)
+        return when
+
     # -- the run loop --------------------------------------------------------------------
     def _run_once(self) -> None:
         """Run rounds until ``stop()``: each round runs the callbacks ready at its start."""
@@ -310,11 +388,22 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
         anyio_vars = self._vt_anyio_vars
         workers_key = _threadpool_workers
         sleep_done = _futures_set_result_unless_cancelled
+        inf = math.inf
+        spin_at = math.nan  # the instant of the current run of busy rounds, and its length
+        spins = 0
         while True:
             if ready:
                 if len(fds) > base_fds:
                     self._process_events(self._selector.select(0))
                 now = clock._now
+                if now != spin_at:
+                    spin_at = now
+                    spins = 0
+                else:
+                    spins += 1
+                    if spins >= clock._spin_limit:
+                        spins = 0
+                        now = spin_at = self._vt_spin_jump(now)
                 while heap and heap[0][0] <= now:
                     timer = heappop(heap)[2]
                     if timer._cancelled:
@@ -346,6 +435,7 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
                 and not self._vt_nchildren
                 and not (anyio_vars and anyio_vars.get(workers_key))
                 and not heap[0][2]._cancelled
+                and heap[0][0] != inf  # a deadline of inf is never: see _vt_idle
             ):
                 # the common case, inlined: nothing external pending → jump to the deadline
                 # and run the timers due there (ready is empty, so running them now is
@@ -376,6 +466,7 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
                 if self._stopping:
                     return
             else:
+                spins = 0
                 self._vt_idle()
 
     def _vt_idle(self) -> None:
@@ -408,7 +499,7 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
                     timer._scheduled = False
                     ready.append(timer)
             return
-        clock._deadlock(clock._describe_wait(when))
+        clock._deadlock(clock._describe_wait(when), self._vt_deliver)
 
     def _vt_wait_real_io(self, when: float, jumpable: bool) -> bool:
         """Wait for real I/O; True when the jump to ``when`` may go ahead.

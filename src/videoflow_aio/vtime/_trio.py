@@ -5,21 +5,24 @@ deadline (``deadline_to_sleep_time``). The answer implements the same policy as 
 asyncio loop: a worker thread in flight → wait for it, no jump; tasks waiting on real
 I/O → skip ``d`` virtual seconds only after ``d`` real seconds without I/O; otherwise jump
 at once, exactly to the deadline (autojump, or up to what ``advance()`` allows in manual
-mode); nothing that could ever wake a task → deadlock. Tasks parked in
-``trio.testing.wait_all_tasks_blocked`` are woken before any jump, as with ``MockClock``.
+mode); nothing that could ever wake a task → deadlock, raised inside the blocked tasks.
+Tasks parked in ``trio.testing.wait_all_tasks_blocked`` are woken before any jump, as
+with ``MockClock``. trio never asks while a task is runnable, so busy iterations (tasks
+spinning on ``sleep(0)``) are counted from the run loop's own ``current_time()`` reads.
 """
 
 from __future__ import annotations
 
 import math
 import time
-from typing import Any
+from collections.abc import Iterator
+from typing import Any, NoReturn
 
 import trio
 import trio.testing
 from trio._core._run import GLOBAL_RUN_CONTEXT
 
-from ._clock import VirtualClock
+from ._clock import VirtualClock, VirtualTimeDeadlock
 
 _WAIT_SLICE = 0.25
 _FOREVER = 86400.0 * 365
@@ -80,6 +83,25 @@ def _io_waiters(runner: Any) -> int:
     return max(total - 1, 0)
 
 
+def _blocked_leaves(root: Any) -> Iterator[Any]:
+    """Blocked tasks under ``root`` (itself included) that have no child task."""
+    stack = [root]
+    while stack:
+        task = stack.pop()
+        kids = [child for nursery in task.child_nurseries for child in nursery.child_tasks]
+        if kids:
+            stack.extend(kids)
+        elif task._abort_func is not None:
+            yield task
+
+
+def _raiser(exc: BaseException) -> Any:
+    def raise_it() -> NoReturn:
+        raise exc
+
+    return raise_it
+
+
 class TrioVirtualClock(trio.abc.Clock):
     """The trio face of a :class:`VirtualClock` (see :meth:`VirtualClock.trio_clock`)."""
 
@@ -87,6 +109,9 @@ class TrioVirtualClock(trio.abc.Clock):
         self.virtual_clock = owner
         self._runner: Any = None
         self._anchor: tuple[float, float] | None = None
+        # busy-loop detection: clock reads, then run-loop iterations, since trio last idled
+        self._reads = 0
+        self._iters = 0
 
     def __repr__(self) -> str:
         return f"<TrioVirtualClock of {self.virtual_clock!r}>"
@@ -94,25 +119,97 @@ class TrioVirtualClock(trio.abc.Clock):
     def start_clock(self) -> None:
         self._runner = GLOBAL_RUN_CONTEXT.runner
         self._anchor = None
+        self._reads = self._iters = 0
 
     def current_time(self) -> float:
+        self._reads += 1
+        if self._reads >= self.virtual_clock._spin_limit:
+            return self._busy_read()
         return self.virtual_clock._now
+
+    def _busy_read(self) -> float:
+        """Once the clock has been read ``spin_threshold`` times since trio last idled,
+        count the run loop's own reads (made between task steps, once per iteration);
+        after ``spin_threshold`` of those, the tasks are spinning: jump."""
+        owner = self.virtual_clock
+        if hasattr(GLOBAL_RUN_CONTEXT, "task"):  # a task reading the time, not the loop
+            return owner._now
+        self._iters += 1
+        if self._iters < owner._spin_limit:
+            return owner._now
+        self._reads = self._iters = 0
+        return self._spin_jump()
+
+    def _spin_jump(self) -> float:
+        owner = self.virtual_clock
+        now = owner._now
+        runner = self._runner
+        deadlines = getattr(runner, "deadlines", None)
+        if deadlines is None:  # pragma: no cover - trio layout changed
+            return now
+        pending = owner._pending
+        when = deadlines.next_deadline()
+        if pending and pending[0][0] < when:
+            when = pending[0][0]
+        if (
+            when == math.inf
+            or when <= now
+            or not owner._may_jump_to(when)
+            or _threads_working(runner)
+            or _io_waiters(runner)
+        ):
+            return now
+        owner._set_now(when)
+        if pending and pending[0][0] <= when:
+            owner._fire_pending(when, self._interrupt)
+        return owner._now
 
     def jump(self, seconds: float) -> None:
         """Move time forward by ``seconds`` without waiting (like ``MockClock.jump``)."""
-        if seconds < 0:
-            raise ValueError("time can't go backwards")
+        if not seconds >= 0 or seconds == math.inf:
+            raise ValueError(f"cannot jump by {seconds!r} seconds (need finite, >= 0)")
         owner = self.virtual_clock
         owner._set_now(owner._now + seconds)
 
+    def _deliver(self, root: Any, message: str) -> bool:
+        """Raise VirtualTimeDeadlock at the await of every blocked leaf task under ``root``
+        (default: the run's main task), the way trio delivers KeyboardInterrupt: each
+        wait is aborted (its cleanup runs, shielded or not) and the task resumes with the
+        exception. True when at least one task got it."""
+        runner = self._runner
+        if root is None:
+            root = runner.main_task
+        if root is None:
+            return False
+        delivered = False
+        for task in list(_blocked_leaves(root)):
+            if task._abort_func is not None:  # an earlier abort may have woken it
+                task._attempt_abort(_raiser(VirtualTimeDeadlock(message)))
+                delivered = True
+        return delivered
+
+    def _interrupt(self, exc: BaseException) -> None:
+        """A KeyboardInterrupt/SystemExit from an ``at()`` callback: delivered to the
+        program as trio delivers a Ctrl-C (at the main task's next checkpoint), so the run
+        ends with that exception and every ``finally`` block runs."""
+        runner = self._runner
+        if isinstance(exc, KeyboardInterrupt):
+            runner.deliver_ki()
+            return
+        main = runner.main_task
+        if main is None or main._abort_func is None:
+            raise exc
+        main._attempt_abort(_raiser(exc))
+
     def deadline_to_sleep_time(self, deadline: float) -> float:
+        self._reads = self._iters = 0  # trio is idle: nothing is spinning
         owner = self.virtual_clock
         now = owner._now
         if deadline <= now:
             return 0.0
         pending = owner._pending
         if pending and pending[0][0] <= now:
-            owner._fire_pending(now)
+            owner._fire_pending(now, self._interrupt)
             return 0.0
         runner = self._runner
         if runner.waiting_for_idle:  # wait_all_tasks_blocked() callers go first
@@ -141,7 +238,7 @@ class TrioVirtualClock(trio.abc.Clock):
         if jumpable:
             owner._set_now(when)
             if pending and pending[0][0] <= when:
-                owner._fire_pending(when)
+                owner._fire_pending(when, self._interrupt)
             return 0.0
-        owner._deadlock(owner._describe_wait(when))
+        owner._deadlock(owner._describe_wait(when), self._deliver)
         return 0.0

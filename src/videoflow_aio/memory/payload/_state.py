@@ -1,4 +1,5 @@
-"""Records and timers behind MemoryPayloadStore (private)."""
+"""Records and timers of the payload model: one stored object, one obligation set, the timer
+heap, and why recently removed keys went away."""
 
 from __future__ import annotations
 

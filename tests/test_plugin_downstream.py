@@ -1,0 +1,199 @@
+"""A fresh downstream project shows each trap of the old plugin fixed (issue 13).
+
+One venv per session, built once: this repo's package (installed from the worktree, as a
+user installs it), pytest, anyio, trio and pytest-asyncio from the package index. Each
+project below is a temp dir with its own pytest config, run by that venv's pytest in a
+subprocess; the assertions are on each test's outcome.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from _plugin_helpers import Run, run_pytest, write
+
+pytestmark = pytest.mark.slow
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGES = ("pytest>=8.4", "anyio>=4.6", "trio>=0.27", "pytest-asyncio>=0.24")
+
+
+@pytest.fixture(scope="session")
+def downstream_python(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    venv = tmp_path_factory.mktemp("downstream") / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
+    python = venv / "bin" / "python"
+    pip = subprocess.run(
+        [str(python), "-m", "pip", "install", "-q", str(ROOT), *PACKAGES],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert pip.returncode == 0, f"pip install failed:\n{pip.stdout}\n{pip.stderr}"
+    return python
+
+
+def _project(tmp_path: Path, files: dict[str, str]) -> Path:
+    write(tmp_path, files)
+    return tmp_path
+
+
+_PLAIN = {
+    "pytest.ini": "[pytest]\n",
+    "test_plain.py": """
+        import asyncio
+        import time
+
+        import anyio
+        import pytest
+
+        @pytest.mark.anyio
+        async def test_anyio_on_real_time(request):
+            assert "vclock" not in request.fixturenames
+            t0 = time.monotonic()
+            await anyio.sleep(0.05)
+            assert time.monotonic() - t0 >= 0.05
+
+        @pytest.mark.asyncio
+        async def test_pytest_asyncio_on_real_time():
+            t0 = time.monotonic()
+            await asyncio.sleep(0.05)
+            assert time.monotonic() - t0 >= 0.05
+    """,
+}
+
+
+def test_installing_the_package_changes_no_test_that_did_not_ask(
+    downstream_python: Path, tmp_path: Path
+) -> None:
+    project = _project(tmp_path, _PLAIN)
+    with_plugin = run_pytest(downstream_python, project)
+    without = run_pytest(downstream_python, project, "-p", "no:videoflow_aio")
+    assert with_plugin.outcomes == without.outcomes, with_plugin.output
+    assert with_plugin.outcomes
+    assert all(o.result == "passed" for o in with_plugin.outcomes.values()), with_plugin.output
+
+
+_LEASE = """
+    import anyio
+    import pytest
+    import sniffio
+    from videoflow_aio.vtime import VirtualTimeDeadlock, current_clock
+
+    pytestmark = pytest.mark.vtime
+
+    async def test_a_one_hour_lease(vclock, anyio_backend_name):
+        assert sniffio.current_async_library() == anyio_backend_name
+        assert current_clock() is vclock
+        await anyio.sleep(3600)
+        assert vclock.monotonic() == 4600.0
+
+    @pytest.mark.parametrize("anyio_backend", ["trio"])
+    async def test_picking_trio_the_anyio_way(vclock):
+        assert sniffio.current_async_library() == "trio"
+        await anyio.sleep(10)
+        assert vclock.monotonic() == 1010.0
+
+    async def test_this_deadlocks():
+        with pytest.raises(VirtualTimeDeadlock):
+            await anyio.Event().wait()
+"""
+
+_ASYNCIO_STRICT = """
+    import asyncio
+    import time
+
+    import pytest
+
+    @pytest.mark.asyncio
+    async def test_pytest_asyncio_keeps_its_tests():
+        t0 = time.monotonic()
+        await asyncio.sleep(0.05)
+        assert time.monotonic() - t0 >= 0.05
+"""
+
+
+def _assert_lease_tests_passed(run: Run, ids: tuple[str, ...]) -> None:
+    expected = [f"test_lease.py::test_a_one_hour_lease{i}" for i in ids]
+    expected += [f"test_lease.py::test_this_deadlocks{i}" for i in ids]
+    expected.append("test_lease.py::test_picking_trio_the_anyio_way[trio]")
+    for test_id in expected:
+        assert run.result(test_id) == "passed", f"{test_id}: {run.message(test_id)}"
+
+
+def test_the_marker_with_pytest_asyncio_in_strict_mode(
+    downstream_python: Path, tmp_path: Path
+) -> None:
+    project = _project(
+        tmp_path,
+        {
+            "pytest.ini": "[pytest]\nasyncio_default_fixture_loop_scope = function\n",
+            "conftest.py": """
+                import pytest
+
+                @pytest.fixture(params=["asyncio", "trio"])
+                def anyio_backend(request):  # "both backends": the project's own choice
+                    return request.param
+            """,
+            "test_lease.py": _LEASE,
+            "test_asyncio_strict.py": _ASYNCIO_STRICT,
+        },
+    )
+    wall0 = time.perf_counter()  # wall-clock: an hour of virtual leases takes no time
+    run = run_pytest(downstream_python, project)
+    assert time.perf_counter() - wall0 < 60  # wall-clock: generous, shared machine
+    _assert_lease_tests_passed(run, ("[asyncio]", "[trio]"))
+    assert run.result("test_asyncio_strict.py::test_pytest_asyncio_keeps_its_tests") == "passed"
+    assert len(run.outcomes) == 6, run.output
+
+
+_INI_PROJECT = {
+    "pyproject.toml": "[tool.pytest.ini_options]\nvtime = true\n"
+    'asyncio_default_fixture_loop_scope = "function"\n',
+    "conftest.py": """
+        import pytest
+
+        @pytest.fixture
+        def anyio_backend():
+            return "trio"  # one backend, picked the anyio way
+    """,
+    "test_lease.py": _LEASE.replace(
+        "pytestmark = pytest.mark.vtime", "pytestmark = pytest.mark.anyio"
+    ),
+}
+
+
+def test_the_ini_option_turns_it_on_for_a_whole_project(
+    downstream_python: Path, tmp_path: Path
+) -> None:
+    run = run_pytest(downstream_python, _project(tmp_path, _INI_PROJECT))
+    _assert_lease_tests_passed(run, ("",))  # one backend: no parameter in the test ids
+    assert len(run.outcomes) == 3, run.output
+
+
+_AUTO_PROJECT = {
+    "pytest.ini": "[pytest]\nasyncio_mode = auto\nasyncio_default_fixture_loop_scope = function\n",
+    "test_lease.py": _LEASE,
+    "test_asyncio_auto.py": _ASYNCIO_STRICT.replace("@pytest.mark.asyncio\n    ", ""),
+}
+
+
+def test_pytest_asyncio_auto_mode_conflict_fails_clearly_and_never_hangs(
+    downstream_python: Path, tmp_path: Path
+) -> None:
+    project = _project(tmp_path, _AUTO_PROJECT)
+    wall0 = time.perf_counter()  # wall-clock: a one-hour lease on real time would hang
+    run = run_pytest(downstream_python, project, timeout=120)
+    assert time.perf_counter() - wall0 < 60  # wall-clock: as above
+    lease_ids = [test_id for test_id in run.outcomes if test_id.startswith("test_lease.py")]
+    assert lease_ids, run.output
+    for test_id in lease_ids:
+        assert run.result(test_id) == "error", f"{test_id}: {run.message(test_id)}"
+        message = run.message(test_id)
+        assert "asyncio_mode = auto" in message and "strict" in message, message
+    assert run.result("test_asyncio_auto.py::test_pytest_asyncio_keeps_its_tests") == "passed"

@@ -1,0 +1,136 @@
+"""Tasks that poll with ``sleep(0)`` never let the loop idle: past ``spin_threshold`` busy
+iterations at one instant, time moves to the next deadline (asyncio and trio)."""
+
+from __future__ import annotations
+
+import time
+
+import anyio
+import anyio.lowlevel
+import pytest
+
+from _vtime_helpers import BACKENDS
+from videoflow_aio import vtime
+from videoflow_aio.memory.clock import FakeClock
+from videoflow_aio.vtime import VirtualClock
+from videoflow_aio.vtime._clock import DEFAULT_SPIN_THRESHOLD
+
+pytestmark = pytest.mark.anyio
+
+
+async def test_a_timeout_around_a_polling_loop_fires(vclock: VirtualClock) -> None:
+    wall0 = time.perf_counter()  # wall-clock: the spin must end, and quickly
+    polls = 0
+    with anyio.move_on_after(5) as scope:
+        while True:
+            await anyio.sleep(0)  # noqa: ASYNC115 - the polling idiom under test
+            polls += 1
+    assert scope.cancelled_caught
+    assert vclock.monotonic() == 1005.0  # exactly the deadline: no overshoot
+    assert DEFAULT_SPIN_THRESHOLD - 5 <= polls <= 2 * DEFAULT_SPIN_THRESHOLD + 5
+    assert time.perf_counter() - wall0 < 5.0  # wall-clock: generous, shared machine
+
+
+async def test_polling_for_a_flag_a_sleeper_sets(vclock: VirtualClock) -> None:
+    vclock.spin_threshold = 100
+    flag = anyio.Event()
+    woke: list[float] = []
+
+    async def setter() -> None:
+        for _ in range(3):
+            await anyio.sleep(1)
+            woke.append(vclock.monotonic())
+        flag.set()
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(setter)
+        while not flag.is_set():
+            await anyio.lowlevel.checkpoint()
+    assert woke == [1001.0, 1002.0, 1003.0]  # each jump lands on a deadline, in order
+    assert vclock.monotonic() == 1003.0
+
+
+@pytest.mark.parametrize(
+    ("threshold", "iterations"),
+    [(5000, 1000), (None, 3 * DEFAULT_SPIN_THRESHOLD)],
+    ids=["under-the-threshold", "threshold-none"],
+)
+async def test_busy_phases_that_do_not_move_time(
+    vclock: VirtualClock, threshold: int | None, iterations: int
+) -> None:
+    """Under the threshold, computation takes no virtual time; with ``None``, spinning
+    freezes time however long it lasts."""
+    vclock.spin_threshold = threshold
+    woke: list[float] = []
+
+    async def sleeper() -> None:
+        await anyio.sleep(1)
+        woke.append(vclock.monotonic())
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(sleeper)
+        for _ in range(iterations):
+            await anyio.lowlevel.checkpoint()
+        assert vclock.monotonic() == 1000.0 and woke == []
+    assert woke == [1001.0]
+
+
+async def test_spinning_never_outruns_a_worker_thread(vclock: VirtualClock) -> None:
+    vclock.spin_threshold = 50
+    done = anyio.Event()
+
+    def work() -> None:
+        time.sleep(0.05)  # the deliberate real blocking call inside a worker thread
+
+    async def worker() -> None:
+        await anyio.to_thread.run_sync(work)
+        done.set()
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(worker)
+        with anyio.fail_after(1):  # would expire if spinning jumped over the thread
+            while not done.is_set():
+                await anyio.lowlevel.checkpoint()
+    assert vclock.monotonic() == 1000.0
+
+
+async def test_manual_mode_spinning_stops_at_the_advance_horizon(vclock: VirtualClock) -> None:
+    vclock.autojump = False
+    vclock.spin_threshold = 100
+    seen: list[float] = []
+    vclock.at(2, lambda: seen.append(vclock.monotonic()))
+    vclock.at(5, lambda: seen.append(vclock.monotonic()))
+
+    async def advance() -> None:
+        await vclock.advance(3)
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(advance)
+        for _ in range(2000):  # spinning while advance(3) waits: time moves, up to 3 only
+            await anyio.lowlevel.checkpoint()
+    assert seen == [1002.0]
+    assert vclock.monotonic() == 1003.0
+
+
+@pytest.mark.parametrize("bad", [0, -1, 1.5, True, "10"])
+def test_spin_threshold_must_be_a_positive_int_or_none(bad: object) -> None:
+    with pytest.raises(ValueError, match="spin_threshold"):
+        VirtualClock(spin_threshold=bad)  # type: ignore[arg-type]
+    clock = FakeClock()
+    with pytest.raises(ValueError, match="spin_threshold"):
+        clock.spin_threshold = bad  # type: ignore[assignment]
+    assert clock.spin_threshold == DEFAULT_SPIN_THRESHOLD
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_lone_spinner_with_no_deadline_is_left_alone(backend: str) -> None:
+    """Nothing to jump to: the loop keeps running it, as a real clock would."""
+
+    async def main() -> float:
+        current = vtime.current_clock()
+        current.spin_threshold = 10
+        for _ in range(500):
+            await anyio.lowlevel.checkpoint()
+        return current.monotonic()
+
+    assert vtime.run(main, backend=backend) == 1000.0
