@@ -26,28 +26,19 @@ import argparse
 import asyncio
 import itertools
 import sys
-import time
 import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 import aetcd
-import anyio
 import nats
 import redis.asyncio as aredis
 
-from stores_bench import RAW_CAS, paired, row, timed
+from nats_bench import contract_round, raw_round
+from stores_bench import RAW_CAS, paired, raw_etcd_cas, row, timed
 from videoflow_aio.adapters.etcd import EtcdRuntimeStore
 from videoflow_aio.adapters.nats import JetStreamMessagingBackend
 from videoflow_aio.adapters.redis import RedisRuntimeStore
-from videoflow_aio.contracts.messaging import (
-    Accepted,
-    Completed,
-    SettleConfirmed,
-    make_channel,
-    make_envelope,
-    make_subscription,
-)
 from videoflow_aio.testing.clusters import EtcdCluster, NatsCluster, RedisReplicaSet
 from videoflow_aio.testing.servers import EtcdServer, NatsServer, RedisServer
 
@@ -87,14 +78,7 @@ async def bench_etcd(n: int) -> None:
         for tasks in (1, 64):
             tag = uuid.uuid4().hex[:6]
 
-            async def raw_op(i: int, tag: str = tag) -> object:
-                key = f"raw/{tag}/{i}".encode()
-                return await raw.transaction(
-                    compare=[raw.transactions.create(key) == 0],
-                    success=[raw.transactions.put(key, b"v")],
-                    failure=[],
-                )
-
+            raw_op = raw_etcd_cas(raw, tag)
             label = "seq" if tasks == 1 else f"{tasks} tasks"
             r, a = await _warm_pair(n, tasks, raw_op, _cas(store, tag))
             row(f"etcd 3 CAS {label}", r, a)
@@ -142,95 +126,20 @@ async def bench_redis(n: int) -> None:
 
 
 # -- nats -------------------------------------------------------------------------------------
-BODY = b"v" * 128
-INFLIGHT = 256
-BATCH = 64
-
-
-def _now() -> float:
-    return time.perf_counter()  # wall-clock: a benchmark measures elapsed time
-
-
-async def _retry(call: Callable[[], Awaitable[Any]]) -> Any:
-    for attempt in range(100):  # a new R3 stream elects its leader first
+async def _ready(urls: list[str]) -> None:
+    """Wait until the cluster creates (and deletes) an R3 stream: its meta leader is known."""
+    nc = await nats.connect(servers=urls)
+    js = nc.jetstream()
+    for attempt in range(100):
         try:
-            return await call()
+            await js.add_stream(name="READY", subjects=["ready.>"], num_replicas=3)
+            await js.delete_stream("READY")
+            break
         except Exception:
             if attempt == 99:
                 raise
             await asyncio.sleep(0.1)
-    return None
-
-
-async def nats_raw(urls: list[str], n: int, replicas: int) -> dict[str, float]:
-    nc = await nats.connect(servers=urls)
-    js = nc.jetstream()
-    i = next(_ids)
-    name, subj = f"RAW{i}", f"raw{i}"
-    await _retry(lambda: js.add_stream(name=name, subjects=[f"{subj}.>"], num_replicas=replicas))
-    psub = await _retry(lambda: js.pull_subscribe(f"{subj}.x", f"c{i}", stream=name))
-    out: dict[str, float] = {}
-    t0 = _now()
-    for k in range(n):
-        await js.publish(f"{subj}.x", BODY, headers={"Nats-Msg-Id": f"s{k}"})
-    out["publish"] = n / (_now() - t0)
-    sem = asyncio.Semaphore(INFLIGHT)
-
-    async def one(k: int) -> None:
-        async with sem:
-            await js.publish(f"{subj}.x", BODY, headers={"Nats-Msg-Id": f"p{k}"})
-
-    t0 = _now()
-    await asyncio.gather(*(one(k) for k in range(n)))
-    out["pipelined"] = n / (_now() - t0)
-    t0 = _now()
-    done = 0
-    while done < 2 * n:
-        for m in await psub.fetch(BATCH, timeout=5):
-            await m.ack_sync()
-            done += 1
-    out["receive+settle"] = done / (_now() - t0)
-    await js.delete_stream(name)
     await nc.close()
-    return out
-
-
-async def nats_adapter(b: JetStreamMessagingBackend, n: int, replicas: int) -> dict[str, float]:
-    i = next(_ids)
-    ch = make_channel(
-        "bench", f"r{i}", "n", "work", "limits", max_msgs=1_000_000, replicas=replicas,
-        persistence=True,  # file storage, as the raw side's streams
-    )  # fmt: skip
-    await _retry(lambda: b.ensure_channel(ch, f"op{i}"))
-    sub = make_subscription(ch.channel, "c", item_credit=1000, ack_wait_seconds=60)
-    await _retry(lambda: b.ensure_subscription(sub, f"op{i}"))
-    cid = ch.channel
-    out: dict[str, float] = {}
-    t0 = _now()
-    for k in range(n):
-        res = await b.publish(make_envelope(cid, f"s{k}", BODY), anyio.current_time() + 5)
-        assert isinstance(res, Accepted), res
-    out["publish"] = n / (_now() - t0)
-    sem = asyncio.Semaphore(INFLIGHT)
-
-    async def one(k: int) -> None:
-        async with sem:
-            res = await b.publish(make_envelope(cid, f"p{k}", BODY), anyio.current_time() + 5)
-            assert isinstance(res, Accepted), res
-
-    t0 = _now()
-    await asyncio.gather(*(one(k) for k in range(n)))
-    out["pipelined"] = n / (_now() - t0)
-    t0 = _now()
-    done = 0
-    while done < 2 * n:
-        for d in await b.receive(sub.id, BATCH, 1 << 30, anyio.current_time() + 5):
-            ans = await b.settle(d.token, Completed(), f"s{d.sequence}")
-            assert isinstance(ans, SettleConfirmed), ans
-            done += 1
-    out["receive+settle"] = done / (_now() - t0)
-    await b.close([cid], "")
-    return out
 
 
 def _median(rounds: list[dict[str, float]]) -> dict[str, float]:
@@ -238,16 +147,19 @@ def _median(rounds: list[dict[str, float]]) -> dict[str, float]:
 
 
 async def bench_nats(n: int, rounds: int) -> None:
+    """nats_bench's workloads on file streams: R3 on the cluster, R1 on a single server."""
     async with NatsCluster() as cluster, NatsServer() as single:
+        await _ready(cluster.urls)
         on_cluster = JetStreamMessagingBackend(
             cluster.urls, stream_prefix="BC", subject_prefix="bc", replication_factor=3
         )
         on_single = JetStreamMessagingBackend(single.url, stream_prefix="BS", subject_prefix="bs")
+        r3 = {"replicas": 3, "persistence": True}
         raw, adapter, alone = [], [], []
         for _ in range(rounds):
-            raw.append(await nats_raw(cluster.urls, n, 3))
-            adapter.append(await nats_adapter(on_cluster, n, 3))
-            alone.append(await nats_adapter(on_single, n, 1))
+            raw.append(await raw_round(cluster.urls, n, storage="file", num_replicas=3))
+            adapter.append(await contract_round(on_cluster, n, **r3))
+            alone.append(await contract_round(on_single, n, persistence=True))
         r, a, s = _median(raw), _median(adapter), _median(alone)
         for k in r:
             flag = "ok" if a[k] / r[k] >= 0.8 else "BELOW 0.8"

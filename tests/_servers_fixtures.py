@@ -19,6 +19,7 @@ from videoflow_aio.testing.clusters import (
     RedisReplicaSet,
 )
 from videoflow_aio.testing.servers import (
+    RedisServer,
     ServerProcess,
     binary_unavailable,
     servers_required,
@@ -106,7 +107,9 @@ def redis_replicaset() -> Iterator[ClusterProcess]:
     """A Redis primary (AOF, appendfsync always, noeviction) and one replica."""
     yield from _cluster(
         RedisReplicaSet(
-            maxmemory="256mb", policy="noeviction", appendonly=True, appendfsync="always"
+            server=RedisServer(
+                maxmemory="256mb", policy="noeviction", appendonly=True, appendfsync="always"
+            )
         )
     )
 

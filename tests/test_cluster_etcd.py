@@ -16,6 +16,7 @@ import pytest
 
 from videoflow_aio.adapters.etcd import EtcdRuntimeStore
 from videoflow_aio.adapters.etcd import runtime_store as etcd_mod
+from videoflow_aio.conformance.providers._cluster import heal
 from videoflow_aio.contracts.errors import BackendUnavailable, OutcomeUnknown, ValidationError
 from videoflow_aio.testing.clusters import ClusterProcess, Member
 from videoflow_aio.testing.servers import free_port
@@ -32,12 +33,7 @@ def anyio_backend() -> str:
 def cluster(etcd_cluster: ClusterProcess) -> Iterator[ClusterProcess]:
     """The module's cluster, every member running and formed again after each test."""
     yield etcd_cluster
-    for m in etcd_cluster.members:
-        if m.paused:
-            m.resume()
-        if not m.alive():
-            m.restart()
-    etcd_cluster.wait_formed(30)
+    heal(etcd_cluster)
 
 
 @pytest.fixture

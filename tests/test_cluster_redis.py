@@ -20,9 +20,11 @@ from videoflow_aio.adapters.redis import (
     RedisRuntimeStore,
     ReplicationUnconfirmed,
 )
+from videoflow_aio.conformance.providers._cluster import heal
 from videoflow_aio.contracts.errors import OutcomeUnknown, ValidationError
 from videoflow_aio.contracts.payload import RetentionContract
 from videoflow_aio.testing.clusters import ClusterProcess, RedisReplicaSet, redis_call
+from videoflow_aio.testing.servers import RedisServer
 
 pytestmark = [pytest.mark.anyio]
 
@@ -36,12 +38,7 @@ def anyio_backend() -> str:
 def cluster(redis_replicaset: ClusterProcess) -> Iterator[ClusterProcess]:
     """The module's replica set, every member running and in sync again after each test."""
     yield redis_replicaset
-    for m in redis_replicaset.members:
-        if m.paused:
-            m.resume()
-        if not m.alive():
-            m.restart()
-    redis_replicaset.wait_formed(30)
+    heal(redis_replicaset)
 
 
 def _ns() -> str:
@@ -157,7 +154,7 @@ async def test_failover_keeps_every_write_the_replica_acknowledged() -> None:
     from _servers_fixtures import need_binary
 
     need_binary("redis-server")
-    async with RedisReplicaSet(appendonly=True, appendfsync="always") as c:
+    async with RedisReplicaSet(server=RedisServer(appendonly=True, appendfsync="always")) as c:
         old, new = c.members
         s = RedisRuntimeStore(old.url, namespace="fo", wait_replicas=1)
         confirmed = []

@@ -11,7 +11,7 @@ One class per deployment holds its options; ``start()`` launches every member an
         c.members[1].pause(); c.members[1].resume()   # SIGSTOP / SIGCONT
 
     EtcdCluster()        # 3 etcd members (--initial-cluster on loopback)
-    RedisReplicaSet()    # a primary and ``replicas`` replicas (--replicaof)
+    RedisReplicaSet(server=RedisServer(appendonly=True))  # a primary, size-1 replicas
 
 Guarantees: every member is a child process bound to 127.0.0.1 on ports chosen before the
 start (a restarted member keeps them, as its peers expect), with its data in the cluster's
@@ -31,6 +31,7 @@ from __future__ import annotations
 import abc
 import atexit
 import contextlib
+import dataclasses
 import json
 import os
 import shutil
@@ -54,8 +55,8 @@ from .servers import (
     _http_ok,
     _spawn,
     _wait_until,
-    binary_unavailable,
     free_port,
+    log_tail,
 )
 
 _PAUSE_WAIT = 2.0  # seconds to wait for every thread of a paused process to stop
@@ -155,11 +156,7 @@ class Member:
 
     def log_tail(self, n: int = 20) -> str:
         """The last ``n`` lines of its log."""
-        try:
-            lines = (self.dir / "server.log").read_text(errors="replace").splitlines()
-        except OSError:
-            return ""
-        return "\n".join(lines[-n:])
+        return log_tail(self.dir, n)
 
 
 def wait_stopped(pid: int, timeout: float) -> bool:
@@ -275,13 +272,7 @@ class Cluster(Managed[ClusterProcess]):
     startup_timeout: float = 30.0
     cluster: ClusterProcess | None = field(default=None, init=False, repr=False, compare=False)
 
-    kind: ClassVar[str]
-    binary: ClassVar[str]
     _slot: ClassVar[str] = "cluster"
-
-    def unavailable(self) -> str | None:
-        """Why this cluster cannot be started here (binary missing), or None."""
-        return binary_unavailable(self.binary)
 
     def start(self, attempts: int = 3) -> ClusterProcess:
         """Launch every member, then wait until the cluster forms (see the module docs)."""
@@ -569,20 +560,18 @@ def redis_info(port: int, section: str = "replication") -> dict[str, str]:
 
 @dataclass(kw_only=True)
 class RedisReplicaSet(Cluster):
-    """A Redis primary (``r1``) and ``size - 1`` replicas (``--replicaof`` it), each with the
-    options of :class:`~videoflow_aio.testing.servers.RedisServer` (``maxmemory``,
-    ``policy``, ``appendonly``, ``appendfsync``). Replication is asynchronous: a write the
-    primary acknowledged may not have reached any replica (``WAIT`` narrows this).
+    """A Redis primary (``r1``) and ``size - 1`` replicas (``--replicaof`` it), each started
+    with the options of ``server`` (a :class:`~videoflow_aio.testing.servers.RedisServer`:
+    ``maxmemory``, ``policy``, ``appendonly``, ``appendfsync``, …; its ``data_dir`` is
+    replaced by each member's own). Replication is asynchronous: a write the primary
+    acknowledged may not have reached any replica (``WAIT`` narrows this).
 
     ``leader()`` is the member that answers ``role:master``; :meth:`promote` makes another
     member the primary by hand (``REPLICAOF NO ONE``, the others follow it) — no Sentinel.
     """
 
     size: int = 2
-    maxmemory: int | str | None = None
-    policy: str | None = None
-    appendonly: bool = False
-    appendfsync: str | None = None
+    server: RedisServer = field(default_factory=RedisServer)
 
     kind: ClassVar[str] = "redis"
     binary: ClassVar[str] = "redis-server"
@@ -593,14 +582,8 @@ class RedisReplicaSet(Cluster):
         for i, port in enumerate(ports):
             mdir = tmp / f"r{i + 1}"
             mdir.mkdir(parents=True, exist_ok=True)
-            argv = RedisServer(
-                data_dir=mdir,
-                maxmemory=self.maxmemory,
-                policy=self.policy,
-                appendonly=self.appendonly,
-                appendfsync=self.appendfsync,
-            )._argv(mdir, port)
-            argv += ["--repl-diskless-sync-delay", "0"]  # a replica syncs at once, not after 5 s
+            argv = dataclasses.replace(self.server, data_dir=mdir)._argv(mdir, port)
+            argv += [*self.server.args, "--repl-diskless-sync-delay", "0"]  # sync at once
             if i:
                 argv += ["--replicaof", HOST, str(ports[0])]
             url = f"redis://{HOST}:{port}"
@@ -691,7 +674,7 @@ def check(kinds: Sequence[str] = ("nats", "etcd", "redis")) -> int:
     specs: dict[str, Cluster] = {
         "nats": NatsCluster(sync_interval="always"),
         "etcd": EtcdCluster(),
-        "redis": RedisReplicaSet(appendonly=True, appendfsync="always"),
+        "redis": RedisReplicaSet(server=RedisServer(appendonly=True, appendfsync="always")),
     }
     failed = 0
     for kind in kinds:

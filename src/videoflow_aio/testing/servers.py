@@ -124,11 +124,7 @@ class ServerProcess:
 
     def log_tail(self, n: int = 20) -> str:
         """The last ``n`` lines of the server's log (empty once stopped)."""
-        try:
-            lines = (self.dir / "server.log").read_text(errors="replace").splitlines()
-        except OSError:
-            return ""
-        return "\n".join(lines[-n:])
+        return log_tail(self.dir, n)
 
     def stop(self, timeout: float = 4.0, *, keep_dir: bool = False) -> None:
         """SIGTERM (after SIGCONT: a paused process cannot act on it), wait up to ``timeout``
@@ -164,6 +160,15 @@ class ServerProcess:
 
     def __eq__(self, other: object) -> bool:
         return self is other
+
+
+def log_tail(directory: Path, n: int = 20) -> str:
+    """The last ``n`` lines of ``directory/server.log`` (empty when there is none)."""
+    try:
+        lines = (directory / "server.log").read_text(errors="replace").splitlines()
+    except OSError:
+        return ""
+    return "\n".join(lines[-n:])
 
 
 _LIVE: set[ServerProcess] = set()
@@ -293,6 +298,12 @@ class Managed(abc.ABC, Generic[RunningT]):
     the attribute named by ``_slot`` (``server`` for a :class:`Server`)."""
 
     _slot: ClassVar[str]
+    kind: ClassVar[str]
+    binary: ClassVar[str]
+
+    def unavailable(self) -> str | None:
+        """Why this cannot be started here (its binary is missing), or None."""
+        return binary_unavailable(self.binary)
 
     @abc.abstractmethod
     def start(self) -> RunningT:
@@ -346,13 +357,7 @@ class Server(Managed[ServerProcess]):
     startup_timeout: float = 10.0
     server: ServerProcess | None = field(default=None, init=False, repr=False, compare=False)
 
-    kind: ClassVar[str]
-    binary: ClassVar[str]
     _slot: ClassVar[str] = "server"
-
-    def unavailable(self) -> str | None:
-        """Why this server cannot be started here (binary missing), or None."""
-        return binary_unavailable(self.binary)
 
     def start(self) -> ServerProcess:
         """Launch the server; returns once it answers (raises BackendUnavailable if not)."""

@@ -11,8 +11,11 @@ acknowledged-and-lost, ambiguous outcomes and how they resolved.
 
 from __future__ import annotations
 
+import dataclasses
 import random
 import time
+import uuid
+from collections import Counter
 from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -25,7 +28,7 @@ from ..contracts.errors import VideoflowError
 from ..observe import ObservationLog
 from . import workload
 from ._link import Link
-from .clusters import ClusterProcess, Member, RedisReplicaSet, redis_call, redis_info
+from .clusters import ClusterProcess, Member, NatsCluster, RedisReplicaSet, redis_call, redis_info
 from .servers import HOST
 
 ACTIONS = ("kill-leader", "pause-leader", "kill", "pause")
@@ -63,37 +66,42 @@ async def _blocking(fn: Callable[[], Any]) -> Any:
     return await anyio.to_thread.run_sync(fn)
 
 
+@dataclass(frozen=True)
+class Schedule:
+    """A bounded fault schedule: ``faults`` times, wait ``every`` s, then the next of
+    ``actions`` in turn — kill -9 or SIGSTOP the leader (``kill-leader``, ``pause-leader``),
+    or a member chosen by ``seed`` (``kill``, ``pause``); ``down_for`` s later restart it on
+    its data or resume it, and wait until the cluster has formed again. ``leader`` finds the
+    leader (default: the cluster's; e.g. a NATS stream's leader instead of the meta
+    leader)."""
+
+    faults: int = 4
+    seed: int = 1
+    every: float = 1.0
+    down_for: float = 2.0
+    actions: Sequence[str] = ACTIONS
+    leader: Callable[[], Member | None] | None = None
+
+
 async def fault_schedule(
-    cluster: ClusterProcess,
-    log: ObservationLog,
-    stop: anyio.Event,
-    *,
-    faults: int = 4,
-    seed: int = 1,
-    every: float = 1.0,
-    down_for: float = 2.0,
-    actions: Sequence[str] = ACTIONS,
-    leader: Callable[[], Member | None] | None = None,
+    cluster: ClusterProcess, log: ObservationLog, stop: anyio.Event, schedule: Schedule
 ) -> None:
-    """``faults`` times: wait ``every`` s, then the next of ``actions`` in turn — kill -9 or
-    SIGSTOP the leader (``kill-leader``, ``pause-leader``), or a member chosen by ``seed``
-    (``kill``, ``pause``); ``down_for`` s later restart it on its data or resume it, and wait
-    until the cluster has formed again. ``leader`` finds the leader (default: the cluster's,
-    e.g. a NATS stream's leader instead of the meta leader). Sets ``stop`` when done (or on
+    """Run ``schedule`` on ``cluster``, recording each fault; sets ``stop`` when done (or on
     error)."""
-    rng = random.Random(seed)
+    rng = random.Random(schedule.seed)
+    find_leader = schedule.leader or cluster.leader
     try:
-        for n in range(faults):
-            await anyio.sleep(every)
-            action = actions[n % len(actions)]
-            member = await _target(cluster, rng, action, leader or cluster.leader)
+        for n in range(schedule.faults):
+            await anyio.sleep(schedule.every)
+            action = schedule.actions[n % len(schedule.actions)]
+            member = await _target(cluster, rng, action, find_leader)
             log.record("fault", subject=member.name, action=action)
             await _blocking(member.pause if action.startswith("pause") else member.kill)
-            await anyio.sleep(down_for)
+            await anyio.sleep(schedule.down_for)
             log.record("fault", subject=member.name, action=_undo(action))
             await _blocking(member.resume if action.startswith("pause") else member.restart)
             await _blocking(lambda: cluster.wait_formed(FORM_TIMEOUT))
-        await anyio.sleep(every)  # some workload on the healed cluster
+        await anyio.sleep(schedule.every)  # some workload on the healed cluster
     finally:
         stop.set()
 
@@ -133,31 +141,119 @@ async def soak(
     name: str,
     cluster: ClusterProcess,
     workloads: Sequence[Workload],
-    *,
-    faults: int = 4,
-    seed: int = 1,
-    every: float = 1.0,
-    down_for: float = 2.0,
-    actions: Sequence[str] = ACTIONS,
-    leader: Callable[[], Member | None] | None = None,
+    schedule: Schedule | None = None,
 ) -> SoakResult:
     """Run ``workloads`` (each called with the log and the stop event) beside the fault
-    schedule; check the log."""
+    ``schedule``; check the log."""
     log, stop = ObservationLog(), anyio.Event()
     t0 = anyio.current_time()
     async with anyio.create_task_group() as tg:
-        tg.start_soon(
-            lambda: fault_schedule(
-                cluster, log, stop, faults=faults, seed=seed, every=every,
-                down_for=down_for, actions=actions, leader=leader,
-            )
-        )  # fmt: skip
+        tg.start_soon(fault_schedule, cluster, log, stop, schedule or Schedule())
         for w in workloads:
             tg.start_soon(w, log, stop)
-    schedule = " ".join(f"{e.attrs['action']}:{e.subject}" for e in log.events("fault"))
+    faults = " ".join(f"{e.attrs['action']}:{e.subject}" for e in log.events("fault"))
     return SoakResult(
-        name, check_nothing_lost(log), anyio.current_time() - t0, {"schedule": schedule}
+        name, check_nothing_lost(log), anyio.current_time() - t0, {"schedule": faults}
     )
+
+
+# -- the three deployments --------------------------------------------------------------------
+CAP = 120.0  # seconds any one workload may run
+
+
+def _counts(c: Counter[str]) -> str:
+    return " ".join(f"{k}={v}" for k, v in sorted(c.items())) or "none"
+
+
+def _cas(store: Any, keys: int = 3, workers: int = 4) -> Workload:
+    async def run(log: ObservationLog, stop: anyio.Event) -> None:
+        await workload.cas_workload(
+            store, log, keys=keys, workers=workers, ops=100_000,
+            deadline=anyio.current_time() + CAP, stop=stop,
+        )  # fmt: skip
+
+    return run
+
+
+async def etcd(cluster: ClusterProcess, schedule: Schedule) -> SoakResult:
+    """CAS increments from 4 workers on 3 keys, EtcdRuntimeStore given every endpoint."""
+    from ..adapters.etcd import EtcdRuntimeStore
+
+    ns = f"soak{uuid.uuid4().hex[:6]}"
+    store = EtcdRuntimeStore(endpoints=cluster.urls, namespace=ns, timeout=2.0)
+    try:
+        result = await soak("etcd 3 members", cluster, [_cas(store)], schedule)
+        result.extra["lost replies the adapter resolved"] = _counts(store.resolutions)
+        await store.drop_namespace()
+    finally:
+        await store.aclose()
+    return result
+
+
+async def redis(cluster: ClusterProcess, schedule: Schedule) -> SoakResult:
+    """CAS increments and payload puts + releases on the primary, ``wait_replicas=1``."""
+    from ..adapters.redis import RedisPayloadStore, RedisRuntimeStore
+
+    url, ns = cluster.members[0].url, f"soak{uuid.uuid4().hex[:6]}"
+    rts = RedisRuntimeStore(url, namespace=ns, wait_replicas=1, wait_timeout=1.0)
+    pay = RedisPayloadStore(url, namespace=ns + "p", wait_replicas=1, wait_timeout=1.0)
+
+    async def puts(log: ObservationLog, stop: anyio.Event) -> None:
+        deadline = anyio.current_time() + CAP
+        await workload.payload_workload(pay, log, puts=100_000, deadline=deadline, stop=stop)
+
+    try:
+        result = await soak(
+            "redis primary+replica, wait_replicas=1", cluster, [_cas(rts), puts], schedule
+        )
+        resolved = rts.resolutions + pay.resolutions
+        result.extra["lost replies the adapters resolved"] = _counts(resolved)
+        for store in (rts, pay):
+            await store.drop_namespace()
+    finally:
+        await rts.aclose()
+        await pay.aclose()
+    return result
+
+
+async def nats(cluster: ClusterProcess, schedule: Schedule) -> SoakResult:
+    """Publish, two competing consumers, settle, on a file-stored R3 channel; the schedule's
+    leader is the channel's stream leader."""
+    from ..conformance.providers.nats_cluster import replicated_backend
+    from ..contracts.messaging import make_channel, make_subscription
+
+    options = cluster.options
+    assert isinstance(options, NatsCluster)
+    tag = uuid.uuid4().hex[:6]
+    backend = replicated_backend(
+        cluster.urls, 3, stream_prefix=f"SOAK{tag}", subject_prefix=f"soak{tag}",
+        request_timeout=2.0,
+    )  # fmt: skip
+    spec = make_channel("f", "r", "n", "work", "limits", max_msgs=1_000_000, persistence=True)
+    sub = make_subscription(spec.channel, "w", ack_wait_seconds=2.0, max_deliver=-1)
+    try:
+        with anyio.fail_after(30):
+            while True:  # a new R3 stream elects its leader first
+                try:
+                    await backend.ensure_channel(spec, "op-ch")
+                    await backend.ensure_subscription(sub, "op-sub")
+                    break
+                except VideoflowError:
+                    await anyio.sleep(0.1)
+
+        async def messages(log: ObservationLog, stop: anyio.Event) -> None:
+            await workload.messaging_workload(
+                backend, log, sub, publications=100_000, publish_seconds=2.0,
+                deadline=anyio.current_time() + CAP, stop=stop,
+            )  # fmt: skip
+
+        stream = backend.names.stream(spec.channel)
+        schedule = dataclasses.replace(
+            schedule, leader=lambda: options.stream_leader(cluster, stream)
+        )
+        return await soak("nats 3 nodes R3", cluster, [messages], schedule)
+    finally:
+        await backend.aclose()
 
 
 async def redis_failover(
@@ -232,4 +328,14 @@ async def redis_failover(
     return SoakResult(label, report, anyio.current_time() - t0, {"writes": len(log.events("cas"))})
 
 
-__all__ = ["ACTIONS", "SoakResult", "fault_schedule", "redis_failover", "soak"]
+__all__ = [
+    "ACTIONS",
+    "Schedule",
+    "SoakResult",
+    "etcd",
+    "fault_schedule",
+    "nats",
+    "redis",
+    "redis_failover",
+    "soak",
+]

@@ -66,16 +66,30 @@ def _verdict(h: Harness[Any, Any], report: LossReport) -> None:
     h.check(not report.unverified, f"the final state was read: {report.unverified[:5]}")
 
 
-async def _cas_under_fault(h: RuntimeStoreHarness, pause: bool) -> None:
-    store = await h.open()
-    controls = h.controls(store)
+Load = Callable[[ObservationLog, anyio.Event], Awaitable[None]]
+
+
+async def _under_fault(
+    h: Harness[Any, Any],
+    controls: Any,
+    load: Load,
+    pause: bool = False,
+    leader: Callable[[], Awaitable[str]] | None = None,
+) -> None:
+    """``load(log, stop)`` beside the fault schedule, then the checker's verdict."""
     log, stop = ObservationLog(), anyio.Event()
     async with anyio.create_task_group() as tg:
-        tg.start_soon(_schedule, h, controls, log, pause, stop)
-        await workload.cas_workload(
-            store, log, keys=2, workers=3, ops=OPS, deadline=h.deadline(CAP), stop=stop
-        )
+        tg.start_soon(_schedule, h, controls, log, pause, stop, leader)
+        await load(log, stop)
     _verdict(h, check_nothing_lost(log))
+
+
+async def _cas_under_fault(h: RuntimeStoreHarness, pause: bool) -> None:
+    store = await h.open()
+    cas = functools.partial(
+        workload.cas_workload, store, keys=2, workers=3, ops=OPS, deadline=h.deadline(CAP)
+    )
+    await _under_fault(h, h.controls(store), lambda log, stop: cas(log, stop=stop), pause)
 
 
 @case(
@@ -109,12 +123,8 @@ async def cas_leader_paused(h: RuntimeStoreHarness) -> None:
 )
 async def puts_leader_killed(h: PayloadHarness) -> None:
     store = await h.open()
-    controls = h.controls(store)
-    log, stop = ObservationLog(), anyio.Event()
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(_schedule, h, controls, log, False, stop)
-        await workload.payload_workload(store, log, puts=OPS, deadline=h.deadline(CAP), stop=stop)
-    _verdict(h, check_nothing_lost(log))
+    puts = functools.partial(workload.payload_workload, store, puts=OPS, deadline=h.deadline(CAP))
+    await _under_fault(h, h.controls(store), lambda log, stop: puts(log, stop=stop))
 
 
 @case(
@@ -133,18 +143,9 @@ async def messages_leader_killed(h: MessagingHarness) -> None:
     await backend.ensure_channel(spec, "op-ch")
     sub = make_subscription(spec.channel, "w", ack_wait_seconds=h.seconds(30), max_deliver=-1)
     await backend.ensure_subscription(sub, "op-sub")
-    log, stop = ObservationLog(), anyio.Event()
-    async with anyio.create_task_group() as tg:
-        leader = functools.partial(controls.channel_leader, spec.channel)
-        tg.start_soon(_schedule, h, controls, log, False, stop, leader)
-        await workload.messaging_workload(
-            backend,
-            log,
-            sub,
-            stop=stop,
-            publications=OPS,
-            publish_seconds=h.seconds(20),
-            receive_seconds=h.seconds(5),
-            deadline=h.deadline(CAP),
-        )
-    _verdict(h, check_nothing_lost(log))
+    messages = functools.partial(
+        workload.messaging_workload, backend, sub=sub, publications=OPS,
+        publish_seconds=h.seconds(20), receive_seconds=h.seconds(5), deadline=h.deadline(CAP),
+    )  # fmt: skip
+    leader = functools.partial(controls.channel_leader, spec.channel)
+    await _under_fault(h, controls, lambda log, stop: messages(log, stop=stop), leader=leader)

@@ -10,42 +10,31 @@ case ends. Runs under asyncio and trio, like the ``etcd`` provider.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 from ...testing.clusters import EtcdCluster
-from .._capabilities import CapabilityStruct
 from .._case import Case
 from .._harness import Skip
 from .._provider import register_provider
 from .._server_provider import MAIN, Startable
 from ._cluster import ClusterControls, ClusterProvider
+from .etcd import EtcdProvider
 
 STORE_TIMEOUT = 2.0
 """Seconds an RPC may take before the store asks another member (etcd's default election
 timeout is 1 s; a paused member costs this much per call until the store moves on)."""
 
 
-class EtcdClusterProvider(ClusterProvider):
-    """Runs the runtime_store cases on a 3-member etcd."""
+class EtcdClusterProvider(ClusterProvider, EtcdProvider):
+    """Runs the runtime_store cases on a 3-member etcd (the ``etcd`` provider's contracts and
+    capabilities, on a cluster)."""
 
     name = "etcd-cluster"
-    client_modules = ("aetcd",)
     extra = "etcd"
-
-    def __init__(self, url: str | None = None, scale: float = 0.5) -> None:
-        super().__init__(urls={MAIN: url}, scale=scale)
-
-    def contracts(self) -> frozenset[str]:
-        return frozenset({"runtime_store"})
 
     def server_options(self) -> Mapping[str, Startable]:
         return {MAIN: EtcdCluster()}
-
-    def offered(self, contract: str) -> Sequence[CapabilityStruct]:
-        from ...adapters.etcd.runtime_store import runtime_capabilities
-
-        return [runtime_capabilities()]
 
     def controls(self, contract: str) -> frozenset[str] | None:
         return self.member_controls()

@@ -13,21 +13,17 @@ it uses that server, without member controls. Real payload controls as in ``redi
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
-from ...contracts.errors import IncompatibleProfile
-from ...contracts.payload import TIERS
 from ...testing.clusters import RedisReplicaSet
-from .._capabilities import CapabilityStruct
-from .._case import Case
+from ...testing.servers import RedisServer
 from .._controls import offered_controls
-from .._harness import Skip
 from .._provider import register_provider
 from .._server_provider import MAIN, Startable
 from ._cluster import ClusterControls, ClusterProvider
+from .redis import EVICTABLE, RedisProvider
 
-EVICTABLE = "evictable"
 WAIT_REPLICAS = 1
 WAIT_TIMEOUT = 2.0
 
@@ -43,36 +39,21 @@ class _PayloadClusterControls(ClusterControls):
         return getattr(self._payload, name)
 
 
-class RedisReplicatedProvider(ClusterProvider):
-    """Runs the runtime_store and payload cases on Redis primaries with a replica each."""
+class RedisReplicatedProvider(ClusterProvider, RedisProvider):
+    """Runs the runtime_store and payload cases on Redis primaries with a replica each (the
+    ``redis`` provider's contracts, capabilities and payload controls, on replica sets)."""
 
     name = "redis-replicated"
-    client_modules = ("redis",)
     extra = "redis"
 
-    def __init__(
-        self, url: str | None = None, evictable_url: str | None = None, scale: float = 0.1
-    ) -> None:
-        super().__init__(urls={MAIN: url, EVICTABLE: evictable_url or url}, scale=scale)
-
-    def contracts(self) -> frozenset[str]:
-        return frozenset({"runtime_store", "payload"})
-
     def server_options(self) -> Mapping[str, Startable]:
+        """The ``redis`` provider's servers, each as a primary with one replica."""
+        servers = super().server_options()
         return {
-            MAIN: RedisReplicaSet(
-                maxmemory="256mb", policy="noeviction", appendonly=True, appendfsync="always"
-            ),
-            EVICTABLE: RedisReplicaSet(maxmemory="64mb", policy="volatile-lru"),
+            role: RedisReplicaSet(server=spec)
+            for role, spec in servers.items()
+            if isinstance(spec, RedisServer)
         }
-
-    def offered(self, contract: str) -> Sequence[CapabilityStruct]:
-        from ...adapters.redis.payload import payload_capabilities
-        from ...adapters.redis.runtime_store import runtime_capabilities
-
-        if contract == "payload":
-            return [payload_capabilities(tier) for tier in TIERS]
-        return [runtime_capabilities(durable=True)]
 
     def controls(self, contract: str) -> frozenset[str] | None:
         from ...adapters.redis._payload_controls import RedisPayloadControls
@@ -89,28 +70,11 @@ class RedisReplicatedProvider(ClusterProvider):
             return _PayloadClusterControls(self.cluster(role), RedisPayloadControls(backend))
         return self.cluster_controls(MAIN)
 
-    async def open_backend(self, case: Case, namespace: str, options: dict[str, Any]) -> Any:
-        from ...adapters.redis import RedisPayloadStore, RedisRuntimeStore
+    async def store_url(self, role: str) -> str:
+        return await self.primary_url(role)
 
-        if "clock" in options or options.get("log") is not None:
-            raise Skip(f"redis provider cannot honour {sorted(options)} (real clock)")
-        wait: dict[str, Any] = {"wait_replicas": WAIT_REPLICAS, "wait_timeout": WAIT_TIMEOUT}
-        if case.contract == "runtime_store":
-            if options:
-                raise Skip(f"redis runtime store takes no options {sorted(options)}")
-            return RedisRuntimeStore(await self.primary_url(MAIN), namespace=namespace, **wait)
-        tier = options.get("tier", "durable")
-        url = await self.primary_url(EVICTABLE if tier == "evictable" else MAIN)
-        try:
-            store = RedisPayloadStore(url, namespace=namespace, store_id="redis", **options, **wait)
-        except TypeError as exc:
-            raise Skip(f"RedisPayloadStore cannot be configured with {options}: {exc}") from exc
-        try:
-            await store.ensure_policy()
-        except IncompatibleProfile as exc:
-            await store.aclose()
-            raise Skip(f"server at {url} cannot host tier {tier!r} ({exc})") from exc
-        return store
+    def store_options(self) -> dict[str, Any]:
+        return {"wait_replicas": WAIT_REPLICAS, "wait_timeout": WAIT_TIMEOUT}
 
 
 register_provider("redis-replicated", RedisReplicatedProvider)
