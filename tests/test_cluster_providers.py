@@ -42,7 +42,9 @@ def test_what_they_offer_without_starting_anything() -> None:
     assert nats.contracts() == {"messaging"}
     caps = nats.capabilities("messaging") or frozenset()
     assert {"replicated", "core_only", "archive", "durable_control", "latest_per_key"} <= caps
-    assert nats.controls("messaging") == MEMBER | {"channel_leader"}
+    controls = nats.controls("messaging") or frozenset()
+    assert MEMBER | {"channel_leader", "another_client", "purge", "pause_acceptance"} <= controls
+    assert "restart_server" not in controls  # memory streams outlive a whole-cluster restart
     assert isinstance(nats.server_options()["main"], NatsCluster)
 
 
@@ -51,7 +53,9 @@ def test_a_given_cluster_is_not_ours_to_kill() -> None:
     assert "replicated" not in (etcd.capabilities("runtime_store") or frozenset())
     assert etcd.controls("runtime_store") == frozenset()
     nats = get_provider("nats-cluster", url="nats://127.0.0.1:1,nats://127.0.0.1:2")
-    assert nats.controls("messaging") == frozenset()
+    given = nats.controls("messaging") or frozenset()
+    assert "another_client" in given and "pause_acceptance" not in given
+    assert not (MEMBER | {"channel_leader"}) & given
 
 
 def test_the_fault_cases_need_replicated_and_skip_elsewhere() -> None:
@@ -82,10 +86,7 @@ async def test_controls_on_a_cluster_not_started_skip() -> None:
 def test_nats_cluster_channels_are_replicated(nats_cluster: ClusterProcess) -> None:
     """Every channel on the nats-cluster provider's backend is R3, whatever the case asked,
     and the stream's leader is found from the servers."""
-    from videoflow_aio.conformance.providers.nats_cluster import (
-        NatsClusterControls,
-        replicated_backend,
-    )
+    from videoflow_aio.conformance.providers.nats_cluster import replicated_backend
     from videoflow_aio.contracts.messaging import make_channel
 
     async def main() -> tuple[int, str]:
@@ -98,9 +99,12 @@ def test_nats_cluster_channels_are_replicated(nats_cluster: ClusterProcess) -> N
                     break
                 except Exception:
                     await anyio.sleep(0.1)
-        leader = await NatsClusterControls(nats_cluster, b).channel_leader(spec.channel)
+        spec_ = nats_cluster.options
+        assert isinstance(spec_, NatsCluster)
+        stream = b.names.stream(spec.channel)
+        leader = await anyio.to_thread.run_sync(spec_.stream_leader, nats_cluster, stream)
         await b.aclose()
-        return verified.effective.replicas, leader
+        return verified.effective.replicas, leader.name if leader else ""
 
     replicas, leader = anyio.run(main)
     assert replicas == 3

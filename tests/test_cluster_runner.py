@@ -71,3 +71,51 @@ def test_asyncio_cases_in_worker_threads_get_plain_asyncio_loops() -> None:
         parallel=True,
     )
     assert kinds and not any("trio_asyncio" in k for k in kinds), kinds
+
+
+def test_parallel_backends_overlap_but_an_exclusive_case_runs_alone() -> None:
+    """A provider with parallel_backends runs its asyncio and trio cases at once, except a
+    case using one of its exclusive_controls: that one never overlaps another."""
+    running: list[str] = []
+    overlaps: list[tuple[str, list[str]]] = []
+    guard = threading.Lock()
+    both = threading.Barrier(2, timeout=30)
+
+    async def shared(h: Harness) -> None:
+        await anyio.to_thread.run_sync(both.wait)  # both backends at once, or a timeout
+        h.check(True)
+
+    async def alone(h: Harness) -> None:
+        name = f"alone-{threading.current_thread().name}"
+        with guard:
+            overlaps.append((name, list(running)))
+            running.append(name)
+        await anyio.sleep(0.2)
+        with guard:
+            running.remove(name)
+        h.check(True)
+
+    async def other(h: Harness) -> None:
+        with guard:
+            overlaps.append(("other", list(running)))
+            running.append("other")
+        await anyio.sleep(0.05)
+        with guard:
+            running.remove("other")
+        h.check(True)
+
+    p = FakeProvider("p", real_time=True)
+    p.parallel_backends = True
+    p.exclusive_controls = frozenset({"pause_acceptance"})
+    cases = [
+        fake_case(shared, "MSG-901"),
+        fake_case(alone, "MSG-902", controls=("pause_acceptance",)),
+        fake_case(other, "MSG-903"),
+    ]
+    results = run(cases, [p], parallel=True)
+    assert [r.outcome for r in results] == ["pass"] * 6, results
+    assert len(overlaps) == 4, overlaps
+    for name, seen in overlaps:  # at every start: an exclusive case had the provider alone
+        assert (
+            seen == [] if name.startswith("alone") else not any(s.startswith("alone") for s in seen)
+        ), overlaps

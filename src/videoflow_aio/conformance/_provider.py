@@ -47,6 +47,12 @@ class Provider(abc.ABC):
     backends: tuple[str, ...] = ("asyncio", "trio")
     """The async backends this provider's adapters run under (an asyncio-only client library
     makes a provider asyncio-only; its cases are then not applicable under trio)."""
+    parallel_backends: bool = False
+    """Runs side by side (``run(parallel=True)``) may run this provider's asyncio and trio
+    cases at the same time (its cases share nothing but its servers)."""
+    exclusive_controls: frozenset[str] = frozenset()
+    """Controls that act on the shared servers (pause, restart, kill a member): a case using
+    one runs alone on this provider, even with ``parallel_backends``."""
 
     @abc.abstractmethod
     def contracts(self) -> frozenset[str]:

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import os
-import sys
 import threading
 import time
 import traceback
@@ -31,6 +31,7 @@ from ..vtime import VirtualClock, VirtualTimeDeadlock
 from ..vtime import run as vrun
 from ._case import Case
 from ._harness import CaseFailure, Harness, Skip
+from ._parallel import side_by_side
 from ._provider import Provider
 
 Outcome = Literal["pass", "fail", "skip"]
@@ -175,7 +176,13 @@ _SETUP_ATTR = "_conformance_setup_error"
 
 
 def ensure_setup(provider: Provider) -> str | None:
-    """Call ``provider.setup()`` once; the error text if it failed (remembered), else None."""
+    """Call ``provider.setup()`` once; the error text if it failed (remembered), else None.
+    Thread-safe: runs side by side call it from each of a provider's threads."""
+    with vars(provider).setdefault("_conformance_setup_lock", threading.Lock()):
+        return _ensure_setup(provider)
+
+
+def _ensure_setup(provider: Provider) -> str | None:
     if _SETUP_ATTR not in vars(provider):
         try:
             provider.setup()
@@ -371,15 +378,19 @@ def run(
 ) -> list[CaseResult]:
     """Every applicable (case, provider, backend), in case order; providers closed at the end.
 
-    ``parallel``: each provider runs its cases in a thread of its own, the providers side by
-    side (a real-time provider spends its wall time waiting on its servers); the cases of one
-    provider still run one after the other. ``on_result`` is then called from those threads,
-    one call at a time, as results arrive; the list returned is in case order either way.
+    ``parallel``: the providers run side by side, each in a thread of its own (a real-time
+    provider spends its wall time waiting on its servers), a provider with
+    ``parallel_backends`` in one thread per async backend (see :mod:`._parallel`).
+    ``on_result`` is then called from those threads, one call at a time, as results arrive;
+    the list returned is in case order either way.
     """
     todo = plan(cases, providers, backends)
     try:
-        if parallel and len(providers) > 1:
-            return _run_side_by_side(todo, on_result, require_available, wall_limit)
+        if parallel:
+            run_one = functools.partial(
+                run_case, require_available=require_available, wall_limit=wall_limit
+            )
+            return side_by_side(todo, run_one, on_result)
         results: list[CaseResult] = []
         for c, p, b in todo:
             result = run_case(c, p, b, require_available=require_available, wall_limit=wall_limit)
@@ -391,54 +402,3 @@ def run(
         if close:
             for p in providers:
                 close_provider(p)
-
-
-def _run_side_by_side(
-    todo: list[tuple[Case, Provider, str]],
-    on_result: Callable[[CaseResult], None] | None,
-    require_available: bool | None,
-    wall_limit: float,
-) -> list[CaseResult]:
-    by_provider: dict[int, list[tuple[int, Case, Provider, str]]] = {}
-    for i, (c, p, b) in enumerate(todo):
-        by_provider.setdefault(id(p), []).append((i, c, p, b))
-    results: dict[int, CaseResult] = {}
-    lock = threading.Lock()
-    stop = threading.Event()
-
-    def worker(items: list[tuple[int, Case, Provider, str]]) -> None:
-        for i, c, p, b in items:
-            if stop.is_set():
-                return
-            _plain_asyncio_loops_here()
-            result = run_case(c, p, b, require_available=require_available, wall_limit=wall_limit)
-            with lock:
-                results[i] = result
-                if on_result is not None:
-                    on_result(result)
-
-    threads = [
-        threading.Thread(target=worker, args=(items,), name=f"conformance-{items[0][2].name}")
-        for items in by_provider.values()
-    ]
-    for t in threads:
-        t.start()
-    try:
-        for t in threads:
-            while t.is_alive():  # a timed join keeps Ctrl-C deliverable to this thread
-                t.join(0.2)
-    except BaseException:
-        stop.set()  # the running cases finish (each has its wall limit); no new ones start
-        for t in threads:
-            t.join()
-        raise
-    return [results[i] for i in sorted(results)]
-
-
-def _plain_asyncio_loops_here() -> None:
-    """Once trio-asyncio is imported (by a trio case), asyncio in a thread that has not told
-    it otherwise gets trio-asyncio's loop; give this thread plain asyncio loops again."""
-    if "trio_asyncio" in sys.modules:
-        from ..adapters._trio_bridge import _keep_plain_asyncio_loops
-
-        _keep_plain_asyncio_loops()

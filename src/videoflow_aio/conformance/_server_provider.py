@@ -29,6 +29,7 @@ from typing import Any, Protocol
 import anyio
 
 from ..adapters._extras import install_hint
+from ..testing.servers import ServerProcess
 from ._case import Case
 from ._harness import Harness
 from ._provider import Provider
@@ -97,9 +98,11 @@ class ServerProvider(Provider):
             raise RuntimeError(f"provider {self.name}: no {role} server (setup() not called?)")
         return url
 
-    def started(self, role: str = MAIN) -> Running | None:
-        """The ``role`` server this provider started (None when its URL was given)."""
-        return self._started.get(role)
+    def started(self, role: str = MAIN) -> ServerProcess | None:
+        """The ``role`` server this provider started (None when its URL was given, or when
+        it started a cluster there: see ``ClusterProvider.cluster``)."""
+        running = self._started.get(role)
+        return running if isinstance(running, ServerProcess) else None
 
     def unavailable(self) -> str | None:
         for module in self.client_modules:

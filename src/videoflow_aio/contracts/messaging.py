@@ -390,7 +390,10 @@ class MessagingCapabilities(msgspec.Struct, frozen=True, gc=False):
     ``latest_per_key``, ``core_only`` (no retention or leases). Guarantees:
     ``publication_ledger`` (``observe_publication`` can answer), ``stale_settle_detection``
     (a settle on a superseded lease is answered :class:`SettleStale`), ``unresolved_ledger``
-    (unresolved messages are counted).
+    (unresolved messages are counted), ``interest_required_only`` (on an ``interest`` channel
+    only the ``required`` subscriptions hold a message; another subscription loses it as a
+    drop), ``cumulative_redelivered`` (``redelivered`` counts every redelivery, also of
+    messages settled since).
     """
 
     backend: str
@@ -408,6 +411,8 @@ class MessagingCapabilities(msgspec.Struct, frozen=True, gc=False):
     publication_ledger: bool = True
     stale_settle_detection: bool = True
     unresolved_ledger: bool = True
+    interest_required_only: bool = True
+    cumulative_redelivered: bool = True
 
     def profiles(self) -> frozenset[str]:
         """The optional profile names offered (as conformance ``needs=`` spell them)."""

@@ -328,14 +328,20 @@ async def _consume(
 
 
 async def _drained(backend: MessagingBackend, sub: SubscriptionSpec, deadline: float) -> bool:
+    """True when a Known observation holds nothing pending or leased for ``sub`` and its ack
+    floor has reached the channel's last sequence (a consumer's counts can lag its stream
+    on a cluster; the floor against the stream's own last sequence cannot pass a message
+    still to come). Anything unknown is not "empty"."""
     try:
         obs = await backend.observe_subscription(sub.id)
+        floor = await backend.observe_ack_floor(sub.id)
+        chan = await backend.observe_channel(sub.id.channel)
     except VideoflowError:
         return False
-    if not isinstance(obs, Known):
-        return False  # an unknown observation is not "empty"
+    if not (isinstance(obs, Known) and isinstance(floor, Known) and isinstance(chan, Known)):
+        return False
     v = obs.value
-    return v.pending + v.leased == 0
+    return v.pending + v.leased == 0 and floor.value >= chan.value.last_sequence
 
 
 async def _final_observation(

@@ -97,7 +97,7 @@ class ClusterProvider(ServerProvider):
 
     def cluster(self, role: str) -> ClusterProcess | None:
         """The ``role`` cluster this provider started (None when its URL was given)."""
-        started = self.started(role)
+        started = self._started.get(role)
         return started if isinstance(started, ClusterProcess) else None
 
     def cluster_controls(self, role: str) -> ClusterControls:

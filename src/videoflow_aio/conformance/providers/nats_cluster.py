@@ -2,23 +2,22 @@
 channel replicated three times (R3), the adapter given all three URLs.
 
 Without ``url=`` it starts a :class:`~videoflow_aio.testing.clusters.NatsCluster` on 127.0.0.1
-(once, in ``setup``; ``sync_interval: always``, so an acknowledged publish is on disk on the
-members that stored it) and performs the member controls on it, plus ``channel_leader`` (the
-member leading a channel's stream, from the servers' ``/jsz``); the cluster is healed after
-every case. With ``url=`` (comma-separated) it uses that cluster, without member controls.
+(once, in ``setup``; ``sync_interval=`` sets JetStream's, the server's default otherwise) and
+performs, beside the ``nats`` provider's controls, the member controls and ``channel_leader``
+(the member leading a channel's stream, from the servers' ``/jsz``). The controls that act on
+"the server" act on every member: ``pause_acceptance`` stops them all. ``restart_server`` is
+not offered: a whole cluster restarted keeps the definitions of its memory-stored streams
+(empty), where a single server and the model forget them. The cluster is healed after every
+case.
+With ``url=`` (comma-separated) it uses that cluster, without the process controls.
 
-Every ``h.open()`` gets its own stream and subject prefix; its streams are deleted when the
-case ends (on a connection of the provider's own, in a worker thread). ``h.open(core_only=True)``
-gives a :class:`~videoflow_aio.adapters.nats.CoreNatsMessagingBackend` on the cluster. Cases
-run in real time with durations scaled by ``scale`` (0.05, as the ``nats`` provider).
+Backends, namespaces and the other controls (``another_client``, ``purge``, …) are the
+``nats`` provider's; cases run in real time with durations scaled by ``scale`` (0.05).
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-import itertools
-import uuid
+import threading
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -26,21 +25,19 @@ import anyio
 import anyio.to_thread
 import msgspec
 
-from ...contracts.messaging import ChannelId, ChannelSpec, MessagingCapabilities, VerifiedChannel
+from ...contracts.messaging import ChannelId, ChannelSpec, PublishOutcome, VerifiedChannel
 from ...testing.clusters import NatsCluster
-from .._capabilities import CapabilityStruct
 from .._case import Case
-from .._harness import Skip
+from .._controls import offered_controls
 from .._provider import register_provider
 from .._server_provider import MAIN, Startable
-from ._cluster import ClusterControls, ClusterProvider
-from .nats import _CORE_OPTIONS, _JS_OPTIONS
+from ._cluster import FORM_TIMEOUT, MEMBER_CONTROLS, ClusterControls, ClusterProvider, heal
+from .nats import SERVER_PROCESS_CONTROLS, NatsControls, NatsProvider
 
 REPLICAS = 3
-_count = itertools.count(1)
 
 
-def replicated_backend(urls: list[str], replicas: int, **options: Any) -> Any:
+def replicated_backend(urls: Sequence[str], replicas: int, **options: Any) -> Any:
     """A JetStream backend whose every channel gets at least ``replicas`` replicas (the
     effective spec it reports says so)."""
     from ...adapters.nats import JetStreamMessagingBackend
@@ -52,15 +49,16 @@ def replicated_backend(urls: list[str], replicas: int, **options: Any) -> Any:
             result: VerifiedChannel = await super().ensure_channel(spec, operation_id)
             return result
 
-    return Replicated(urls, replication_factor=replicas, **options)
+    return Replicated(list(urls), replication_factor=replicas, **options)
 
 
-class NatsClusterControls(ClusterControls):
-    """Member controls, and the leader of one channel's stream."""
+class NatsClusterControls(NatsControls, ClusterControls):
+    """The ``nats`` provider's controls, on every member where they act on "the server", and
+    the member controls with ``channel_leader``."""
 
-    def __init__(self, cluster: Any, backend: Any) -> None:
-        super().__init__(cluster)
-        self._backend = backend
+    def __init__(self, provider: NatsClusterProvider, backend: Any) -> None:
+        NatsControls.__init__(self, provider, backend)
+        ClusterControls.__init__(self, provider.cluster(MAIN))
 
     async def channel_leader(self, channel_id: ChannelId) -> str:
         cluster = self._ours()
@@ -74,99 +72,96 @@ class NatsClusterControls(ClusterControls):
                     return leader.name
                 await anyio.sleep(0.1)
 
+    async def pause_acceptance(self, channel_id: ChannelId) -> None:
+        """Stop every member: publications get no answer until resumed."""
+        for m in self._ours().members:
+            await anyio.to_thread.run_sync(m.pause)
 
-class NatsClusterProvider(ClusterProvider):
-    """Runs the messaging cases on a 3-node JetStream cluster, channels R3."""
+    async def resume_acceptance(self, channel_id: ChannelId) -> list[PublishOutcome]:
+        """Continue every member and wait until the cluster has formed again (the server
+        does not report held outcomes: empty)."""
+        cluster = self._ours()
+        for m in cluster.members:
+            await anyio.to_thread.run_sync(m.resume)
+        await anyio.to_thread.run_sync(cluster.wait_formed, FORM_TIMEOUT)
+        return []
+
+
+class _CaseState(threading.local):
+    """The ``nats`` provider's per-case bookkeeping, one per thread: with
+    ``parallel_backends`` an asyncio case and a trio case run at once, each in its thread."""
+
+    def __init__(self) -> None:
+        self.case: Case | None = None
+        self.made: dict[int, tuple[bool, dict[str, Any]]] = {}
+        self.peers: list[Any] = []
+        self.backends: list[Any] = []
+
+
+class NatsClusterProvider(ClusterProvider, NatsProvider):
+    """Runs the messaging cases on a 3-node JetStream cluster, channels R3; its asyncio and
+    trio runs side by side (an R3 stream elects a raft leader when created: every case costs
+    more here), a case that pauses or kills members alone."""
 
     name = "nats-cluster"
-    client_modules = ("nats",)
     extra = "nats"
+    parallel_backends = True
+    exclusive_controls = MEMBER_CONTROLS | SERVER_PROCESS_CONTROLS
 
     def __init__(
         self, url: str | None = None, scale: float = 0.05, sync_interval: str | None = None
     ) -> None:
-        super().__init__(urls={MAIN: url}, scale=scale)
+        self._state = _CaseState()
+        NatsProvider.__init__(self, url, scale)
         self.sync_interval = sync_interval
-        self._namespaces: dict[int, str] = {}  # id(backend) -> its stream prefix
 
-    def contracts(self) -> frozenset[str]:
-        return frozenset({"messaging"})
+    # the nats provider keeps these on the instance: per thread here
+    _case = property(lambda self: self._state.case, lambda self, v: setattr(self._state, "case", v))
+    _made = property(lambda self: self._state.made, lambda self, v: setattr(self._state, "made", v))
+    _peers = property(
+        lambda self: self._state.peers, lambda self, v: setattr(self._state, "peers", v)
+    )
+    case_backends = property(
+        lambda self: self._state.backends, lambda self, v: setattr(self._state, "backends", v)
+    )
 
     def server_options(self) -> Mapping[str, Startable]:
         return {MAIN: NatsCluster(sync_interval=self.sync_interval)}
 
-    def offered(self, contract: str) -> Sequence[CapabilityStruct]:
-        return [
-            MessagingCapabilities(
-                backend="nats-jetstream", latest_per_key=True, durable_control=True, archive=True
-            ),
-            MessagingCapabilities(backend="nats-core", core_only=True),
-        ]
-
     def controls(self, contract: str) -> frozenset[str] | None:
-        members = self.member_controls()
-        return members | {"channel_leader"} if members else members
+        # restart_server is not offered: a whole cluster restarted keeps the definitions of
+        # its memory-stored streams (in the meta raft log; their messages are gone), where a
+        # single server — and the model — forget them (MSG-062)
+        offered = offered_controls(contract, NatsClusterControls) - {"restart_server"}
+        if self.owns_clusters():
+            return offered
+        return offered - SERVER_PROCESS_CONTROLS - MEMBER_CONTROLS - {"channel_leader"}
 
     def controls_for(self, backend: Any) -> NatsClusterControls:
-        return NatsClusterControls(self.cluster(MAIN), backend)
+        return NatsClusterControls(self, backend)
 
-    def namespace_for(self, case: Case) -> str:
-        return f"K{case.id.replace('-', '')}x{next(_count)}x{uuid.uuid4().hex[:6]}"
+    def harness(self, case: Case) -> Any:
+        return NatsProvider.harness(self, case)  # its case bookkeeping; _resume heals
 
-    async def open_backend(self, case: Case, namespace: str, options: dict[str, Any]) -> Any:
-        from ...adapters.nats import CoreNatsMessagingBackend
+    def _resume(self) -> None:
+        """After every case (and at close): every member running, unpaused, formed."""
+        for cluster in self.clusters():
+            heal(cluster)
 
-        core = bool(options.pop("core_only", False))
-        allowed = _CORE_OPTIONS if core else _JS_OPTIONS
-        extra = sorted(k for k in options if k not in allowed)
-        if extra:
-            raise Skip(f"the nats-cluster provider cannot honour {extra} (model-only options)")
-        urls = self.url().split(",")
-        backend: Any
+    def _make(self, core: bool, namespace: str, options: dict[str, Any]) -> Any:
         if core:
-            backend = CoreNatsMessagingBackend(urls, subject_prefix=namespace.lower(), **options)
-        else:
-            backend = replicated_backend(
-                urls,
-                REPLICAS,
-                stream_prefix=namespace,
-                subject_prefix=namespace.lower(),
-                request_timeout=max(1.0, 20 * self.scale),
-                **options,
-            )
-        self._namespaces[id(backend)] = namespace
-        with contextlib.suppress(AttributeError):  # a read-only property where the adapter has one
-            backend.namespace = namespace
+            return super()._make(core, namespace, options)
+        backend = replicated_backend(
+            self.url().split(","),
+            REPLICAS,
+            stream_prefix=namespace,
+            subject_prefix=namespace,
+            request_timeout=max(1.0, 20 * self.scale),
+            **options,
+        )
+        self._made[id(backend)] = (core, options)
+        self.case_backends.append(backend)
         return backend
-
-    async def discard(self, backend: Any) -> None:
-        """Close the backend, then delete the namespace's streams on a connection of the
-        provider's own (a plain asyncio loop in a worker thread: under asyncio and trio)."""
-        with contextlib.suppress(Exception):
-            await backend.aclose()
-        urls, prefix = self.url().split(","), self._namespaces.pop(id(backend), None)
-        if prefix is None:
-            return
-        with contextlib.suppress(Exception):
-            await anyio.to_thread.run_sync(_drop_streams, urls, prefix)
-
-
-def _drop_streams(urls: list[str], prefix: str) -> None:
-    async def drop() -> None:
-        import nats
-
-        nc = await nats.connect(servers=urls, connect_timeout=2, max_reconnect_attempts=2)
-        try:
-            js = nc.jetstream()
-            for name in await js.streams_info():
-                if name.config.name and name.config.name.startswith(prefix):
-                    with contextlib.suppress(Exception):
-                        await js.delete_stream(name.config.name)
-        finally:
-            await nc.close()
-
-    with asyncio.Runner(loop_factory=asyncio.SelectorEventLoop) as runner:
-        runner.run(drop())
 
 
 register_provider("nats-cluster", NatsClusterProvider)
