@@ -21,7 +21,7 @@ from videoflow_aio.contracts.errors import BackendUnavailable, OutcomeUnknown, V
 from videoflow_aio.testing.clusters import ClusterProcess, Member
 from videoflow_aio.testing.servers import free_port
 
-pytestmark = [pytest.mark.anyio]
+pytestmark = [pytest.mark.anyio, pytest.mark.vtime(False)]
 
 
 @pytest.fixture

@@ -26,7 +26,7 @@ from videoflow_aio.contracts.payload import RetentionContract
 from videoflow_aio.testing.clusters import ClusterProcess, RedisReplicaSet, redis_call
 from videoflow_aio.testing.servers import RedisServer
 
-pytestmark = [pytest.mark.anyio]
+pytestmark = [pytest.mark.anyio, pytest.mark.vtime(False)]
 
 
 @pytest.fixture
