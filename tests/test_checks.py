@@ -4,7 +4,7 @@ caught and named) and on the reference models' own logs (nothing lost, sabotage 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Literal
 
 import anyio
 import pytest
@@ -228,7 +228,7 @@ def _without(log: ObservationLog, drop: Callable[[Event], bool]) -> ObservationL
 
 
 @pytest.mark.parametrize("backend", ["asyncio", "trio"])
-def test_the_messaging_model_loses_nothing(backend: str) -> None:
+def test_the_messaging_model_loses_nothing(backend: Literal["asyncio", "trio"]) -> None:
     async def main() -> ObservationLog:
         log = ObservationLog()
         b = MemoryMessagingBackend(log=log)
@@ -288,7 +288,7 @@ def test_the_payload_model_loses_nothing() -> None:
 
 # -- the workloads on the models --------------------------------------------------------------
 @pytest.mark.parametrize("backend", ["asyncio", "trio"])
-def test_the_workloads_on_the_models_lose_nothing(backend: str) -> None:
+def test_the_workloads_on_the_models_lose_nothing(backend: Literal["asyncio", "trio"]) -> None:
     async def main() -> LossReport:
         log = ObservationLog()
         deadline = anyio.current_time() + 3600

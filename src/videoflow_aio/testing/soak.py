@@ -32,6 +32,7 @@ from .clusters import ClusterProcess, Member, NatsCluster, RedisReplicaSet, redi
 from .servers import HOST
 
 ACTIONS = ("kill-leader", "pause-leader", "kill", "pause")
+"""The schedule's faults, taken in turn: kill -9 or SIGSTOP the leader, then a member."""
 FORM_TIMEOUT = 60.0
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Awaitable, Callable
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal, TypeVar, TypeVarTuple
 
 import anyio
 
@@ -13,6 +13,10 @@ from ._guard import guarded
 from ._loop import new_event_loop
 
 T = TypeVar("T")
+Args = TypeVarTuple("Args")
+
+Backend = Literal["asyncio", "trio"]
+"""The async backends virtual time runs on: ``"asyncio"`` or ``"trio"``."""
 
 
 def backend_options(backend: str, clock: VirtualClock) -> dict[str, Any]:
@@ -25,20 +29,27 @@ def backend_options(backend: str, clock: VirtualClock) -> dict[str, Any]:
 
 
 def run(
-    func: Callable[..., Awaitable[T]],
-    *args: Any,
-    backend: Literal["asyncio", "trio"] | str = "asyncio",
+    func: Callable[[*Args], Awaitable[T]],
+    *args: *Args,
+    backend: Backend = "asyncio",
     clock: VirtualClock | None = None,
 ) -> T:
-    """Run ``func(*args)`` on virtual time and return its result.
+    """Run ``func(*args)`` on virtual time under ``backend`` and return its result.
 
-    ``clock=None`` uses a fresh autojumping :class:`VirtualClock`. A program that can
-    never make progress raises :class:`VirtualTimeDeadlock`.
+    ``clock=None`` uses a fresh autojumping [`VirtualClock`][videoflow_aio.vtime.VirtualClock]
+    (it starts at 1000.0). A program that can never make progress raises
+    [`VirtualTimeDeadlock`][videoflow_aio.vtime.VirtualTimeDeadlock] instead of hanging. The
+    arguments are typed against ``func``'s parameters, so a type checker catches a wrong one;
+    an unknown ``backend`` is a ``ValueError``.
     """
     clock = clock if clock is not None else VirtualClock()
     options = backend_options(backend, clock)
+
+    async def main() -> T:
+        return await guarded(func, *args)
+
     try:
-        return anyio.run(guarded, func, *args, backend=backend, backend_options=options)
+        return anyio.run(main, backend=backend, backend_options=options)
     except BaseException as exc:
         cause = exc.__cause__
         if type(exc).__name__ == "TrioInternalError" and isinstance(cause, VirtualTimeDeadlock):

@@ -9,7 +9,7 @@ archive profile, as the source document fixes them.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, Final
 
 import anyio
 
@@ -38,7 +38,7 @@ from ...contracts.messaging import (
 from .._case import case
 from .._harness import MessagingHarness as Harness  # every case here is a messaging case
 
-M = "messaging"
+M: Final = "messaging"
 _ops = iter(range(1, 1 << 62))
 
 
