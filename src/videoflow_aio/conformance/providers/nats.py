@@ -252,13 +252,13 @@ class NatsProvider(ServerProvider):
         return self._make(core, namespace, {k: v for k, v in options.items() if k in allowed})
 
     def _make(self, core: bool, namespace: str, options: dict[str, Any]) -> Any:
-        from ...adapters.nats import CoreNatsMessagingBackend, JetStreamMessagingBackend
+        from ...adapters.nats import CoreNatsMessagingBackend
 
         backend: Any
         if core:
             backend = CoreNatsMessagingBackend(self.url(), subject_prefix=namespace, **options)
         else:
-            backend = JetStreamMessagingBackend(
+            backend = self.jetstream_class()(
                 self.url(),
                 stream_prefix=namespace,
                 subject_prefix=namespace,
@@ -268,6 +268,13 @@ class NatsProvider(ServerProvider):
         self._made[id(backend)] = (core, options)
         self.case_backends.append(backend)
         return backend
+
+    def jetstream_class(self) -> Any:
+        """The JetStream backend class this provider opens (the cluster provider's raises
+        every channel's replicas)."""
+        from ...adapters.nats import JetStreamMessagingBackend
+
+        return JetStreamMessagingBackend
 
     async def open_peer(self, backend: Any) -> Any:
         """Another client like ``backend``, in its namespace (closed when the case ends)."""

@@ -35,21 +35,45 @@ from ._cluster import FORM_TIMEOUT, MEMBER_CONTROLS, ClusterControls, ClusterPro
 from .nats import SERVER_PROCESS_CONTROLS, NatsControls, NatsProvider
 
 REPLICAS = 3
+LEADER_WITHIN = 5.0
+"""Seconds ensure_channel waits for a new stream's raft leader."""
 
 
-def replicated_backend(urls: Sequence[str], replicas: int, **options: Any) -> Any:
-    """A JetStream backend whose every channel gets at least ``replicas`` replicas (the
-    effective spec it reports says so)."""
+def replicated_class(replicas: int) -> Any:
+    """A JetStream backend class whose every channel gets at least ``replicas`` replicas (the
+    effective spec it reports says so); given a comma-separated URL or a list, and
+    ``replication_factor=replicas`` unless told otherwise."""
+    from ...adapters._trio_bridge import bridged
     from ...adapters.nats import JetStreamMessagingBackend
 
+    @bridged  # its ensure_channel reads the stream on the client's loop, as the base's does
     class Replicated(JetStreamMessagingBackend):  # type: ignore[misc]
+        def __init__(self, url: str | Sequence[str], **options: Any) -> None:
+            options.setdefault("replication_factor", replicas)
+            super().__init__(url, **options)
+
         async def ensure_channel(self, spec: ChannelSpec, operation_id: str) -> VerifiedChannel:
             if isinstance(spec, ChannelSpec) and spec.replicas < replicas:
                 spec = msgspec.structs.replace(spec, replicas=replicas)
             result: VerifiedChannel = await super().ensure_channel(spec, operation_id)
+            # a new R3 stream elects its raft leader after the create is answered; until
+            # then a publish finds no responder: return once the channel can take one
+            stream = self.names.stream(result.effective.channel)
+            with anyio.move_on_after(LEADER_WITHIN):
+                while not _leader_of(await self._c.stream_info(stream)):  # noqa: ASYNC110
+                    await anyio.sleep(0.02)
             return result
 
-    return Replicated(list(urls), replication_factor=replicas, **options)
+    return Replicated
+
+
+def _leader_of(info: dict[str, Any] | None) -> str:
+    return str(((info or {}).get("cluster") or {}).get("leader") or "")
+
+
+def replicated_backend(urls: Sequence[str], replicas: int, **options: Any) -> Any:
+    """A :func:`replicated_class` backend on ``urls``."""
+    return replicated_class(replicas)(list(urls), **options)
 
 
 class NatsClusterControls(NatsControls, ClusterControls):
@@ -148,20 +172,8 @@ class NatsClusterProvider(ClusterProvider, NatsProvider):
         for cluster in self.clusters():
             heal(cluster)
 
-    def _make(self, core: bool, namespace: str, options: dict[str, Any]) -> Any:
-        if core:
-            return super()._make(core, namespace, options)
-        backend = replicated_backend(
-            self.url().split(","),
-            REPLICAS,
-            stream_prefix=namespace,
-            subject_prefix=namespace,
-            request_timeout=max(1.0, 20 * self.scale),
-            **options,
-        )
-        self._made[id(backend)] = (core, options)
-        self.case_backends.append(backend)
-        return backend
+    def jetstream_class(self) -> Any:
+        return replicated_class(REPLICAS)
 
 
 register_provider("nats-cluster", NatsClusterProvider)
