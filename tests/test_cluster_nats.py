@@ -88,10 +88,10 @@ def test_own_settles_are_visible_on_an_interest_channel(nats_cluster: ClusterPro
                 await b.ensure_subscription(make_subscription(cid, name), f"op-{name}")
             for pid in ("p1", "p2"):
                 await b.publish(make_envelope(cid, pid), anyio.current_time() + 2)
-            got_a = await b.receive(ra, 64, 1 << 30, anyio.current_time() + 0.5)
+            got_a = await b.receive(ra, 64, 1 << 30, anyio.current_time() + 2)
             for d in got_a:
                 await b.settle(d.token, Completed(), f"a-{d.sequence}")
-            got_b = await b.receive(rb, 64, 1 << 30, anyio.current_time() + 0.5)
+            got_b = await b.receive(rb, 64, 1 << 30, anyio.current_time() + 2)
             await b.settle(got_b[0].token, Completed(), "b-1")
             await b.settle(got_b[-1].token, Terminal("bad"), "b-2")
             obs = await b.observe_channel(cid)

@@ -256,9 +256,12 @@ async def infos(c: Client, st: SubState) -> tuple[dict[str, Any], dict[str, Any]
         if si is None:
             c.forget_channel(sid.channel)
             raise NotFound(f"no channel {sid.channel}", kind="channel", name=sid.channel.name)
-        lags = consumer_lags(
-            st.spec, consumer_view(ci), stream_view(si), st.chan.index, CATCH_UP_WINDOW
+        cv = consumer_view(ci)
+        lags = consumer_lags(st.spec, cv, stream_view(si), st.chan.index, CATCH_UP_WINDOW) or (
+            st.chan.spec.replicas > 1 and st.settled.get(cv.floor_s + 1) is not None
         )
+        # on a replicated stream the consumer's leader applies a confirmed settle a little
+        # later: an ack floor just below a sequence this client settled has not caught up
         if attempt + 1 == CATCH_UP_TRIES or not lags:
             return ci, si
         await anyio.sleep(CATCH_UP_PAUSE)

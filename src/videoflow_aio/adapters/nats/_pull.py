@@ -273,21 +273,18 @@ async def _the_rest(
     """On a replicated stream, a pull answered "that is all" (``404``) by a consumer whose
     leader has not yet applied messages this client saw stored: pull again for them while
     the deadline allows, so a receive sees what this client published before it."""
-    while (
-        st.chan.spec.replicas > 1
-        and (p.status is None or p.status[0] == "404")
-        and len(out) < item_credit
-        and loop_time() < deadline - 0.006
-        and _published_beyond(st, max(d.sequence for d in out))
-    ):
+    while st.chan.spec.replicas > 1 and len(out) < item_credit and loop_time() < deadline - 0.006:
         left = budget - sum(len(d.envelope.body) for d in out)
         if left <= 0:
             break
-        await asyncio.sleep(0.001)
-        late = take_late(st, item_credit - len(out), left)  # the last pull's stragglers
+        late = take_late(st, item_credit - len(out), left)  # what reached an earlier pull
         if late:
             out += await _fresh(c, st, late)
             continue
+        more = p.status is None or p.status[0] in ("404", "408")
+        if not (more and _published_beyond(st, max(d.sequence for d in out))):
+            break
+        await asyncio.sleep(0.001)
         p = await pull(c, nc, st, item_credit - len(out), left, deadline)
         await check_status(c, st, p)
         out += await _fresh(c, st, [delivery(c, st, m, p.sent_at) for m in p.msgs])
