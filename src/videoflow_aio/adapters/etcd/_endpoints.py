@@ -1,6 +1,6 @@
-"""Several etcd endpoints, one aetcd client each, and which to try first.
+"""Several etcd endpoints, one gRPC channel each, and which to try first.
 
-aetcd's ``Client`` talks to one ``host:port``. A cluster store keeps one client per member
+A channel talks to one ``host:port``. A cluster store keeps one channel per member
 and fails over: an RPC goes to the endpoint that answered last; an endpoint that could not
 answer (refused, deadline passed) moves the next one to the front. Whether an operation may
 be sent again elsewhere is the caller's decision (``EtcdRuntimeStore``: reads and the
@@ -13,9 +13,15 @@ import contextlib
 from collections.abc import Sequence
 
 import anyio
-from aetcd import Client
 
-from ...contracts.errors import BackendUnavailable, ValidationError
+from ...contracts.errors import (
+    AccessDenied,
+    AuthenticationFailed,
+    BackendUnavailable,
+    ValidationError,
+)
+from .._security import Credentials, TLSConfig
+from ._channel import EtcdChannel
 
 
 def parse_endpoints(url: str, endpoints: Sequence[str] | None) -> list[tuple[str, int]]:
@@ -38,12 +44,23 @@ def parse_endpoints(url: str, endpoints: Sequence[str] | None) -> list[tuple[str
 
 
 class Endpoints:
-    """One aetcd ``Client`` per endpoint (created at once, connected on first use)."""
+    """One :class:`EtcdChannel` per endpoint (created at once, connected on first use)."""
 
-    def __init__(self, hosts: Sequence[tuple[str, int]], timeout: float) -> None:
+    def __init__(
+        self,
+        hosts: Sequence[tuple[str, int]],
+        timeout: float,
+        *,
+        tls: TLSConfig | None = None,
+        credentials: Credentials | None = None,
+    ) -> None:
         self.hosts = list(hosts)
         self._timeout = timeout
-        self._clients = [Client(h, p, timeout=timeout) for h, p in self.hosts]
+        creds = credentials or Credentials()
+        self._clients = [
+            EtcdChannel(f"{h}:{p}", tls=tls, credentials=creds, timeout=timeout)
+            for h, p in self.hosts
+        ]
         self._connected = [False] * len(self.hosts)
         self._first = 0
 
@@ -55,20 +72,31 @@ class Endpoints:
         n = len(self.hosts)
         return [(self._first + k) % n for k in range(n)]
 
-    async def client(self, i: int) -> Client:
-        """Endpoint ``i``'s client, connected (aetcd opens its channel lazily)."""
+    async def client(self, i: int) -> EtcdChannel:
+        """Endpoint ``i``'s channel, connected (and authenticated). A refusal of the client
+        (TLS, credentials) is raised as is; a member that cannot be reached is
+        ``BackendUnavailable(applied=False)``: nothing was sent to it."""
         client = self._clients[i]
         if not self._connected[i]:
             try:
                 with anyio.fail_after(self._timeout):
                     await client.connect()
+            except (AuthenticationFailed, AccessDenied):
+                await client.close()
+                raise
             except Exception as exc:
-                host, port = self.hosts[i]
+                await client.close()
                 raise BackendUnavailable(
-                    f"etcd connect to {host}:{port} failed: {exc}", backend="etcd", applied=False
+                    f"etcd connect to {self.describe(i)} failed: {type(exc).__name__}: {exc}",
+                    backend="etcd",
+                    applied=False,
                 ) from exc
             self._connected[i] = True
         return client
+
+    def current(self) -> EtcdChannel:
+        """The channel of the endpoint tried first now (the one that answered last)."""
+        return self._clients[self._first]
 
     def answered(self, i: int) -> None:
         """Endpoint ``i`` answered: keep trying it first."""

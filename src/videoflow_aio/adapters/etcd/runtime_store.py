@@ -21,12 +21,18 @@
   loop per ``trio.run``; needs ``trio-asyncio``).
 - Every gRPC error is mapped onto ``videoflow_aio.contracts.errors`` in one place,
   :meth:`EtcdRuntimeStore._errors`.
+- Security (``_channel``): ``https://`` or ``tls=`` (a :class:`TLSConfig`: CA, client
+  certificate for mTLS), ``username``/``password`` (etcd's auth; the token is renewed when it
+  expires). A refused connection is ``AuthenticationFailed``, a key outside the user's roles
+  ``AccessDenied``; :func:`~videoflow_aio.adapters.etcd.grant_prefix` sets up a user whose
+  role is limited to the adapter's namespace.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import uuid
 from collections import Counter
 from collections.abc import Awaitable, Callable, Iterator, Sequence
@@ -35,7 +41,7 @@ from typing import Any, TypeVar
 
 import anyio
 import grpc  # type: ignore[import-untyped]
-from aetcd import Client, rpc
+from aetcd import rpc
 
 from ...contracts.errors import (
     BackendUnavailable,
@@ -53,7 +59,9 @@ from ...contracts.runtime_store import (
     make_version,
     version_number,
 )
+from .._security import Credentials, Secret, TLSConfig, as_secret, split_url
 from .._trio_bridge import Affinity, bridged
+from ._channel import EtcdChannel, classify, token_expired
 from ._endpoints import Endpoints, parse_endpoints
 
 T = TypeVar("T")
@@ -150,15 +158,42 @@ class EtcdRuntimeStore(RuntimeStore):
         timeout: float = 5.0,
         max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES,
         outcome_window_seconds: float = 60.0,
+        tls: TLSConfig | None = None,
+        username: str | None = None,
+        password: str | Secret | None = None,
         endpoints: Sequence[str] | None = None,
     ) -> None:
+        url, url_user, url_password = split_url(url)
+        if url_user is not None or url_password is not None:
+            raise ValidationError(
+                "etcd credentials go in username=/password=, not in the URL", field="url"
+            )
+        scheme = url.split("://", 1)[0].lower() if "://" in url else "http"
+        if tls is not None and not isinstance(tls, TLSConfig):
+            raise ValidationError(
+                "etcd takes a TLSConfig (gRPC needs the PEM files, not an ssl.SSLContext)",
+                field="tls",
+                value=type(tls).__name__,
+            )
+        if tls is None and scheme == "https":
+            tls = TLSConfig()  # the system's trust store
+        if (username is None) != (password is None):
+            raise ValidationError(
+                "etcd authentication takes both username and password (or neither: no auth, "
+                "or the client certificate's common name under --client-cert-auth)",
+                field="username" if username is None else "password",
+            )
+        creds = Credentials(username=username, password=as_secret(password, "password"))
         self.url = url
+        self.username = username
         self._timeout = timeout
         self._max_request = max_request_bytes
         # larger values are refused up front: etcd would answer "request is too large"
         self._max_value = _max_value(max_request_bytes)
         self._window = max(2, int(outcome_window_seconds))
-        self._endpoints = Endpoints(parse_endpoints(url, endpoints), timeout)
+        hosts = parse_endpoints(url, endpoints)
+        self._endpoints = Endpoints(hosts, timeout, tls=tls, credentials=creds)
+        self._tls = tls is not None
         self.namespace = namespace
         self._ns = namespace.encode()
         self._k = self._ns + b"/k/"
@@ -171,6 +206,11 @@ class EtcdRuntimeStore(RuntimeStore):
         self.resolutions: Counter[str] = Counter()
         """Writes whose reply was lost, by how the marker resolved them: ``applied``,
         ``not_applied``, ``unknown`` (the read-back failed too: OutcomeUnknown)."""
+
+    @property
+    def _client(self) -> EtcdChannel:
+        """The channel of the member that answered last (with one endpoint, the only one)."""
+        return self._endpoints.current()
 
     @property
     def endpoints(self) -> list[str]:
@@ -205,6 +245,9 @@ class EtcdRuntimeStore(RuntimeStore):
         try:
             yield
         except grpc.aio.AioRpcError as exc:
+            typed = classify(exc, what, tls=self._tls)
+            if typed is not None:  # refused before applying: nothing to resolve
+                raise typed from exc
             details = exc.details() or ""
             if "request is too large" in details or "larger than max" in details:
                 raise ValidationError(
@@ -220,7 +263,7 @@ class EtcdRuntimeStore(RuntimeStore):
                 f"etcd {what} failed: {exc.code().name}: {details}", backend="etcd"
             ) from exc
 
-    async def _failover(self, what: str, attempt: Callable[[Client], Awaitable[T]]) -> T:
+    async def _failover(self, what: str, attempt: Callable[[EtcdChannel], Awaitable[T]]) -> T:
         """``attempt(client)`` on the endpoint that answered last, then on each other one while
         they cannot answer (refused, deadline passed, no leader): only for calls that are safe
         to send again — reads, and the idempotent request-marker resolution. Other errors are
@@ -230,8 +273,8 @@ class EtcdRuntimeStore(RuntimeStore):
             try:
                 client = await self._endpoints.client(i)
                 with self._errors(what):
-                    try:
-                        result = await attempt(client)
+                    try:  # once more with a fresh token if it expired
+                        result = await client.call(functools.partial(attempt, client))
                     except grpc.aio.AioRpcError as exc:
                         if exc.code() in _DEFINITE_CODES:
                             raise
@@ -253,7 +296,7 @@ class EtcdRuntimeStore(RuntimeStore):
     async def _call(self, what: str, method: str, request: Any) -> Any:
         """A read-only RPC (or a definite one) with the deadline, failing over; errors mapped."""
 
-        async def attempt(client: Client) -> Any:
+        async def attempt(client: EtcdChannel) -> Any:
             call = getattr(client.kvstub, method)
             return await _rpc(call(request, timeout=self._timeout, metadata=client.metadata))
 
@@ -268,7 +311,7 @@ class EtcdRuntimeStore(RuntimeStore):
             if self._lease and anyio.current_time() < self._lease_renew_at:
                 return self._lease
 
-            async def grant(client: Client) -> Any:
+            async def grant(client: EtcdChannel) -> Any:
                 request = rpc.LeaseGrantRequest(TTL=2 * self._window)
                 return await _rpc(
                     client.leasestub.LeaseGrant(
@@ -351,7 +394,18 @@ class EtcdRuntimeStore(RuntimeStore):
             with self._errors(what, write=True):
                 # shielded: a cancelled caller leaves the RPC running, so its outcome can be
                 # settled
-                resp = await asyncio.shield(call)
+                try:
+                    resp = await asyncio.shield(call)
+                except grpc.aio.AioRpcError as exc:
+                    if not token_expired(exc):
+                        raise
+                    # the token expired: etcd refused the Txn before proposing it; the same
+                    # request (same marker) goes again with a fresh token
+                    await client.authenticate()
+                    call = asyncio.ensure_future(
+                        client.kvstub.Txn(request, timeout=self._timeout, metadata=client.metadata)
+                    )
+                    resp = await asyncio.shield(call)
         except asyncio.CancelledError:
             # settle before re-raising the caller's own cancellation: wait for the RPC (its
             # deadline bounds this), and fence the request id if that answer is lost too
@@ -375,7 +429,7 @@ class EtcdRuntimeStore(RuntimeStore):
             failure=[_range(marker)],
         )
 
-        async def attempt(client: Client) -> Any:
+        async def attempt(client: EtcdChannel) -> Any:
             return await _rpc(
                 client.kvstub.Txn(request, timeout=self._timeout, metadata=client.metadata)
             )
@@ -438,7 +492,9 @@ class EtcdRuntimeStore(RuntimeStore):
         while True:
             request = rpc.RangeRequest(limit=limit, **fields)
 
-            async def attempt(client: Client, request: Any = request, limit: int = limit) -> Any:
+            async def attempt(
+                client: EtcdChannel, request: Any = request, limit: int = limit
+            ) -> Any:
                 call = client.kvstub.Range(request, timeout=self._timeout, metadata=client.metadata)
                 try:
                     return await _rpc(call)

@@ -23,7 +23,7 @@ import nats.errors
 
 from ...contracts.errors import BackendUnavailable, NotFound, ValidationError
 from ...contracts.messaging import Delivery, DeliveryToken, SubscriptionId
-from . import _api, _codec, _settle
+from . import _api, _codec, _security, _settle
 from ._api import unavailable
 from ._connection import Client, loop_time
 from ._ledger import matches, parse_ts
@@ -116,6 +116,7 @@ async def pull(
     body = {"batch": batch, "max_bytes": max_bytes, "no_wait": True, "expires": int(expires * NS)}
     subject = f"$JS.API.CONSUMER.MSG.NEXT.{st.stream}.{st.consumer}"
     limit = now + expires + c.request_timeout
+    start = _security.mark(nc)
     try:
         await nc.publish(subject, _api.encode(body), reply=f"{c.inbox}.{token}")
         await _until(p.first, limit)
@@ -126,6 +127,8 @@ async def pull(
             # another node: they arrive further apart
             linger = LINGER if st.chan.spec.replicas <= 1 else REPLICATED_LINGER
             await _until(p.done, min(limit, loop_time() + linger))
+        if p.status is None and not p.msgs:  # an empty pull may be a refused one
+            _security.raise_if_denied(nc, subject, start, "receive")
     except nats.errors.Error as exc:
         p.status = ("error", f"{type(exc).__name__}: {exc}")
     finally:

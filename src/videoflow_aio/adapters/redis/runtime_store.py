@@ -8,6 +8,7 @@ request marker (on Cluster they would need one hash slot).
 
 from __future__ import annotations
 
+import ssl
 from collections import Counter
 from types import TracebackType
 from typing import Any
@@ -24,6 +25,7 @@ from ...contracts.runtime_store import (
     make_version,
     version_number,
 )
+from .._security import Secret, TLSConfig
 from .._trio_bridge import bridged
 from . import _rts_lua
 from ._client import RedisConnection, new_request_id
@@ -53,6 +55,11 @@ class RedisRuntimeStore(RuntimeStore):
     ``wait_replicas=N`` (with ``wait_timeout`` seconds): a write returns only once N replicas
     acknowledged it (``WAIT``), else :class:`ReplicationUnconfirmed` — applied on the primary,
     not yet safe from a failover. 0 (default): acknowledged by the primary alone.
+
+    Security: ``tls`` (a :class:`~videoflow_aio.adapters.TLSConfig` or ``ssl.SSLContext``, also
+    implied by ``rediss://``), ``username``/``password`` (the ACL user, also from the URL);
+    :func:`~videoflow_aio.adapters.redis.acl_rules` gives the least-privilege ACL for it.
+    A refused connection is ``AuthenticationFailed``, a refused command ``AccessDenied``.
     """
 
     def __init__(
@@ -66,6 +73,9 @@ class RedisRuntimeStore(RuntimeStore):
         outcome_window_seconds: float = 60.0,
         wait_replicas: int = 0,
         wait_timeout: float = 1.0,
+        tls: TLSConfig | ssl.SSLContext | None = None,
+        username: str | None = None,
+        password: str | Secret | None = None,
     ) -> None:
         self._conn = RedisConnection(
             url,
@@ -76,6 +86,9 @@ class RedisRuntimeStore(RuntimeStore):
             outcome_window_seconds=outcome_window_seconds,
             wait_replicas=wait_replicas,
             wait_timeout=wait_timeout,
+            tls=tls,
+            username=username,
+            password=password,
         )
         self._side = self._conn.side
         ns = namespace

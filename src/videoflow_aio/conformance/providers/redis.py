@@ -81,8 +81,9 @@ class RedisProvider(ServerProvider):
         """Where a store of ``role`` connects (the replicated provider: the current primary)."""
         return self.url(role)
 
-    def store_options(self) -> dict[str, Any]:
-        """Constructor options every store of this provider gets."""
+    def connection_options(self) -> dict[str, Any]:
+        """Constructor options every store gets (TLS, credentials: ``redis-secure``; WAIT:
+        ``redis-replicated``)."""
         return {}
 
     async def open_backend(self, case: Case, namespace: str, options: dict[str, Any]) -> Any:
@@ -90,16 +91,17 @@ class RedisProvider(ServerProvider):
 
         if "clock" in options or options.get("log") is not None:
             raise Skip(f"redis provider cannot honour {sorted(options)} (real clock)")
-        extra = self.store_options()
         if case.contract == "runtime_store":
             if options:
                 raise Skip(f"redis runtime store takes no options {sorted(options)}")
-            return RedisRuntimeStore(await self.store_url(MAIN), namespace=namespace, **extra)
+            return RedisRuntimeStore(
+                await self.store_url(MAIN), namespace=namespace, **self.connection_options()
+            )
         tier = options.get("tier", "durable")
         url = await self.store_url(EVICTABLE if tier == "evictable" else MAIN)
         try:
             store = RedisPayloadStore(
-                url, namespace=namespace, store_id="redis", **options, **extra
+                url, namespace=namespace, store_id="redis", **options, **self.connection_options()
             )
         except TypeError as exc:
             raise Skip(f"RedisPayloadStore cannot be configured with {options}: {exc}") from exc

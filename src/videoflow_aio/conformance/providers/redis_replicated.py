@@ -73,8 +73,9 @@ class RedisReplicatedProvider(ClusterProvider, RedisProvider):
     async def store_url(self, role: str) -> str:
         return await self.primary_url(role)
 
-    def store_options(self) -> dict[str, Any]:
-        return {"wait_replicas": WAIT_REPLICAS, "wait_timeout": WAIT_TIMEOUT}
+    def connection_options(self) -> dict[str, Any]:
+        wait = {"wait_replicas": WAIT_REPLICAS, "wait_timeout": WAIT_TIMEOUT}
+        return super().connection_options() | wait
 
 
 register_provider("redis-replicated", RedisReplicatedProvider)
