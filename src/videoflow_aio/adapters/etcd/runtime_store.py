@@ -44,6 +44,8 @@ import grpc  # type: ignore[import-untyped]
 from aetcd import rpc
 
 from ...contracts.errors import (
+    AccessDenied,
+    AuthenticationFailed,
     BackendUnavailable,
     OutcomeUnknown,
     ValidationError,
@@ -282,7 +284,7 @@ class EtcdRuntimeStore(RuntimeStore):
                         self._endpoints.failed(i)
                         continue
             except BackendUnavailable as exc:
-                if exc.fields.get("applied") is not False:
+                if _refused(exc) or exc.fields.get("applied") is not False:
                     raise
                 failures.append(str(exc))  # could not connect: try the next
                 self._endpoints.failed(i)
@@ -338,6 +340,8 @@ class EtcdRuntimeStore(RuntimeStore):
         try:
             lease = await self._marker_lease()
         except BackendUnavailable as exc:
+            if _refused(exc):
+                raise
             raise BackendUnavailable(
                 f"etcd {what}: not sent ({exc})", backend="etcd", applied=False
             ) from exc
@@ -351,7 +355,7 @@ class EtcdRuntimeStore(RuntimeStore):
             try:
                 return await self._send_txn(i, what, request, marker, lease)
             except BackendUnavailable as exc:
-                if exc.fields.get("applied") is not False:
+                if _refused(exc) or exc.fields.get("applied") is not False:
                     raise
                 not_sent.append(str(exc))
                 self._endpoints.failed(i)
@@ -572,6 +576,12 @@ class EtcdRuntimeStore(RuntimeStore):
         # one level per log: a raw '/' would let log 'a' read log 'a/b'
         log = log.replace("%", "%25").replace("/", "%2F")
         return self._log + log.encode() + b"/"
+
+
+def _refused(exc: BaseException) -> bool:
+    """A refusal of the client (credentials, TLS, roles): no other member would say
+    otherwise, so it is raised as is instead of trying the next endpoint."""
+    return isinstance(exc, (AuthenticationFailed, AccessDenied))
 
 
 def _max_value(max_request_bytes: int) -> int:
