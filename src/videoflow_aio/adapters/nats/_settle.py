@@ -35,7 +35,7 @@ from typing import Any
 
 import msgspec
 
-from ...contracts.errors import ValidationError
+from ...contracts.errors import AccessDenied, ValidationError
 from ...contracts.messaging import (
     Completed,
     Delivery,
@@ -50,7 +50,7 @@ from ...contracts.messaging import (
     SettleUnknown,
     Terminal,
 )
-from . import _api, _codec
+from . import _api, _codec, _security
 from ._api import ApiError, CallFailed, NoResponders
 from ._connection import Client, loop_time
 from ._ledger import parse_ts
@@ -89,14 +89,25 @@ class Evidence:
         self.waiting: dict[tuple[bool, int, int], asyncio.Event] = {}
         self.subs: list[Any] = []
 
-    async def start(self, nc: Any, st: SubState) -> None:
+    async def start(self, nc: Any, st: SubState, seconds: float) -> None:
         stream, consumer = st.stream, st.consumer
-        for subject, nak in (
-            (f"{METRIC_ACK}.{stream}.{consumer}", False),
-            (f"{ADV_NAKED}.{stream}.{consumer}", True),
-        ):
-            self.subs.append(await nc.subscribe(subject, cb=self._recorder(nak)))
-        self.subs.append(await nc.subscribe(f"{ADV_DELETED}.{stream}.{consumer}", cb=_ended(st)))
+        subjects = (
+            f"{METRIC_ACK}.{stream}.{consumer}",
+            f"{ADV_NAKED}.{stream}.{consumer}",
+            f"{ADV_DELETED}.{stream}.{consumer}",
+        )
+        callbacks = (self._recorder(False), self._recorder(True), _ended(st))
+        start = _security.mark(nc)
+        for subject, cb in zip(subjects, callbacks, strict=True):
+            self.subs.append(await nc.subscribe(subject, cb=cb))
+        # refused (permissions), the evidence never comes and every settle would look stale
+        try:
+            await _security.check_subscribe(nc, subjects, start, "subscribe", seconds, strict=False)
+        except AccessDenied:
+            for s in self.subs:
+                with contextlib.suppress(Exception):
+                    await s.unsubscribe()
+            raise
 
     def _recorder(self, nak: bool) -> Any:
         async def record(msg: Any) -> None:  # no await inside: one queue item at a time
@@ -145,8 +156,12 @@ async def evidence(c: Client, st: SubState) -> Evidence:
     if ev is None:
         nc = await c.conn()
         ev = Evidence()
-        st.evidence = ev
-        await ev.start(nc, st)
+        st.evidence = ev  # before the awaits: one per subscription
+        try:
+            await ev.start(nc, st, c.request_timeout)
+        except BaseException:
+            st.evidence = None  # refused or interrupted: the next settle tries again
+            raise
     assert isinstance(ev, Evidence)
     return ev
 

@@ -190,16 +190,18 @@ class ChanState:
     adv_next: int = 1
     ledgers: dict[tuple[str, str], Ledger] = field(default_factory=dict)
     live_adv: Any = None
+    removed: Bounded = field(default_factory=Bounded)  # interest: seqs seen gone after settles
     created: str = ""  # the slot stream's incarnation (its ``created`` stamp)
 
     def new_stream(self, created: str) -> None:
         """The slot stream was deleted and created again: its sequences start over, so what
-        this client knew of the old one's (its publish index, the index records read) no
-        longer names them."""
+        this client knew of the old one's (its publish index, the index records read, the
+        removals seen) no longer names them."""
         self.created = created
         self.index.clear()
         self.unindexed.clear()
         self.attrib.clear()
+        self.removed = Bounded()
 
     def ledger(self, stream: str, consumer: str) -> Ledger:
         key = (stream, consumer)
