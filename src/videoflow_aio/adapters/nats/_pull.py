@@ -21,7 +21,7 @@ from typing import Any
 
 import nats.errors
 
-from ...contracts.errors import BackendUnavailable, NotFound, ValidationError
+from ...contracts.errors import AccessDenied, BackendUnavailable, NotFound, ValidationError
 from ...contracts.messaging import Delivery, DeliveryToken, SubscriptionId
 from . import _api, _codec, _security, _settle
 from ._api import unavailable
@@ -235,7 +235,8 @@ async def _receive(
     budget = min(byte_credit, st.spec.byte_credit)
     if st.chan.live_adv is None:
         await watch_deletions(nc, st.chan)
-    await _settle.evidence(c, st)  # follows the consumer's deletion from now on
+    with contextlib.suppress(AccessDenied):  # the settle that needs it says so
+        await _settle.evidence(c, st)  # follows the consumer's deletion from now on
     if st.created_ns in st.dead:  # deleted since: pull from the consumer there is now
         await confirm_consumer(c, st)
     out = await _fresh(c, st, take_late(st, item_credit, budget))
