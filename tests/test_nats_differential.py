@@ -106,13 +106,17 @@ SID = SUB.id
 C = CH.channel
 
 
-async def three_clients(w: World) -> None:
-    await w.ensure(0, CH, SUB)
-    await w.watch(SUB)
-    await w.ensure(1, CH, SUB)
-    await w.ensure(2, CH, SUB)
+async def three_clients_on(w: World, ch: ChannelSpec, sub: SubscriptionSpec, tag: str) -> None:
+    """Client 0 creates ``ch`` and ``sub``, the truth watches, clients 1 and 2 join; client 0
+    publishes ``<tag>0`` .. ``<tag>2``."""
+    await two_clients(w, ch, sub)
+    await w.ensure(2, ch, sub)
     for i in range(3):
-        await w.publish(0, C, f"a{i}")
+        await w.publish(0, ch.channel, f"{tag}{i}")
+
+
+async def three_clients(w: World) -> None:
+    await three_clients_on(w, CH, SUB, "a")
     r1 = await w.receive(1, SID, n=2)
     r2 = await w.receive(2, SID, n=1)
     await w.settle(r1[0], Completed())
@@ -372,12 +376,7 @@ SUBF = make_subscription(C, "f", ack_wait_seconds=AW, max_deliver=2)
 
 async def final_attempts(w: World) -> None:
     ch = make_channel("f", "r", "n", "work", "limits", persistence=True)
-    await w.ensure(0, ch, SUBF)
-    await w.watch(SUBF)
-    await w.ensure(1, ch, SUBF)
-    await w.ensure(2, ch, SUBF)
-    for i in range(3):
-        await w.publish(0, C, f"p{i}")
+    await three_clients_on(w, ch, SUBF, "p")
     a = await w.receive(1, SUBF.id, n=2)  # p0, p1, attempt 1
     await w.settle(a[0], Retry(0.2))
     await w.settle(a[1], Retry(0.0))
