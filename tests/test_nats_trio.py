@@ -273,6 +273,49 @@ def test_a_final_retry_from_trio_is_unresolved_at_once(srv: ServerProcess) -> No
     _run(main)
 
 
+def test_a_renewed_final_attempt_from_trio_is_decided_at_its_new_lapse(
+    srv: ServerProcess,
+) -> None:
+    """The lapse nudge is timed on the bridge loop: a renewal moves it (the server decides
+    the message then, not at the old deadline), and a client closed with a nudge still timed
+    leaves nothing to run."""
+
+    async def main() -> None:
+        names = prefix()
+        b, c = backend(srv, names), backend(srv, names)
+        ch = make_channel("f", "r", "n", "work", "limits")
+        await b.ensure_channel(ch, "op-1")
+        sub = make_subscription(ch.channel, "w", ack_wait_seconds=1.0, max_deliver=2)
+        await b.ensure_subscription(sub, "op-2")
+        await b.publish(make_envelope(ch.channel, "p1"), _dl())
+        assert len(await b.receive(sub.id, 1, 1 << 20, _dl())) == 1
+        await trio.sleep(1.2)  # the first lease lapses
+        d = (await b.receive(sub.id, 1, 1 << 20, _dl()))[0]
+        assert d.attempt == 2
+        await trio.sleep(0.5)
+        lease = await b.renew(d.token)
+        assert lease.held and lease.lease_deadline is not None
+        await trio.sleep_until(d.lease_deadline + 0.25)
+        assert (await _obs(b, sub)).leased == 1  # held past the old deadline
+        await trio.sleep_until(lease.lease_deadline + 0.3)
+        a = admin(b)
+        try:
+            info = await a.request(f"CONSUMER.INFO.{b.names.stream(ch.channel)}.w")
+        finally:
+            await a.aclose()
+        assert info["num_ack_pending"] == 0  # decided at the new lapse
+        assert (await _obs(b, sub)).unresolved == 1
+        # a second final attempt, left with its nudge timed when its client closes
+        await b.publish(make_envelope(ch.channel, "p2"), _dl())
+        assert len(await c.receive(sub.id, 1, 1 << 20, _dl())) == 1
+        await trio.sleep(1.2)
+        assert len(await c.receive(sub.id, 1, 1 << 20, _dl())) == 1
+        await c.aclose()
+        await b.aclose()
+
+    _run(main)
+
+
 def test_a_lost_ack_is_resettled_from_trio(tmp_path: Path) -> None:
     need_binary("nats-server")
 
