@@ -26,6 +26,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ._clock import VirtualClock, VirtualTimeDeadlock
+from ._seeded import shuffle
 
 try:  # AnyIO keeps its worker threads per event loop, in a "run var" dict keyed by the loop
     from anyio._backends._asyncio import _threadpool_idle_workers, _threadpool_workers
@@ -99,6 +100,15 @@ class _Timer(asyncio.TimerHandle):
             self._args = None
 
 
+def _batch_order(handle: events.Handle) -> int:
+    """A handle's place in a seeded batch before the permutation: -1 for a callback that
+    is not a task step (the stable sort keeps those in the order scheduled), else the
+    number of the task it steps or wakes (callbacks woken by iterating a set of tasks —
+    cancelling a task group, say — are thus ordered by task, not by memory address)."""
+    order: int = getattr(getattr(handle._callback, "__self__", None), "_vt_order", -1)
+    return order
+
+
 def _set_result_unless_cancelled(fut: asyncio.Future[None]) -> None:
     if not fut.done():
         fut.set_result(None)
@@ -142,6 +152,7 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
             weakref.WeakKeyDictionary()
         )
         self._vt_main: asyncio.Task[Any] | None = None
+        self._vt_ntasks = 0  # tasks created (numbered only when seeded)
         super().__init__(selectors.DefaultSelector())
         self._clock_resolution = 0.0
         self._vt_fds: dict[Any, Any] = self._selector._fd_to_key  # registered fds
@@ -277,6 +288,9 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
 
     def create_task(self, coro: Any, **kwargs: Any) -> asyncio.Task[Any]:
         task = super().create_task(coro, **kwargs)
+        if self.virtual_clock._rng is not None:  # seeded: the task's place in a batch
+            task._vt_order = self._vt_ntasks
+            self._vt_ntasks += 1
         parent = asyncio.current_task(self)
         if parent is not None:
             self._vt_parents[task] = weakref.ref(parent)
@@ -371,12 +385,16 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
             or self._vt_real_io()
         ):
             return now
-        self.virtual_clock._set_now(when)
-        return when
+        clock = self.virtual_clock
+        clock._set_now(clock._jump_target(when) if clock._rng is not None else when)
+        return clock._now
 
     # -- the run loop --------------------------------------------------------------------
     def _run_once(self) -> None:
         """Run rounds until ``stop()``: each round runs the callbacks ready at its start."""
+        if self.virtual_clock._rng is not None:
+            self._vt_run_seeded()
+            return
         ready = self._ready
         heap = self._vt_heap
         clock = self.virtual_clock
@@ -489,6 +507,8 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
         if self._vt_real_io() and not self._vt_wait_real_io(when, jumpable):
             return
         if jumpable:
+            if clock._rng is not None:
+                when = clock._jump_target(when)
             clock._set_now(when)
             ready = self._ready
             while heap and heap[0][0] <= when:
@@ -500,6 +520,69 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
                     ready.append(timer)
             return
         clock._deadlock(clock._describe_wait(when), self._vt_deliver)
+
+    def _vt_run_seeded(self) -> None:
+        """``_run_once`` under a seed: each round is a batch — the callbacks ready at its
+        start plus the timers due by then — put in a canonical order (handles that are not
+        task steps in the order they were scheduled, then task steps by task creation, so
+        no memory address decides) and permuted from the clock's PRNG. Jumps overshoot by
+        the clock's jitter. While real I/O is registered rounds keep FIFO order (asyncio's
+        transports rely on it, and real I/O is not reproducible anyway)."""
+        ready = self._ready
+        heap = self._vt_heap
+        clock = self.virtual_clock
+        assert clock._rng is not None
+        draw = clock._rng.random
+        fds = self._vt_fds
+        base_fds = self._vt_base_fds
+        heappop = heapq.heappop
+        spin_at = math.nan
+        spins = 0
+        while True:
+            now = clock._now
+            if heap and heap[0][0] <= now:
+                while heap and heap[0][0] <= now:
+                    timer = heappop(heap)[2]
+                    if timer._cancelled:
+                        self._vt_cancelled -= 1
+                    else:
+                        timer._scheduled = False
+                        ready.append(timer)
+                timer = None
+            if ready:
+                if len(fds) > base_fds:
+                    self._process_events(self._selector.select(0))
+                if now != spin_at:
+                    spin_at = now
+                    spins = 0
+                else:
+                    spins += 1
+                    if spins >= clock._spin_limit:
+                        spins = 0
+                        spin_at = self._vt_spin_jump(now)
+                        continue  # take the timers due at the new instant into this round
+                batch = list(ready)
+                ready.clear()
+                if len(batch) > 1 and len(fds) <= base_fds:
+                    batch.sort(key=_batch_order)
+                    shuffle(batch, draw)
+                for handle in batch:
+                    if handle._cancelled:
+                        continue
+                    try:
+                        handle._context.run(handle._callback, *handle._args)
+                    except (SystemExit, KeyboardInterrupt):
+                        raise
+                    except BaseException as exc:
+                        _report_callback_error(handle, exc)
+                handle = batch = None  # break reference cycles when a callback raised
+                if self._stopping:
+                    return
+            elif self._stopping:
+                return
+            else:
+                spins = 0
+                self._vt_idle()
 
     def _vt_wait_real_io(self, when: float, jumpable: bool) -> bool:
         """Wait for real I/O; True when the jump to ``when`` may go ahead.
