@@ -217,8 +217,12 @@ class Barriers:
                 barrier.release()
 
     def armed(self, name: str) -> bool:
+        """Reaching ``name`` may do something: it is armed, or faults are injected there."""
         barrier = self._armed.get(name)
-        return barrier is not None and barrier.remaining > 0
+        if barrier is not None and barrier.remaining > 0:
+            return True
+        injector = self._injector
+        return injector is not None and (injector.only is None or name in injector.only)
 
     async def reach(self, name: str, **context: Any) -> None:
         """Called by backends at the named point. A no-op unless ``name`` is armed (or

@@ -10,12 +10,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import random
 import threading
 import time
 import traceback
 import warnings
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
@@ -26,6 +27,7 @@ import msgspec
 import trio
 
 from .. import faults
+from ..contracts.errors import ValidationError
 from ..vtime import VirtualClock, VirtualTimeDeadlock
 from ..vtime import run as vrun
 from ._case import Case
@@ -203,10 +205,13 @@ def close_provider(provider: Provider) -> None:
 # -- running one case -----------------------------------------------------------------------
 @dataclass
 class Execution:
-    """A case result plus the traceback of what failed (empty when nothing did)."""
+    """A case result plus the traceback of what failed (empty when nothing did), the
+    exception itself, and the faults injected under ``faults=`` (in order)."""
 
     result: CaseResult
     traceback: str = ""
+    error: BaseException | None = None
+    injected: list[faults.InjectedFault] = field(default_factory=list)
 
 
 class _Watchdog:
@@ -241,8 +246,17 @@ def execute(
     *,
     require_available: bool | None = None,
     wall_limit: float = WALL_LIMIT,
+    seed: int | None = None,
+    jitter: float = 0.0,
+    fault_rate: float = 0.0,
 ) -> Execution:
-    """Run one case in a fresh event loop and keep the traceback of a failure."""
+    """Run one case in a fresh event loop and keep the traceback of a failure.
+
+    On a virtual-time provider, ``seed`` (and ``jitter``) seed the case's clock and
+    ``fault_rate`` injects seeded faults at the barriers it reaches (drawn from a PRNG of
+    its own, derived from ``seed``); the same seed replays the same run.
+    """
+    _schedule(provider, seed, jitter, fault_rate)
 
     def result(outcome: Outcome, why: str, virtual: float = 0.0, wall: float = 0.0) -> CaseResult:
         c = case
@@ -276,8 +290,12 @@ def execute(
     limit_hit = [False]
     watchdog = _Watchdog(wall_limit)
 
+    injectors: list[faults.FaultInjector] = []
+
     async def body() -> None:
-        with faults.isolated(), anyio.CancelScope() as outer:
+        with faults.isolated() as registry, anyio.CancelScope() as outer:
+            if seed is not None and fault_rate:
+                injectors.append(registry.inject(fault_rate, seed=fault_prng(seed)))
             watchdog.arm(outer)
             try:
                 async with provider.harness(case) as harness:
@@ -294,6 +312,7 @@ def execute(
                 watchdog.disarm()
 
     wall0 = time.perf_counter()  # wall-clock: reports the wall time a case took
+    error: BaseException | None = None
     outcome: Outcome = "pass"
     reason = ""
     trace = ""
@@ -301,10 +320,11 @@ def execute(
         if provider.real_time:
             anyio.run(body, backend=backend)
         else:
-            vrun(body, backend=backend, clock=VirtualClock())
+            vrun(body, backend=backend, clock=VirtualClock(seed=seed, jitter=jitter))
     except KeyboardInterrupt:
         raise
     except BaseException as exc:  # a case failure of any kind is a result, not a crash
+        error = exc
         trace = "".join(traceback.format_exception(exc))
         only_skip = _only_skips(exc)
         if holder and holder[0].failures:
@@ -335,7 +355,30 @@ def execute(
     elif outcome == "fail" and watchdog.fired:
         reason = f"stopped after the wall-clock limit of {wall_limit:g} s: {reason}"
     virtual = round(span[1] - span[0], 9)
-    return Execution(result(outcome, reason, virtual, round(wall, 6)), trace)
+    injected = injectors[0].injected if injectors else []
+    return Execution(result(outcome, reason, virtual, round(wall, 6)), trace, error, injected)
+
+
+def fault_prng(seed: int) -> random.Random:
+    """The PRNG a run's injected faults draw from: derived from the run's ``seed``, apart
+    from the clock's (so the same seed does not pair each fault with a scheduling draw)."""
+    return random.Random(f"videoflow-faults/{seed}")
+
+
+def _schedule(provider: Provider, seed: int | None, jitter: float, fault_rate: float) -> None:
+    """Refuse a seed, jitter or faults a provider's run cannot honour (before anything runs)."""
+    if provider.real_time and (seed is not None or jitter or fault_rate):
+        raise ValueError(
+            f"provider {provider.name} runs on real time: seeds, jitter and injected faults "
+            "need a virtual-time provider"
+        )
+    VirtualClock(seed=seed, jitter=jitter)  # the clock's own checks: a typed error here
+    if fault_rate:
+        if seed is None:
+            raise ValidationError(
+                "injected faults need a seed", field="fault_rate", value=fault_rate
+            )
+        faults.FaultInjector(fault_rate, seed=0)  # the injector's own checks
 
 
 def run_case(

@@ -1,0 +1,8 @@
+"""The explorer's built-in properties (``PROP-…``): seeded programs over the reference
+models whose invariants must hold in every schedule, with or without injected faults."""
+
+from __future__ import annotations
+
+from . import cas, nothing_lost, obligations
+
+__all__ = ["cas", "nothing_lost", "obligations"]
