@@ -183,7 +183,14 @@ class VirtualClock:
 
     # -- backends ------------------------------------------------------------------------
     def trio_clock(self) -> trio_abc_Clock:
-        """The ``trio.abc.Clock`` that runs a trio program on this clock (one per clock)."""
+        """The ``trio.abc.Clock`` that runs a trio program on this clock (one per clock).
+
+        Seeded, it raises ``RuntimeError`` on a trio whose scheduler it cannot take over.
+        """
+        if self._rng is not None:
+            from ._trio_schedule import check_trio
+
+            check_trio()
         if self._trio is None:
             from ._trio import TrioVirtualClock
 

@@ -4,7 +4,8 @@ trio runs its tasks in batches (every task runnable at the start of a pass) and 
 each batch with a module-level ``random.Random``, ``trio._core._run._r``. With the module
 flag ``_ALLOW_DETERMINISTIC_SCHEDULING`` set (what Hypothesis's trio plugin does), trio
 first sorts the batch by task creation (``Task._counter``) and then calls
-``_r.shuffle(batch)``; without it, it reverses the batch on a coin flip of ``_r`` — which
+``_r.shuffle(batch)``, and runs the batch from its end (``batch.pop()``); without the
+flag, it reverses the batch on a coin flip of ``_r`` — which
 leaves the order of the batch itself (as tasks were rescheduled, which for equal
 deadlines depends on memory addresses) to chance.
 
@@ -58,6 +59,7 @@ class _SeededPRNG:
             self.original.shuffle(batch)
         else:
             shuffle(batch, rng.random)
+            batch.reverse()  # trio runs the batch from its end (batch.pop())
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.original, name)
