@@ -215,14 +215,16 @@ class Execution:
 
 
 class _Watchdog:
-    """Cancels a scope from a thread once ``limit`` wall seconds have passed."""
+    """Cancels a scope from a thread once ``limit`` wall seconds have passed (None: never)."""
 
-    def __init__(self, limit: float) -> None:
+    def __init__(self, limit: float | None) -> None:
         self.limit = limit
         self.fired = False
         self._timer: threading.Timer | None = None
 
     def arm(self, scope: anyio.CancelScope) -> None:
+        if self.limit is None:
+            return
         token = anyio.lowlevel.current_token()
 
         def fire() -> None:
@@ -245,13 +247,15 @@ def execute(
     backend: str,
     *,
     require_available: bool | None = None,
-    wall_limit: float = WALL_LIMIT,
+    wall_limit: float | None = WALL_LIMIT,
     seed: int | None = None,
     jitter: float = 0.0,
     fault_rate: float = 0.0,
 ) -> Execution:
     """Run one case in a fresh event loop and keep the traceback of a failure.
 
+    ``wall_limit=None`` runs without the wall-clock watchdog (a thread per case): for
+    virtual-time providers, whose cases are capped in virtual time, run in bulk.
     On a virtual-time provider, ``seed`` (and ``jitter``) seed the case's clock and
     ``fault_rate`` injects seeded faults at the barriers it reaches (drawn from a PRNG of
     its own, derived from ``seed``); the same seed replays the same run.

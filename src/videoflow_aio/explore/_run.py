@@ -116,7 +116,9 @@ def run_case(
 ) -> Run:
     """Run conformance ``case`` on the memory models under ``seed``."""
     provider = provider if provider is not None else RecordingMemoryProvider()
-    ex = execute(case, provider, backend, seed=seed, jitter=jitter, fault_rate=fault_rate)
+    ex = execute(
+        case, provider, backend, seed=seed, jitter=jitter, fault_rate=fault_rate, wall_limit=None
+    )
     result = ex.result
     log = provider.log
     outcome: Outcome = result.outcome
