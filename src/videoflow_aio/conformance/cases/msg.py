@@ -8,7 +8,9 @@ archive profile, as the source document fixes them.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+import itertools
+import weakref
+from collections.abc import Awaitable, Callable, Iterator
 from typing import Any
 
 import anyio
@@ -39,11 +41,15 @@ from .._case import case
 from .._harness import MessagingHarness as Harness  # every case here is a messaging case
 
 M = "messaging"
-_ops = iter(range(1, 1 << 62))
+_ops: weakref.WeakKeyDictionary[Harness, Iterator[int]] = weakref.WeakKeyDictionary()
 
 
-def _op() -> str:
-    return f"op-{next(_ops)}"
+def _op(h: Harness) -> str:
+    """A fresh operation id, counted per run (a run's log never depends on what ran before)."""
+    ops = _ops.get(h)
+    if ops is None:
+        ops = _ops[h] = itertools.count(1)
+    return f"op-{next(ops)}"
 
 
 def _window(h: Harness, s: float) -> int:
@@ -54,7 +60,7 @@ def _window(h: Harness, s: float) -> int:
 async def _channel(h: Harness, backend: Any, node: str = "n1", **kw: Any) -> ChannelSpec:
     kw.setdefault("retention", "limits")
     spec = make_channel("flow", "run1", node, kw.pop("profile", "work"), **kw)
-    await backend.ensure_channel(spec, _op())
+    await backend.ensure_channel(spec, _op(h))
     return spec
 
 
@@ -63,7 +69,7 @@ async def _sub(
 ) -> SubscriptionSpec:
     kw.setdefault("ack_wait_seconds", h.seconds(30))
     spec = make_subscription(channel, consumer, **kw)
-    await backend.ensure_subscription(spec, _op())
+    await backend.ensure_subscription(spec, _op(h))
     return spec
 
 
@@ -761,13 +767,13 @@ async def ensure_incompatible(h: Harness) -> None:
     other = make_channel("flow", "run1", "n1", "work", "interest", max_msgs=5)
     raised = None
     try:
-        await b.ensure_channel(other, _op())
+        await b.ensure_channel(other, _op(h))
     except IncompatibleProfile as exc:
         raised = exc
     h.check(raised is not None, "IncompatibleProfile raised")
     assert raised is not None
     h.equal(raised.fields.get("field"), "retention", "names the field")
-    again = await b.ensure_channel(spec, _op())
+    again = await b.ensure_channel(spec, _op(h))
     h.equal(again.effective.retention, "limits", "unchanged")
     h.equal((await _chan_obs(h, b, spec.channel)).messages, 1, "messages kept")
 
@@ -903,7 +909,7 @@ async def unknown_names(h: Harness) -> None:
         lambda: b.receive(SubscriptionId(ch.channel, "nobody"), 1, 1024, h.deadline(1)),
         lambda: b.observe_subscription(SubscriptionId(ch.channel, "nobody")),
         lambda: b.observe_channel(other_run),
-        lambda: b.ensure_subscription(make_subscription(other_run, "w"), _op()),
+        lambda: b.ensure_subscription(make_subscription(other_run, "w"), _op(h)),
         lambda: b.subscription_ids(other_run),
     ]
     for i, call in enumerate(calls):
@@ -926,16 +932,16 @@ async def ensure_subscription(h: Harness) -> None:
     b = await h.open()
     ch = await _channel(h, b)
     spec = make_subscription(ch.channel, "w", ack_wait_seconds=h.seconds(30), item_credit=4)
-    v1 = await b.ensure_subscription(spec, _op())
+    v1 = await b.ensure_subscription(spec, _op(h))
     h.check(v1.created, "created")
-    v2 = await b.ensure_subscription(spec, _op())
+    v2 = await b.ensure_subscription(spec, _op(h))
     h.check(not v2.created and not v2.updated, "idempotent")
     more = make_subscription(ch.channel, "w", ack_wait_seconds=h.seconds(30), item_credit=8)
-    v3 = await b.ensure_subscription(more, _op())
+    v3 = await b.ensure_subscription(more, _op(h))
     h.equal(v3.effective.item_credit, 8, "credit reconciled")
     raised = False
     try:
-        await b.ensure_subscription(make_subscription(ch.channel, "w", kind="eos"), _op())
+        await b.ensure_subscription(make_subscription(ch.channel, "w", kind="eos"), _op(h))
     except IncompatibleProfile:
         raised = True
     h.check(raised, "a kind change is an IncompatibleProfile")
