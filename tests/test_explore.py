@@ -7,9 +7,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-import _planted
 import pytest
 
+import _planted
 from videoflow_aio import explore, vtime
 from videoflow_aio.cli import main
 from videoflow_aio.observe import ObservationLog
@@ -69,7 +69,9 @@ def test_the_printed_replay_command_reproduces_the_log_in_a_fresh_process(
     assert out.read_bytes() == failure.log.export_jsonl()
 
 
-def test_the_cli_explores_prints_the_seed_and_the_replay(capsys: pytest.CaptureFixture[str]) -> None:
+def test_the_cli_explores_prints_the_seed_and_the_replay(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     status = main(["explore", "--load", PLANTED, "--select", "TOY-*", "--seeds", "300"])
     out = capsys.readouterr().out
     assert status == 1
@@ -106,7 +108,9 @@ def test_the_cli_replays_and_writes_the_log(
         (["--replay", "TOY-LEASE", "--seed", "1"], "runs one backend"),
     ],
 )
-def test_usage_errors_exit_2(args: list[str], text: str, capsys: pytest.CaptureFixture[str]) -> None:
+def test_usage_errors_exit_2(
+    args: list[str], text: str, capsys: pytest.CaptureFixture[str]
+) -> None:
     assert main(["explore", "--load", PLANTED, *args]) == 2
     assert text in capsys.readouterr().err
 
