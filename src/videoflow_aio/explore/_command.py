@@ -99,7 +99,7 @@ def run_explore(args: argparse.Namespace, out: Console, err: Console) -> int:
             if run.outcome == "fail":
                 state["failed"] += 1
                 for line in _failure_lines(run, loads):
-                    err.print(escape(line), highlight=False)
+                    err.print(escape(line), highlight=False, soft_wrap=True)
             if bar is not None:
                 status = escape(f"{state['runs']} runs")
                 if state["failed"]:
@@ -118,7 +118,7 @@ def run_explore(args: argparse.Namespace, out: Console, err: Console) -> int:
     out.print(_summary(found, args))
     for run in found.failures:
         for line in _failure_lines(run, loads):
-            out.print(escape(line), highlight=False)
+            out.print(escape(line), highlight=False, soft_wrap=True)
     return 1 if found.failures else 0
 
 
@@ -158,6 +158,7 @@ def run_replay(args: argparse.Namespace, out: Console, err: Console) -> int:
         + (f": {run.reason}" if run.reason else ""),
         markup=False,
         highlight=False,
+        soft_wrap=True,
     )
     out.print(
         f"  {len(run.log)} events, {run.virtual_seconds!r} virtual s, "
