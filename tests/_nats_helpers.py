@@ -7,13 +7,14 @@ import itertools
 import os
 import signal
 from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
 from typing import Any
 
 import anyio
 
-from videoflow_aio.adapters.nats import JetStreamMessagingBackend
+from videoflow_aio.adapters.nats import JetStreamAdmin, JetStreamMessagingBackend
 from videoflow_aio.conformance.providers.nats import _all_stopped
-from videoflow_aio.testing.servers import ServerProcess
+from videoflow_aio.testing.servers import ServerProcess, start_nats
 
 _n = itertools.count(1)
 
@@ -57,8 +58,33 @@ async def eventually(
     return last
 
 
+def admin(b: JetStreamMessagingBackend) -> JetStreamAdmin:
+    """An administrator's own connection to ``b``'s server and namespace (close it after)."""
+    names = b.names
+    return JetStreamAdmin(
+        b.servers, stream_prefix=names.stream_prefix, subject_prefix=names.subject_prefix
+    )
+
+
 async def raw(
     b: JetStreamMessagingBackend, subject: str, body: dict[str, Any] | None = None
 ) -> Any:
-    """A raw JetStream API call through the backend's connection (errors raised)."""
-    return await b._api(subject, body)
+    """A raw JetStream API call on an administrator's connection (errors raised)."""
+    a = admin(b)
+    try:
+        return await a.request(subject, body)
+    finally:
+        await a.aclose()
+
+
+def start_restartable(store: Path) -> ServerProcess:
+    """A nats-server keeping JetStream in ``store`` (outlives the process)."""
+    return start_nats(data_dir=store)
+
+
+def kill9_and_restart(srv: ServerProcess, store: Path) -> ServerProcess:
+    """SIGKILL the server (no clean shutdown: what it had not flushed is lost) and start a
+    new one on the same port and store; clients reconnect to it."""
+    os.kill(srv.pid, signal.SIGKILL)
+    srv.stop()  # reaps the dead process; the store is not in its directory
+    return start_nats(data_dir=store, args=["-p", str(srv.port)])

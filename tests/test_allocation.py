@@ -439,7 +439,7 @@ async def test_mark_workload_ready_and_reconcile_released() -> None:
     obs = await b.reconcile(claim.claim_id, "released", claim.generation)
     assert obs.phase == "released" and b.node("n1").owner is None
     with pytest.raises(ValidationError):
-        await b.reconcile(claim.claim_id, "sideways", obs.generation)
+        await b.reconcile(claim.claim_id, "sideways", obs.generation)  # type: ignore[arg-type]
 
 
 async def test_reconcile_held_retakes_lost_ownership() -> None:
@@ -551,7 +551,7 @@ def test_bad_fixture_is_a_validation_error(kwargs: dict[str, object]) -> None:
 
 def test_bad_backend_options() -> None:
     with pytest.raises(ValidationError):
-        MemoryAllocationBackend([], authority="kubelet")
+        MemoryAllocationBackend([], authority="kubelet")  # type: ignore[arg-type]
     with pytest.raises(ValidationError):
         MemoryAllocationBackend([], mig_apply_seconds=-1)
     with pytest.raises(ValidationError):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 import anyio
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -26,6 +28,8 @@ request_st = st.one_of(
     st.tuples(st.just("mig"), st.sampled_from(PROFILES)),
     st.tuples(st.just("mem"), st.sampled_from([4.0, 9.0, 19.0, 30.0])),
 )
+
+Authority = Literal["device-plugin", "mig-manager"]
 
 
 def _cluster(specs: list[tuple[str, int, int, bool]]) -> list[NodeFixture]:
@@ -59,7 +63,9 @@ def _requests(specs: list[tuple[str, object]]) -> list[WorkloadRequest]:
 
 
 def _plan(
-    nodes: list[NodeFixture], requests: list[WorkloadRequest], authority: str
+    nodes: list[NodeFixture],
+    requests: list[WorkloadRequest],
+    authority: Authority,
 ) -> tuple[FeasiblePlan | Infeasible, InventorySnapshot]:
     async def main() -> tuple[FeasiblePlan | Infeasible, InventorySnapshot]:
         b = MemoryAllocationBackend(nodes, authority=authority)
@@ -111,7 +117,9 @@ def _audit(plan: FeasiblePlan, snap: InventorySnapshot, requests: list[WorkloadR
     authority=st.sampled_from(["device-plugin", "mig-manager"]),
 )
 def test_every_plan_passes_the_oracles(
-    nodes: list[tuple[str, int, int, bool]], reqs: list[tuple[str, object]], authority: str
+    nodes: list[tuple[str, int, int, bool]],
+    reqs: list[tuple[str, object]],
+    authority: Authority,
 ) -> None:
     requests = _requests(reqs)
     plan, snap = _plan(_cluster(nodes), requests, authority)

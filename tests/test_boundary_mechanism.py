@@ -37,6 +37,7 @@ from videoflow_aio.contracts.messaging import ChannelId
 from videoflow_aio.memory.allocation import MemoryAllocationBackend
 from videoflow_aio.memory.runtime_store import FileRuntimeStore, MemoryRuntimeStore
 from videoflow_aio.observe import ObservationLog
+from videoflow_aio.vtime import Backend
 
 CONTRACTS = (MessagingBackend, PayloadStore, RuntimeStore, AcceleratorAllocationBackend)
 
@@ -103,7 +104,7 @@ def test_a_subclass_override_is_checked_too() -> None:
     _run(main)
 
 
-def _run(fn: Any, backend: str = "asyncio") -> Any:
+def _run(fn: Any, backend: Backend = "asyncio") -> Any:
     from videoflow_aio.vtime import VirtualClock
     from videoflow_aio.vtime import run as vrun
 
@@ -254,7 +255,7 @@ async def test_allocation_refuses_nonsense_operation_ids_and_requests() -> None:
             await b.inventory(scope)  # type: ignore[arg-type]
         assert info.value.field == field
     with pytest.raises(ValidationError) as info:
-        await b.reconcile("c", "gone", "1")
+        await b.reconcile("c", "gone", "1")  # type: ignore[arg-type]  # the runtime check
     assert info.value.field == "desired"
     assert b.mutations() == []
 

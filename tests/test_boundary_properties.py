@@ -154,6 +154,7 @@ async def _messaging(b: Any, *, core: bool, model: bool, log: ObservationLog | N
         "event_id": "p0",
         "publication_id": "p0",
         "reason": "because",
+        "sequence": 999,  # delete_message (a model control): no such message, nothing removed
     }
     return Env(
         "messaging",

@@ -13,7 +13,7 @@ import pytest
 from _conformance_fakes import FakeProvider, fake_case
 from videoflow_aio.adapters import _extras
 from videoflow_aio.cli import main
-from videoflow_aio.conformance import REGISTRY, Harness, get_provider
+from videoflow_aio.conformance import REGISTRY, Harness, get_provider, provider_names
 from videoflow_aio.conformance._provider import PROVIDERS
 
 ESC = "\x1b["
@@ -52,6 +52,7 @@ def fakes(monkeypatch: pytest.MonkeyPatch) -> dict[str, FakeProvider]:
 
         return build
 
+    provider_names()  # the built-in providers register first; the fake 'nats' then replaces one
     monkeypatch.setitem(PROVIDERS, "fake", factory("fake"))
     monkeypatch.setitem(PROVIDERS, "nats", factory("nats"))
     monkeypatch.delenv("VIDEOFLOW_NATS_URL", raising=False)

@@ -23,6 +23,7 @@ from videoflow_aio.conformance import (
     Case,
     CaseFailure,
     Harness,
+    Provider,
     ServerProvider,
     Skip,
     get_provider,
@@ -500,10 +501,12 @@ def test_memory_provider_is_registered_and_covers_every_contract() -> None:
 
 # -- registry -------------------------------------------------------------------------------------
 def test_case_ids_are_validated() -> None:
-    with pytest.raises(ValueError, match="must look like"):
+    with pytest.raises(ValueError, match="must be an upper-case prefix, a hyphen and at least"):
         conformance.case("MSG-1", "bad id", contract="messaging")
+    with pytest.raises(ValueError, match=r"e\.g\. MYAPP-001"):
+        conformance.case("myapp-001", "lower case", contract="messaging")
     with pytest.raises(ValueError, match="unknown contract"):
-        conformance.case("MSG-999", "bad contract", contract="mail")
+        conformance.case("MSG-999", "bad contract", contract="mail")  # type: ignore[arg-type]
 
     def not_async(h: Harness) -> None:
         h.check(True)
@@ -530,6 +533,72 @@ def test_registration_refuses_unknown_capabilities_and_controls() -> None:
     with pytest.raises(ValueError, match="runtime_store has no control 'x'; known: none"):
         conformance.case("RTS-998", "none", contract="runtime_store", controls=("x",))
     assert "MSG-998" not in conformance.REGISTRY
+
+
+def test_downstream_prefixes_register_and_built_in_prefixes_are_reserved(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(conformance._case, "REGISTRY", dict(conformance.REGISTRY))
+    registry = conformance._case.REGISTRY
+
+    async def mine(h: Harness) -> None:
+        h.check(True)
+
+    conformance.case("MYAPP-001", "a downstream case", contract="messaging")(mine)
+    conformance.case("MYAPP-001", "a downstream case", contract="messaging")(mine)  # re-import
+    assert registry["MYAPP-001"].func is mine
+    assert [c.id for c in conformance.select_cases(select="MYAPP-*")] == ["MYAPP-001"]
+    assert "MSG-001" in registry  # the built-in cases are still there
+
+    async def other(h: Harness) -> None:
+        h.check(True)
+
+    with pytest.raises(ValueError, match=r"duplicate case id MYAPP-001: already registered by "):
+        conformance.case("MYAPP-001", "another", contract="messaging")(other)
+    assert registry["MYAPP-001"].func is mine
+    for reserved in conformance.RESERVED_PREFIXES:
+        with pytest.raises(ValueError, match=f"prefix {reserved} is reserved for the built-in"):
+            conformance.case(f"{reserved}-977", "x", contract="messaging")(other)
+        assert f"{reserved}-977" not in registry
+
+
+def test_register_provider_refuses_to_replace_unless_asked(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(conformance._provider, "PROVIDERS", dict(PROVIDERS))
+    registry = conformance._provider.PROVIDERS
+    builtin = registry["nats"]
+    with pytest.raises(ValueError, match=r"provider 'nats' is already registered \(videoflow_"):
+        register_provider("nats", FakeProvider)
+    assert registry["nats"] is builtin
+    register_provider("mine", FakeProvider)
+    register_provider("mine", FakeProvider)  # the same factory again: no-op
+    with pytest.raises(ValueError, match="pass replace=True"):
+        register_provider("mine", Provider)  # type: ignore[type-abstract]
+    register_provider("nats", FakeProvider, replace=True)
+    assert registry["nats"] is FakeProvider
+
+
+def test_register_provider_refuses_a_built_in_name_whatever_the_import_order() -> None:
+    # the built-in providers register first, even when nothing has listed them yet
+    code = textwrap.dedent(
+        """
+        from videoflow_aio.conformance import Provider, register_provider
+        class Mine(Provider):
+            pass
+        try:
+            register_provider("nats", Mine)
+        except ValueError as exc:
+            print("refused:", exc)
+        from videoflow_aio.conformance import get_provider
+        print(type(get_provider("nats")).__module__)
+        """
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120
+    ).stdout
+    assert "refused: provider 'nats' is already registered" in out
+    assert "videoflow_aio.conformance.providers" in out
 
 
 def test_every_registered_case_names_known_capabilities_and_controls() -> None:
@@ -655,24 +724,24 @@ register_provider("mine", Mine)
 register_provider("gone", Gone)
 
 
-@case("MSG-981", "passes", contract="messaging")
+@case("MINE-981", "passes", contract="messaging")
 async def passes(h: Harness) -> None:
     await h.sleep(60)
     h.check(True)
 
 
-@case("MSG-982", "fails", contract="messaging")
+@case("MINE-982", "fails", contract="messaging")
 async def fails(h: Harness) -> None:
     h.equal(2, 3, "answer")
 
 
-@case("MSG-983", "needs archive", contract="messaging", needs=("archive",))
+@case("MINE-983", "needs archive", contract="messaging", needs=("archive",))
 async def archived(h: Harness) -> None:
     h.check(True)
 
 
 TestMine = conformance_suite(
-    ["mine", "gone"], select="MSG-98*", options={"mine": {"url": "mem://here"}}
+    ["mine", "gone"], select="MINE-98*", options={"mine": {"url": "mem://here"}}
 )
 """
 
@@ -687,9 +756,9 @@ def test_plugin_makes_one_item_per_case_provider_and_backend(plugin_run: pytest.
     result = plugin_run.runpytest_subprocess("--collect-only", "-q")
     lines = [ln for ln in result.outlines if "::" in ln]
     assert lines[:3] == [
-        "test_mine.py::TestMine::MSG-981[mine-asyncio]",
-        "test_mine.py::TestMine::MSG-981[mine-trio]",
-        "test_mine.py::TestMine::MSG-981[gone-asyncio]",
+        "test_mine.py::TestMine::MINE-981[mine-asyncio]",
+        "test_mine.py::TestMine::MINE-981[mine-trio]",
+        "test_mine.py::TestMine::MINE-981[gone-asyncio]",
     ]
     # the two runs of the case needing a profile 'mine' lacks are not collected, only counted
     assert len(lines) == 10
@@ -703,7 +772,7 @@ def test_plugin_passes_fails_and_skips_with_reasons(
     result.assert_outcomes(passed=2, failed=2, skipped=6)
     result.stdout.fnmatch_lines(
         [
-            "*MSG-982 'fails' failed on mine/asyncio: answer: expected 3, got 2 (at *test_mine.py*",
+            "*MINE-982 'fails' failed on mine/asyncio: answer: expected 3, got 2 (at *test_mine*",
             "*conformance runs not applicable (not collected)*",
             "mine/asyncio: 1 (see: videoflow-aio conformance -p mine -b asyncio)",
             "*SKIPPED*gone-server not found*",
@@ -762,7 +831,7 @@ class Logged(Provider):
         yield Harness(provider=self.name, contract=case.contract, factory=factory)
 
 
-@case("PAY-981", "passes", contract="payload")
+@case("MINE-981", "passes", contract="payload")
 async def passes(h: Harness) -> None:
     h.check(True)
 """
@@ -771,7 +840,7 @@ async def passes(h: Harness) -> None:
 
 def test_plugin_sets_up_and_closes_provider_instances_once(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(
-        test_inst=LOGGED + '\nTestLogged = conformance_suite([Logged()], select="PAY-981")\n'
+        test_inst=LOGGED + '\nTestLogged = conformance_suite([Logged()], select="MINE-981")\n'
     )
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
     result.assert_outcomes(passed=2)
@@ -903,20 +972,20 @@ class Engine(Logged):
         return frozenset()
 
 
-@case("PAY-982", "needs evictable", contract="payload", needs=("evictable",))
+@case("MINE-982", "needs evictable", contract="payload", needs=("evictable",))
 async def evictable(h: Harness) -> None:
     h.check(True)
 
 
-TestEngine = conformance_suite([Engine()], select="PAY-98*")
+TestEngine = conformance_suite([Engine()], select="MINE-98*")
 TestMemory = conformance_suite(["memory"], select="PAY-001", backends=["trio"])
 """
     pytester.makepyfile(test_lazy=LOGGED + engine)
     result = pytester.runpytest_subprocess("--collect-only", "-q", "-p", "no:cacheprovider")
     assert [ln for ln in result.outlines if "[engine-" in ln] == [
-        "test_lazy.py::TestEngine::PAY-981[engine-asyncio]",
-        "test_lazy.py::TestEngine::PAY-981[engine-trio]",
-    ]  # PAY-982 needs what the provider does not offer: known without setting it up
+        "test_lazy.py::TestEngine::MINE-981[engine-asyncio]",
+        "test_lazy.py::TestEngine::MINE-981[engine-trio]",
+    ]  # MINE-982 needs what the provider does not offer: known without setting it up
     assert not (pytester.path / "events.txt").exists()
     result = pytester.runpytest_subprocess("-m", "not server", "-p", "no:cacheprovider")
     result.assert_outcomes(passed=1, deselected=2)

@@ -13,14 +13,15 @@ import _planted
 from videoflow_aio import explore, vtime
 from videoflow_aio.cli import main
 from videoflow_aio.observe import ObservationLog
+from videoflow_aio.vtime import Backend
 
-BACKENDS = ("asyncio", "trio")
+BACKENDS: tuple[Backend, ...] = ("asyncio", "trio")
 ROOT = Path(__file__).resolve().parents[1]
 PLANTED = "tests/_planted.py"
 TOY = explore.find_target("TOY-LEASE")
 
 
-def _first_failure(backend: str, seeds: range = range(300)) -> explore.Run:
+def _first_failure(backend: Backend, seeds: range = range(300)) -> explore.Run:
     found = explore.explore([TOY], seeds, [backend])
     assert found.failures, f"no failing seed in {seeds} on {backend}"
     return found.failures[0]
@@ -34,7 +35,7 @@ def test_fifo_order_never_shows_the_planted_bug() -> None:
 
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_explore_finds_the_planted_bug_and_its_seed_replays_it_ten_times_of_ten(
-    backend: str,
+    backend: Backend,
 ) -> None:
     failure = _first_failure(backend)
     assert "two leaders at once" in failure.reason
@@ -46,7 +47,7 @@ def test_explore_finds_the_planted_bug_and_its_seed_replays_it_ten_times_of_ten(
 
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_the_printed_replay_command_reproduces_the_log_in_a_fresh_process(
-    backend: str, tmp_path: Path
+    backend: Backend, tmp_path: Path
 ) -> None:
     failure = _first_failure(backend)
     out = tmp_path / "out.jsonl"

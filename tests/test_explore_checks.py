@@ -17,6 +17,7 @@ from videoflow_aio.memory.messaging._channel import Channel
 from videoflow_aio.memory.payload import MemoryPayloadStore
 from videoflow_aio.memory.runtime_store import MemoryRuntimeStore
 from videoflow_aio.observe import ObservationLog
+from videoflow_aio.vtime import Backend
 
 
 def _log(*events: tuple[str, str, dict[str, Any]]) -> ObservationLog:
@@ -148,7 +149,7 @@ def _case(body: str) -> Case:
 
 
 @pytest.mark.parametrize("backend", ["asyncio", "trio"])
-def test_a_case_failing_after_an_injected_fault_is_faulted_not_failed(backend: str) -> None:
+def test_a_case_failing_after_an_injected_fault_is_faulted_not_failed(backend: Backend) -> None:
     run = explore.run_case(_case("check"), backend, 1, fault_rate=1.0)
     assert run.injected and run.outcome == "faulted", run.reason
     assert explore.run_case(_case("check"), backend, 1).outcome == "fail"

@@ -11,6 +11,7 @@ import sys
 import pytest
 
 from videoflow_aio import explore
+from videoflow_aio.vtime import Backend
 
 TARGETS = explore.select_targets()
 
@@ -18,7 +19,7 @@ TARGETS = explore.select_targets()
 @pytest.mark.parametrize("backend", ["asyncio", "trio"])
 @pytest.mark.parametrize(("seed", "jitter", "faults"), [(3, 0.0, 0.0), (17, 0.001, 0.05)])
 def test_every_memory_case_and_property_replays_byte_for_byte(
-    backend: str, seed: int, jitter: float, faults: float
+    backend: Backend, seed: int, jitter: float, faults: float
 ) -> None:
     differ = []
     logged = 0

@@ -5,19 +5,19 @@ from __future__ import annotations
 
 import random
 
-import _planted
 import anyio
 import pytest
 from hypothesis import HealthCheck, given, settings
 
+import _planted
 from videoflow_aio import explore, vtime
 from videoflow_aio.explore.strategies import schedules, seeds
 from videoflow_aio.observe import ObservationLog
-from videoflow_aio.vtime import VirtualClock
+from videoflow_aio.vtime import Backend, VirtualClock
 
 
 @pytest.mark.parametrize("backend", ["asyncio", "trio"])
-def test_a_failing_seed_is_found_and_shrunk(backend: str) -> None:
+def test_a_failing_seed_is_found_and_shrunk(backend: Backend) -> None:
     tried: list[tuple[int, bool]] = []
 
     @settings(max_examples=400, database=None, deadline=None, derandomize=True)
@@ -52,7 +52,7 @@ async def _three_in_order() -> list[int]:
 
 
 @pytest.mark.parametrize("backend", ["asyncio", "trio"])
-def test_a_failing_schedule_shrinks_to_one_swap(backend: str) -> None:
+def test_a_failing_schedule_shrinks_to_one_swap(backend: Backend) -> None:
     seen: list[list[int]] = []
 
     @settings(

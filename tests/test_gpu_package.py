@@ -7,6 +7,7 @@ import ast
 import subprocess
 import sys
 from pathlib import Path
+from typing import Literal
 
 import pytest
 from hypothesis import given, settings
@@ -186,7 +187,7 @@ request_st = st.one_of(
 def test_gpu_plans_equal_the_models(
     nodes: list[tuple[str, int, int, bool]],
     asks: list[dict[str, object]],
-    authority: str,
+    authority: Literal["device-plugin", "mig-manager"],
 ) -> None:
     fixtures = [
         NodeFixture(

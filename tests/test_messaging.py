@@ -22,6 +22,7 @@ from videoflow_aio.contracts.messaging import (
     Completed,
     DeliveryToken,
     Envelope,
+    Kind,
     PublicationUnknown,
     PublicationUnresolvable,
     Rejected,
@@ -88,7 +89,7 @@ def test_invalid_envelopes_and_ids() -> None:
     with pytest.raises(ValidationError):
         make_envelope(cid, "")
     with pytest.raises(ValidationError):
-        make_envelope(cid, "p", kind="frame")
+        make_envelope(cid, "p", kind="frame")  # type: ignore[arg-type]  # the runtime check
     with pytest.raises(ValidationError):
         make_envelope(cid, "p", partition_key="a.b")
     with pytest.raises(ValidationError):
@@ -459,7 +460,7 @@ async def test_switching_to_per_subject_limits_counts_what_is_already_stored() -
     messages already stored (and drops past the per-kind cap), turning them off and on again
     starts over from what is stored then."""
     b, ch, _ = await setup(max_msgs=10)
-    kinds = ["data", "eos", "data", "data", "control", "data"]
+    kinds: list[Kind] = ["data", "eos", "data", "data", "control", "data"]
     for i, kind in enumerate(kinds):
         await b.publish(make_envelope(ch.channel, f"p{i}", kind=kind), deadline())
 

@@ -18,6 +18,7 @@ from videoflow_aio.contracts import Known
 from videoflow_aio.contracts.messaging import (
     Completed,
     Delivery,
+    Kind,
     Retry,
     SettleConfirmed,
     SettleOutcome,
@@ -29,12 +30,12 @@ from videoflow_aio.contracts.messaging import (
 )
 from videoflow_aio.memory.messaging import MemoryMessagingBackend
 from videoflow_aio.observe import ObservationLog
-from videoflow_aio.vtime import VirtualClock
+from videoflow_aio.vtime import Backend, VirtualClock
 from videoflow_aio.vtime import run as vrun
 
 OUTCOMES: dict[str, SettleOutcome] = {"ok": Completed(), "retry": Retry(), "term": Terminal("x")}
 SUBS = ("a", "b", "e")  # two data subscriptions and one eos subscription
-KIND_OF = {"a": "data", "b": "data", "e": "eos"}
+KIND_OF: dict[str, Kind] = {"a": "data", "b": "data", "e": "eos"}
 
 # one flat tuple per step: (action, pid, subscription, n/index, outcome, kind, sleep);
 # repetition in the action list weights the choice
@@ -198,7 +199,7 @@ def test_nothing_lost_trio(cfg: dict[str, Any], ops: list[tuple[Any, ...]], clos
 
 @pytest.mark.parametrize("close", [False, True])
 @pytest.mark.parametrize("backend", ["asyncio", "trio"])
-def test_the_check_catches_a_silent_loss(backend: str, close: bool) -> None:
+def test_the_check_catches_a_silent_loss(backend: Backend, close: bool) -> None:
     """The property is not vacuous: a message removed without a record is caught, before or
     across a close."""
 

@@ -151,7 +151,9 @@ async def test_evicted_before_delivery_is_a_drop_for_matching_subscriptions_only
     await b.aclose()
 
 
-async def test_a_gap_this_client_cannot_attribute_is_unknown(srv: ServerProcess) -> None:
+async def test_clients_share_the_drop_accounting(srv: ServerProcess) -> None:
+    """A drop is decided once, on the server's record, whoever observes first; a client that
+    did not publish the evicted message attributes it from the index stream."""
     names = prefix()
     writer = backend(srv, names)
     ch, sub = await chan_sub(writer, max_msgs=1)
@@ -159,9 +161,11 @@ async def test_a_gap_this_client_cannot_attribute_is_unknown(srv: ServerProcess)
     assert isinstance(await reader.observe_subscription(sub.id), Known)
     await writer.publish(make_envelope(ch.channel, "p1"), dl())
     await writer.publish(make_envelope(ch.channel, "p2"), dl())  # evicts p1, undelivered
-    assert (await obs(writer, sub.id)).dropped == 1
-    seen = await reader.observe_subscription(sub.id)
-    assert isinstance(seen, Unknown) and "attribute" in seen.reason  # never a guessed zero
+    assert (await obs(reader, sub.id)).dropped == 1  # the reader never saw p1: the index did
+    assert (await obs(writer, sub.id)).dropped == 1  # counted once
+    await writer.publish(make_envelope(ch.channel, "p3"), dl())  # evicts p2
+    assert (await obs(writer, sub.id)).dropped == 2
+    assert (await obs(reader, sub.id)).dropped == 2
     await writer.aclose()
     await reader.aclose()
 
@@ -184,7 +188,8 @@ async def test_settle_after_deletion_is_stale_without_an_observation(srv: Server
     await b.publish(make_envelope(ch.channel, "p1"), dl())
     leased = await b.receive(sub.id, 1, 1 << 20, dl())
     await b.publish(make_envelope(ch.channel, "p2"), dl())  # evicts the leased p1
-    deleted = b._chans[ch.channel].deleted_for(b.names.consumer(sub.id))
+    chs = b._c.chans[ch.channel]
+    deleted = chs.ledger(chs.stream, b.names.consumer(sub.id)).deleted
     await eventually(anyio.lowlevel.checkpoint, lambda _: leased[0].sequence in deleted)
     assert isinstance(await b.settle(leased[0].token, Completed(), "late"), SettleStale)
     await b.aclose()
@@ -552,16 +557,19 @@ async def test_archive_outlives_close(srv: ServerProcess) -> None:
 
 
 async def test_trimmed_delivery_records_make_drops_unknown_not_guessed(srv: ServerProcess) -> None:
+    """Without its record of which messages it received, a client cannot tell a message
+    skipped by eviction from one it received: Unknown, never a guess."""
     b = backend(srv)
     ch, sub = await chan_sub(b, max_msgs=2)
-    for i in range(2):
-        await b.publish(make_envelope(ch.channel, f"p{i}"), dl())
-    got = await b.receive(sub.id, 8, 1 << 20, dl())
-    st = b._subs[sub.id]
-    st.trim_delivered(1)  # forget that p0 was delivered
-    assert st.forgot_upto == got[0].sequence
-    for i in range(2, 4):
-        await b.publish(make_envelope(ch.channel, f"p{i}"), dl())  # evicts p0 and p1
+    await b.publish(make_envelope(ch.channel, "p0"), dl())
+    assert isinstance(await b.observe_subscription(sub.id), Known)  # the record's mark: 0
+    await b.publish(make_envelope(ch.channel, "p1"), dl())
+    got = await b.receive(sub.id, 1, 1 << 20, dl())
+    assert [d.envelope.publication_id for d in got] == ["p0"]
+    await b.publish(make_envelope(ch.channel, "p2"), dl())  # evicts p0 (delivered)
+    await b.publish(make_envelope(ch.channel, "p3"), dl())  # evicts p1 (not delivered)
+    await b.receive(sub.id, 8, 1 << 20, dl())  # the consumer passes p1's place
+    b._c.subs[sub.id].deliveries.clear()  # forget what it received
     seen = await b.observe_subscription(sub.id)
-    assert isinstance(seen, Unknown) and "trimmed" in seen.reason
+    assert isinstance(seen, Unknown) and "another client" in seen.reason
     await b.aclose()

@@ -15,26 +15,33 @@ import subprocess
 import sys
 import textwrap
 from collections.abc import Awaitable, Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 import trio
 
-from _nats_helpers import backend
+from _nats_helpers import admin, backend, kill9_and_restart, prefix, start_restartable
 from _servers_fixtures import need_binary
-from videoflow_aio.adapters._trio_bridge import _SHARED
-from videoflow_aio.adapters.nats import CoreNatsMessagingBackend, JetStreamMessagingBackend
-from videoflow_aio.adapters.nats._bridge import BRIDGED, _on_client_loop
-from videoflow_aio.contracts import Known
+from videoflow_aio.adapters._trio_bridge import _SHARED, bridged_names
+from videoflow_aio.adapters.nats import (
+    CoreNatsMessagingBackend,
+    JetStreamAdmin,
+    JetStreamMessagingBackend,
+)
+from videoflow_aio.contracts import Known, Unknown
 from videoflow_aio.contracts.errors import BackendUnavailable, Unsupported
 from videoflow_aio.contracts.messaging import (
     Accepted,
     Completed,
+    Retry,
     SettleConfirmed,
+    SettleStale,
     make_channel,
     make_envelope,
     make_subscription,
 )
+from videoflow_aio.observe import ObservationLog
 from videoflow_aio.testing.servers import ServerProcess, start_nats
 
 pytestmark = pytest.mark.server
@@ -64,15 +71,15 @@ async def _chan_sub(b: Any) -> Any:
     return ch, sub
 
 
-async def _noop(self: Any) -> None:
-    pass
-
-
-def test_every_contract_method_is_bridged() -> None:
-    for cls in (JetStreamMessagingBackend, CoreNatsMessagingBackend):
-        for name in BRIDGED:
-            assert getattr(cls, name).__code__ is _on_client_loop(_noop).__code__, name
-    assert {"publish", "receive", "settle", "aclose", "observe_subscription"} <= set(BRIDGED)
+def test_every_contract_method_and_admin_helper_is_bridged() -> None:
+    """The one bridge (``adapters._trio_bridge.bridged``) wraps the contract, ``aclose`` and
+    ``drop_namespace`` of both backends, and every operation of the administrator."""
+    for cls in (JetStreamMessagingBackend, CoreNatsMessagingBackend, JetStreamAdmin):
+        for name in bridged_names(cls):
+            assert getattr(getattr(cls, name), "__videoflow_bridged__", False), (cls, name)
+    names = set(bridged_names(JetStreamMessagingBackend))
+    assert {"publish", "receive", "settle", "aclose", "drop_namespace"} <= names
+    assert {"purge", "delete_message", "delete_subscription"} <= set(bridged_names(JetStreamAdmin))
 
 
 def test_jetstream_round_trip_from_trio_on_the_bridge_loop(srv: ServerProcess) -> None:
@@ -89,7 +96,7 @@ def test_jetstream_round_trip_from_trio_on_the_bridge_loop(srv: ServerProcess) -
         # the connection's reader/flusher tasks and the inbox subscription live on the
         # run's trio-asyncio loop (not on some other loop that never runs)
         loop = _SHARED.get().loop
-        nc = b._nc
+        nc = b._c.nc
         for task in (nc._reading_task, nc._flusher_task):
             assert isinstance(task, asyncio.Task) and task.get_loop() is loop
         assert b._side.bridged and not b._side.direct
@@ -199,3 +206,151 @@ def test_the_asyncio_path_does_not_load_the_bridge(srv: ServerProcess) -> None:
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "True False"
+
+
+# -- issue #14 under trio: two clients, an administrator, a restart ---------------------------
+
+
+def test_two_clients_share_the_drop_accounting_from_trio(srv: ServerProcess) -> None:
+    async def main() -> None:
+        names = prefix()
+        x, y = backend(srv, names), backend(srv, names)
+        ch = make_channel("f", "r", "n", "work", "limits", max_msgs=2)
+        await x.ensure_channel(ch, "op-1")
+        sub = make_subscription(ch.channel, "w", ack_wait_seconds=5.0)
+        await x.ensure_subscription(sub, "op-2")
+        await y.ensure_subscription(sub, "op-3")  # another process ensures what it uses
+        for pid in ("p1", "p2"):
+            await x.publish(make_envelope(ch.channel, pid), _dl())
+        got = await y.receive(sub.id, 1, 1 << 20, _dl())
+        assert isinstance(await y.settle(got[0].token, Completed(), "s1"), SettleConfirmed)
+        seen = await x.observe_subscription(sub.id)  # x never saw p1 delivered
+        assert isinstance(seen, Unknown) or seen.value.dropped == 0, seen
+        assert (await _obs(y, sub)).dropped == 0  # y did: it decides, for both
+        for pid in ("p3", "p4"):
+            await x.publish(make_envelope(ch.channel, pid), _dl())  # evicts p1 and p2
+        assert (await _obs(x, sub)).dropped == 1  # p2, never delivered
+        assert (await _obs(y, sub)).dropped == 1
+        for b in (x, y):
+            await b.aclose()
+
+    _run(main)
+
+
+def test_an_administrator_purge_from_trio(srv: ServerProcess) -> None:
+    async def main() -> None:
+        b = backend(srv)
+        ch, sub = await _chan_sub(b)
+        for i in range(3):
+            await b.publish(make_envelope(ch.channel, f"p{i}"), _dl())
+        leased = await b.receive(sub.id, 2, 1 << 20, _dl())
+        a = admin(b)
+        assert await a.purge(ch.channel) == 3
+        await a.aclose()
+        assert isinstance(await b.settle(leased[0].token, Completed(), "late"), SettleStale)
+        assert not (await b.renew(leased[1].token)).held
+        o = await _obs(b, sub)
+        assert (o.dropped, o.pending, o.leased) == (3, 0, 0)
+        await b.aclose()
+
+    _run(main)
+
+
+def test_a_final_retry_from_trio_is_unresolved_at_once(srv: ServerProcess) -> None:
+    async def main() -> None:
+        b = backend(srv)
+        ch = make_channel("f", "r", "n", "work", "limits")
+        await b.ensure_channel(ch, "op-1")
+        sub = make_subscription(ch.channel, "w", ack_wait_seconds=5.0, max_deliver=1)
+        await b.ensure_subscription(sub, "op-2")
+        await b.publish(make_envelope(ch.channel, "p1"), _dl())
+        got = await b.receive(sub.id, 1, 1 << 20, _dl())
+        assert isinstance(await b.settle(got[0].token, Retry(2.0), "r"), SettleConfirmed)
+        o = await _obs(b, sub)
+        assert (o.unresolved, o.pending, o.leased) == (1, 0, 0)
+        await b.aclose()
+
+    _run(main)
+
+
+def test_a_lost_ack_is_resettled_from_trio(tmp_path: Path) -> None:
+    need_binary("nats-server")
+
+    async def main() -> None:
+        store = tmp_path / "js"
+        server = await trio.to_thread.run_sync(start_restartable, store)
+        log = ObservationLog()
+        b = backend(server, log=log, request_timeout=2.0)
+        try:
+            ch = make_channel("f", "r", "n", "work", "limits", persistence=True)
+            await b.ensure_channel(ch, "op-1")
+            sub = make_subscription(ch.channel, "w", ack_wait_seconds=1.0, max_deliver=3)
+            await b.ensure_subscription(sub, "op-2")
+            for pid in ("p1", "p2", "p3"):
+                await b.publish(make_envelope(ch.channel, pid), _dl())
+            for d in await b.receive(sub.id, 3, 1 << 20, _dl()):
+                assert isinstance(
+                    await b.settle(d.token, Completed(), f"s{d.sequence}"), SettleConfirmed
+                )
+            server = await trio.to_thread.run_sync(kill9_and_restart, server, store)
+            seen: list[str] = []
+            with trio.move_on_after(4):  # past the ack wait: a lost ack comes back by then
+                while True:
+                    try:
+                        got = await b.receive(sub.id, 8, 1 << 20, _dl(0.5))
+                    except BackendUnavailable:
+                        await trio.sleep(0.1)  # reconnecting
+                        continue
+                    seen += [d.envelope.publication_id for d in got]
+            assert seen == []  # every one was settled: a redelivery is re-settled, not handed out
+            forgotten = log.events("settle_forgotten")
+            assert all(e.attrs["resettled"] for e in forgotten)
+            o = await _obs(b, sub)
+            assert (o.pending, o.leased, o.unresolved) == (0, 0, 0)
+        finally:
+            await b.aclose()
+            server.stop()
+
+    _run(main)
+
+
+def test_core_nats_two_clients_and_a_restart_from_trio(tmp_path: Path) -> None:
+    need_binary("nats-server")
+
+    async def main() -> None:
+        server = await trio.to_thread.run_sync(start_restartable, tmp_path / "js")
+        subject = prefix()[1]
+        b = CoreNatsMessagingBackend(server.url, subject_prefix=subject)
+        c = CoreNatsMessagingBackend(server.url, subject_prefix=subject)
+        try:
+            ch = make_channel("f", "r", "n", "work", "limits")
+            for x in (b, c):
+                await x.ensure_channel(ch, "op")
+            theirs = make_subscription(ch.channel, "theirs", competing=False)
+            await c.ensure_subscription(theirs, "op")  # attached: the server has it
+            await b.publish(make_envelope(ch.channel, "before"), _dl())
+            server = await trio.to_thread.run_sync(kill9_and_restart, server, tmp_path / "js")
+            with trio.fail_after(10):
+                while not (b.connected and c.connected):  # noqa: ASYNC110 - nats-py reconnects
+                    await trio.sleep(0.02)
+            assert isinstance(await b.publish(make_envelope(ch.channel, "after"), _dl()), Accepted)
+            got: list[str] = []
+            with trio.move_on_after(2):
+                while len(got) < 2:
+                    got += [
+                        d.envelope.publication_id
+                        for d in await c.receive(theirs.id, 8, 1 << 20, _dl(0.5))
+                    ]
+            assert got == ["before", "after"]
+        finally:
+            for x in (b, c):
+                await x.aclose()
+            server.stop()
+
+    _run(main)
+
+
+async def _obs(b: Any, sub: Any) -> Any:
+    o = await b.observe_subscription(sub.id)
+    assert isinstance(o, Known), o
+    return o.value

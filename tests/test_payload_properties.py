@@ -22,6 +22,7 @@ from videoflow_aio.contracts.payload import (
     Missing,
     PayloadBackpressure,
     RetentionContract,
+    Tier,
 )
 from videoflow_aio.memory.payload import MemoryPayloadStore, StaticLedger
 from videoflow_aio.vtime import VirtualClock, run
@@ -66,7 +67,7 @@ async def _listed(s: MemoryPayloadStore) -> tuple[ImmutablePayloadRef, ...]:
     return inv.value
 
 
-async def program(tier: str, ops: list[tuple[Any, ...]]) -> None:
+async def program(tier: Tier, ops: list[tuple[Any, ...]]) -> None:
     budget = 3 * 256
     s = MemoryPayloadStore(
         tier=tier, max_bytes=budget, forward_unchanged=True, orphan_grace_seconds=GRACE
@@ -140,7 +141,7 @@ async def program(tier: str, ops: list[tuple[Any, ...]]) -> None:
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(tier=st.sampled_from(["durable", "evictable"]), ops=st.lists(op, min_size=8, max_size=40))
-def test_random_programs_keep_the_invariants(tier: str, ops: list[tuple[Any, ...]]) -> None:
+def test_random_programs_keep_the_invariants(tier: Tier, ops: list[tuple[Any, ...]]) -> None:
     run(program, tier, ops, backend="asyncio", clock=VirtualClock())
 
 

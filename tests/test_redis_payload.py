@@ -25,6 +25,7 @@ from videoflow_aio.contracts.payload import (
     PayloadBackpressure,
     PayloadBytes,
     RetentionContract,
+    Tier,
 )
 from videoflow_aio.testing.servers import RedisServer, ServerProcess
 
@@ -90,7 +91,11 @@ async def test_tier_must_match_the_server_policy(
     redis_durable_srv: ServerProcess,
     redis_evictable_srv: ServerProcess,
 ) -> None:
-    for url, tier in ((redis_durable_srv.url, "evictable"), (redis_evictable_srv.url, "durable")):
+    mismatched: list[tuple[str, Tier]] = [
+        (redis_durable_srv.url, "evictable"),
+        (redis_evictable_srv.url, "durable"),
+    ]
+    for url, tier in mismatched:
         s = RedisPayloadStore(url, tier=tier, namespace=_ns())
         with pytest.raises(IncompatibleProfile):
             await s.put(b"x", "k", RetentionContract())

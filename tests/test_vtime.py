@@ -179,7 +179,7 @@ async def _wait_forever(flags: list[str]) -> None:
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-def test_autojump_deadlock_raises_promptly_and_cleans_up(backend: str) -> None:
+def test_autojump_deadlock_raises_promptly_and_cleans_up(backend: vtime.Backend) -> None:
     flags: list[str] = []
     wall0 = time.perf_counter()  # wall-clock: a deadlock must not hang or spin
     with pytest.raises(VirtualTimeDeadlock, match="no timer is set"):
@@ -193,13 +193,13 @@ async def _sleep_without_advance() -> None:
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-def test_manual_mode_timer_nobody_advances_to_is_a_deadlock(backend: str) -> None:
+def test_manual_mode_timer_nobody_advances_to_is_a_deadlock(backend: vtime.Backend) -> None:
     with pytest.raises(VirtualTimeDeadlock, match="manual mode"):
         vtime.run(_sleep_without_advance, backend=backend, clock=FakeClock())
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-def test_deadlock_after_advance_names_the_gap(backend: str) -> None:
+def test_deadlock_after_advance_names_the_gap(backend: vtime.Backend) -> None:
     clock = FakeClock()
 
     async def main() -> None:
@@ -217,7 +217,7 @@ def test_deadlock_after_advance_names_the_gap(backend: str) -> None:
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-def test_run_returns_the_result_and_passes_args(backend: str) -> None:
+def test_run_returns_the_result_and_passes_args(backend: vtime.Backend) -> None:
     async def main(a: int, b: int) -> tuple[int, float]:
         await anyio.sleep(30)
         return a + b, current_clock().monotonic()
@@ -232,7 +232,7 @@ def test_run_rejects_unknown_backend() -> None:
         return None
 
     with pytest.raises(ValueError, match="unknown backend"):
-        vtime.run(main, backend="curio")
+        vtime.run(main, backend="curio")  # type: ignore[arg-type]  # the runtime check
 
 
 def test_new_event_loop_as_runner_loop_factory() -> None:

@@ -76,7 +76,7 @@ async def _stuck_shielded_child(flags: list[str]) -> None:
 
 @pytest.mark.parametrize("body", [_stuck_shielded, _stuck_shielded_child])
 @pytest.mark.parametrize("backend", BACKENDS)
-def test_run_ends_a_shielded_deadlock_cleanly(backend: str, body: object) -> None:
+def test_run_ends_a_shielded_deadlock_cleanly(backend: vtime.Backend, body: object) -> None:
     flags: list[str] = []
     with pytest.raises(VirtualTimeDeadlock) as info:  # one plain exception, not a group
         vtime.run(body, flags, backend=backend)  # type: ignore[arg-type]
@@ -103,7 +103,9 @@ def test_a_bare_asyncio_runner_gets_the_deadlock_in_its_main_task() -> None:
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-def test_a_program_that_swallows_the_deadlock_and_waits_again_still_ends(backend: str) -> None:
+def test_a_program_that_swallows_the_deadlock_and_waits_again_still_ends(
+    backend: vtime.Backend,
+) -> None:
     swallowed: list[int] = []
 
     async def stubborn() -> None:
@@ -119,7 +121,9 @@ def test_a_program_that_swallows_the_deadlock_and_waits_again_still_ends(backend
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-def test_keyboard_interrupt_in_a_clock_callback_ends_the_run_cleanly(backend: str) -> None:
+def test_keyboard_interrupt_in_a_clock_callback_ends_the_run_cleanly(
+    backend: vtime.Backend,
+) -> None:
     flags: list[float] = []
 
     async def main() -> None:
@@ -157,7 +161,7 @@ def test_keyboard_interrupt_in_a_clock_callback_of_a_bare_trio_run() -> None:
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-def test_a_guard_around_part_of_the_program_gets_the_deadlock(backend: str) -> None:
+def test_a_guard_around_part_of_the_program_gets_the_deadlock(backend: vtime.Backend) -> None:
     async def main() -> float:
         with pytest.raises(VirtualTimeDeadlock):
             await vtime.guarded(anyio.sleep_forever)

@@ -18,7 +18,9 @@ pytestmark = pytest.mark.anyio
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-def test_sleep_forever_alone_is_a_deadlock_and_the_clock_stays_finite(backend: str) -> None:
+def test_sleep_forever_alone_is_a_deadlock_and_the_clock_stays_finite(
+    backend: vtime.Backend,
+) -> None:
     clock = VirtualClock()
     cleaned: list[float] = []
 

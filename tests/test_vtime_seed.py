@@ -18,9 +18,9 @@ import pytest
 
 from videoflow_aio import vtime
 from videoflow_aio.contracts.errors import ValidationError
-from videoflow_aio.vtime import VirtualClock
+from videoflow_aio.vtime import Backend, VirtualClock
 
-BACKENDS = ("asyncio", "trio")
+BACKENDS: tuple[Backend, ...] = ("asyncio", "trio")
 
 
 async def _wakers(n: int) -> list[int]:
@@ -38,7 +38,7 @@ async def _wakers(n: int) -> list[int]:
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-def test_the_same_seed_gives_the_same_order_and_seeds_reach_every_order(backend: str) -> None:
+def test_the_same_seed_gives_the_same_order_and_seeds_reach_every_order(backend: Backend) -> None:
     seen = {tuple(vtime.run(_wakers, 3, backend=backend, seed=s)) for s in range(60)}
     assert seen == {(0, 1, 2), (0, 2, 1), (1, 0, 2), (1, 2, 0), (2, 0, 1), (2, 1, 0)}
     for s in (0, 7, 4711):
@@ -58,7 +58,7 @@ class _Zeros(random.Random):
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-def test_draws_of_zero_give_the_canonical_order(backend: str) -> None:
+def test_draws_of_zero_give_the_canonical_order(backend: Backend) -> None:
     # what a Hypothesis-controlled random shrinks to: tasks in the order they were started
     assert vtime.run(_wakers, 8, backend=backend, clock=VirtualClock(seed=_Zeros())) == list(
         range(8)
@@ -84,7 +84,7 @@ async def _cancelled_group() -> list[int]:
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-def test_a_seed_does_not_depend_on_memory_addresses(backend: str) -> None:
+def test_a_seed_does_not_depend_on_memory_addresses(backend: Backend) -> None:
     first = vtime.run(_cancelled_group, backend=backend, seed=7)
     ballast: list[list[object]] = []
     for k in range(6):  # shift where the next run's objects land
@@ -114,7 +114,7 @@ def test_asyncio_callbacks_and_equal_deadline_timers_are_permuted() -> None:
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-def test_clock_timers_with_equal_deadlines_are_permuted(backend: str) -> None:
+def test_clock_timers_with_equal_deadlines_are_permuted(backend: Backend) -> None:
     async def main() -> list[int]:
         fired: list[int] = []
         clock = vtime.current_clock()
@@ -150,7 +150,7 @@ def test_standalone_clock_timers_with_equal_deadlines_follow_the_seed() -> None:
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-def test_tasks_woken_together_by_an_event_run_in_seeded_order(backend: str) -> None:
+def test_tasks_woken_together_by_an_event_run_in_seeded_order(backend: Backend) -> None:
     async def main() -> list[int]:
         event = anyio.Event()
         order: list[int] = []
@@ -189,7 +189,7 @@ async def _sleepers(jitter: float) -> list[tuple[float, float]]:
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-def test_jitter_fires_timers_late_never_early_and_within_the_bound(backend: str) -> None:
+def test_jitter_fires_timers_late_never_early_and_within_the_bound(backend: Backend) -> None:
     got = vtime.run(_sleepers, 0.1, backend=backend, seed=5, jitter=0.1)
     assert got == vtime.run(_sleepers, 0.1, backend=backend, seed=5, jitter=0.1)
     lateness = [woke - deadline for deadline, woke in got]
@@ -201,7 +201,7 @@ def test_jitter_fires_timers_late_never_early_and_within_the_bound(backend: str)
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-def test_jitter_never_overshoots_what_advance_allows_in_manual_mode(backend: str) -> None:
+def test_jitter_never_overshoots_what_advance_allows_in_manual_mode(backend: Backend) -> None:
     async def main() -> list[float]:
         clock = vtime.current_clock()
         readings = []

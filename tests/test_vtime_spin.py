@@ -123,7 +123,7 @@ def test_spin_threshold_must_be_a_positive_int_or_none(bad: object) -> None:
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-def test_a_lone_spinner_with_no_deadline_is_left_alone(backend: str) -> None:
+def test_a_lone_spinner_with_no_deadline_is_left_alone(backend: vtime.Backend) -> None:
     """Nothing to jump to: the loop keeps running it, as a real clock would."""
 
     async def main() -> float:

@@ -64,7 +64,7 @@ def test_bad_inputs() -> None:
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-def test_timers_set_before_a_run_fire_inside_it_and_after_it(backend: str) -> None:
+def test_timers_set_before_a_run_fire_inside_it_and_after_it(backend: vtime.Backend) -> None:
     clock = FakeClock()
     seen: list[tuple[str, float]] = []
     clock.at(5, lambda: seen.append(("before", clock.monotonic())))
@@ -103,7 +103,7 @@ def test_a_standalone_advance_is_also_awaitable_anywhere() -> None:
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-def test_an_unawaited_advance_inside_the_loop_is_an_error(backend: str) -> None:
+def test_an_unawaited_advance_inside_the_loop_is_an_error(backend: vtime.Backend) -> None:
     async def forgets_await() -> None:
         vtime.current_clock().advance(10)  # the seed's spelling, inside the loop: lost
         await anyio.sleep(1)

@@ -8,5 +8,6 @@ that run unchanged against every provider under asyncio and trio.
 from __future__ import annotations
 
 __version__ = "0.1.0"
+"""The installed version of videoflow_aio."""
 
 __all__ = ["__version__"]

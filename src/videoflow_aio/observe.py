@@ -14,6 +14,7 @@ import anyio
 import msgspec
 
 AttrValue = str | int | float | bool | None | list[str]
+"""A value an event attribute may hold (JSON-serialisable as is)."""
 
 
 class Event(msgspec.Struct, frozen=True):

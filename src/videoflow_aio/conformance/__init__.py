@@ -8,7 +8,7 @@ with a :class:`Provider` and :func:`register_provider`. See ``docs/conformance.m
 from __future__ import annotations
 
 from ._capabilities import CAPABILITIES, Capability, capability_names
-from ._case import CONTRACTS, REGISTRY, Case, case, select_cases
+from ._case import CONTRACTS, REGISTRY, RESERVED_PREFIXES, Case, case, select_cases
 from ._controls import (
     CONTROLS,
     AllocationControls,
@@ -48,6 +48,7 @@ __all__ = [
     "CONTROLS",
     "REGISTRY",
     "REQUIRE_SERVERS_ENV",
+    "RESERVED_PREFIXES",
     "AllocationControls",
     "AllocationHarness",
     "Capability",

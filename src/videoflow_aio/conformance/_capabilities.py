@@ -32,7 +32,10 @@ Capability = Literal[
     # allocation: the backend may change MIG geometry
     "geometry_changes",
 ]
+"""A capability name a case can need (``needs=``) and a provider can offer; mypy checks the
+spelling. The names come from the providers' ``capabilities()`` structs."""
 CAPABILITIES: frozenset[str] = frozenset(get_args(Capability))
+"""Every :data:`Capability` name, as a set (for checks at run time)."""
 
 CapabilityStruct = (
     MessagingCapabilities | PayloadCapabilities | RuntimeCapabilities | AllocationCapabilities

@@ -7,7 +7,7 @@ import inspect
 import re
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from ._capabilities import Capability, check_capabilities
 from ._controls import check_controls
@@ -16,7 +16,12 @@ if TYPE_CHECKING:
     from ._harness import Harness
 
 CONTRACTS = ("runtime_store", "messaging", "payload", "allocation")
-_ID = re.compile(r"^(RTS|MSG|PAY|ALC|MIG)-\d{3}$")
+"""The contracts a case can be written against (``case(contract=...)``)."""
+RESERVED_PREFIXES = ("RTS", "MSG", "PAY", "ALC", "MIG")
+"""ID prefixes of the built-in cases: only modules of ``videoflow_aio.conformance.cases`` may
+register IDs that start with one of these."""
+_ID = re.compile(r"^([A-Z][A-Z0-9]*)-\d{3,}$")
+_BUILTIN_MODULES = f"{__package__}.cases"
 
 CaseFunc = Callable[["Harness[Any, Any]"], Awaitable[None]]
 """A case: an async function of the harness of its contract (e.g. ``MessagingHarness``)."""
@@ -38,24 +43,36 @@ class Case:
 
 
 REGISTRY: dict[str, Case] = {}
+"""Every registered case by ID. Filled by :func:`case`; read it through
+:func:`select_cases`, which imports the built-in case modules first."""
 
 
 def case(
     id: str,
     title: str,
     *,
-    contract: str,
+    contract: Literal["runtime_store", "messaging", "payload", "allocation"],
     needs: Iterable[Capability] = (),
     controls: Iterable[str] = (),
 ) -> Callable[[F], F]:
     """Register ``func`` as conformance case ``id``. IDs are stable once published.
 
-    ``needs`` are :data:`~videoflow_aio.conformance.Capability` names; ``controls`` the
-    controls of the contract's Protocol (e.g. :class:`MessagingControls`) the case uses.
-    An unknown name of either is a ``ValueError`` here, not a silent skip later.
+    An ID is an upper-case prefix, a hyphen and at least three digits (``MYAPP-001``). The
+    prefixes in :data:`RESERVED_PREFIXES` belong to the built-in cases: a case outside
+    ``videoflow_aio.conformance.cases`` that uses one is a ``ValueError``, and so is an ID
+    already registered by another function — nothing is replaced silently.
+
+    ``needs`` are [`Capability`][videoflow_aio.conformance.Capability] names; ``controls``
+    the controls of the contract's Protocol (e.g.
+    [`MessagingControls`][videoflow_aio.conformance.MessagingControls]) the case uses. An
+    unknown name of either is a ``ValueError`` here, not a silent skip later.
     """
-    if not _ID.match(id):
-        raise ValueError(f"case id {id!r} must look like MSG-001")
+    m = _ID.match(id)
+    if m is None:
+        raise ValueError(
+            f"case id {id!r} must be an upper-case prefix, a hyphen and at least three "
+            "digits, e.g. MYAPP-001"
+        )
     if contract not in CONTRACTS:
         raise ValueError(f"unknown contract {contract!r}")
     wanted = frozenset[str](needs)
@@ -67,12 +84,27 @@ def case(
         fn: object = func  # (a TypeGuard on func itself would narrow away the F)
         if not inspect.iscoroutinefunction(fn):
             raise TypeError(f"case {id} must be an async def taking the Harness")
-        if id in REGISTRY and REGISTRY[id].func.__qualname__ != func.__qualname__:
-            raise ValueError(f"duplicate case id {id}")
+        module = getattr(func, "__module__", "") or ""
+        builtin = module == _BUILTIN_MODULES or module.startswith(_BUILTIN_MODULES + ".")
+        if m.group(1) in RESERVED_PREFIXES and not builtin:
+            raise ValueError(
+                f"case id {id}: the prefix {m.group(1)} is reserved for the built-in cases; "
+                "give your cases a prefix of your own, e.g. MYAPP-001"
+            )
+        old = REGISTRY.get(id)
+        if old is not None and _origin(old.func) != _origin(func):
+            raise ValueError(
+                f"duplicate case id {id}: already registered by {_origin(old.func)}, "
+                f"now by {_origin(func)}"
+            )
         REGISTRY[id] = Case(id, title, contract, func, wanted, used)
         return func
 
     return register
+
+
+def _origin(func: CaseFunc) -> str:
+    return f"{getattr(func, '__module__', '?')}.{getattr(func, '__qualname__', '?')}"
 
 
 def load_all() -> None:

@@ -17,7 +17,7 @@ import inspect
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Protocol
 
-from ..contracts.messaging import ChannelId, PublishOutcome, SubscriptionId
+from ..contracts.messaging import ChannelId, MessagingBackend, PublishOutcome, SubscriptionId
 
 if TYPE_CHECKING:
     from ..memory.allocation import NodeFixture
@@ -41,6 +41,24 @@ class MessagingControls(Protocol):
         self, subscription: SubscriptionId, reason: str | None = "timeout"
     ) -> None:
         """Observations of ``subscription`` return ``Unknown(reason)`` until called with None."""
+
+    async def another_client(self) -> MessagingBackend:
+        """Another client of the same broker (a new backend on its own connection): it sees
+        the same channels and subscriptions once it ensures them."""
+        ...
+
+    async def restart_server(self) -> None:
+        """The broker crashes (kill -9) and restarts on the same store; returns once every
+        client is connected again."""
+
+    async def purge(self, channel_id: ChannelId) -> None:
+        """An administrator purges the channel's messages out of band."""
+
+    async def delete_message(self, channel_id: ChannelId, sequence: int) -> None:
+        """An administrator deletes one message of the channel out of band."""
+
+    async def delete_subscription(self, subscription: SubscriptionId) -> None:
+        """An administrator deletes the subscription out of band (ensured again, it is new)."""
 
 
 class PayloadControls(Protocol):

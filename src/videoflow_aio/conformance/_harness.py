@@ -217,6 +217,11 @@ class Harness(Generic[BackendT, ControlsT]):
 
 
 MessagingHarness = Harness[MessagingBackend, MessagingControls]
+"""The harness of a messaging case: ``h.open()`` returns a ``MessagingBackend``."""
 PayloadHarness = Harness[PayloadStore, PayloadControls]
+"""The harness of a payload case: ``h.open()`` returns a ``PayloadStore``."""
 RuntimeStoreHarness = Harness[RuntimeStore, RuntimeStoreControls]
+"""The harness of a runtime-store case: ``h.open()`` returns a ``RuntimeStore``."""
 AllocationHarness = Harness[AcceleratorAllocationBackend, AllocationControls]
+"""The harness of an allocation case: ``h.open()`` returns an
+``AcceleratorAllocationBackend``."""

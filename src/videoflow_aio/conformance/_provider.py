@@ -107,13 +107,29 @@ ProviderFactory = Callable[..., Provider]
 PROVIDERS: dict[str, ProviderFactory] = {}
 
 
-def register_provider(name: str, factory: ProviderFactory) -> None:
+def register_provider(name: str, factory: ProviderFactory, *, replace: bool = False) -> None:
     """Make ``get_provider(name, **options)`` call ``factory(**options)``.
 
     The factory is usually the provider class; keyword options (e.g. ``url=``) are its
-    constructor arguments.
+    constructor arguments. A name that is already registered (a built-in such as ``nats``,
+    or another project's provider) is refused with a ``ValueError`` and nothing changes,
+    unless ``replace=True``; registering the same factory under the same name again is a
+    no-op. The built-in providers are registered before any other, so the answer does not
+    depend on import order.
     """
+    _load_builtin()
+    old = PROVIDERS.get(name)
+    if old is not None and old is not factory and not replace:
+        raise ValueError(
+            f"provider {name!r} is already registered ({_describe(old)}); pick another name, "
+            "or pass replace=True to replace it"
+        )
     PROVIDERS[name] = factory
+
+
+def _describe(factory: ProviderFactory) -> str:
+    module = getattr(factory, "__module__", "?")
+    return f"{module}.{getattr(factory, '__qualname__', repr(factory))}"
 
 
 def get_provider(name: str, **options: Any) -> Provider:

@@ -18,7 +18,7 @@ import warnings
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import Literal, cast
 
 import anyio
 import anyio.from_thread
@@ -28,7 +28,7 @@ import trio
 
 from .. import faults
 from ..contracts.errors import ValidationError
-from ..vtime import VirtualClock, VirtualTimeDeadlock
+from ..vtime import Backend, VirtualClock, VirtualTimeDeadlock
 from ..vtime import run as vrun
 from ._case import Case
 from ._harness import CaseFailure, Harness, Skip
@@ -36,10 +36,13 @@ from ._provider import Provider
 
 Outcome = Literal["pass", "fail", "skip"]
 BACKENDS = ("asyncio", "trio")
+"""The async backends every case runs under by default, in this order."""
 REAL_TIME_LIMIT = 120.0  # seconds a case may run on a real-time provider's clock
 VIRTUAL_LIMIT = 7 * 24 * 3600.0  # virtual seconds a case may run on a model (catches deadlocks)
 WALL_LIMIT = 300.0  # wall seconds any one case may take, harness included
 REQUIRE_SERVERS_ENV = "VIDEOFLOW_REQUIRE_SERVERS"
+"""The environment variable that turns an unavailable provider (a missing server or client
+library) from a skip into a failure: set it to ``1`` in CI."""
 
 
 class CaseResult(msgspec.Struct, frozen=True):
@@ -56,6 +59,8 @@ class CaseResult(msgspec.Struct, frozen=True):
 
 
 class Summary(msgspec.Struct, frozen=True):
+    """How many runs passed, failed and were skipped (``pass``/``fail``/``skip`` in JSON)."""
+
     # "pass" is a keyword; msgspec renames the fields in JSON
     passed: int = msgspec.field(name="pass")
     failed: int = msgspec.field(name="fail")
@@ -70,6 +75,7 @@ class Report(msgspec.Struct, frozen=True):
 
 
 def summarize(results: Sequence[CaseResult]) -> Report:
+    """The report of ``results``: every result, in the order given, and their counts."""
     counts = {"pass": 0, "fail": 0, "skip": 0}
     for r in results:
         counts[r.outcome] += 1
@@ -324,7 +330,8 @@ def execute(
         if provider.real_time:
             anyio.run(body, backend=backend)
         else:
-            vrun(body, backend=backend, clock=VirtualClock(seed=seed, jitter=jitter))
+            vclock = VirtualClock(seed=seed, jitter=jitter)
+            vrun(body, backend=cast(Backend, backend), clock=vclock)  # backend checked there
     except KeyboardInterrupt:
         raise
     except BaseException as exc:  # a case failure of any kind is a result, not a crash

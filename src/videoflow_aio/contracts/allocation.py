@@ -20,13 +20,13 @@ from __future__ import annotations
 
 import abc
 from collections.abc import Mapping, Sequence
-from typing import Annotated, Any, Literal, TypedDict
+from typing import Any, Literal, TypedDict
 
 import msgspec
 
 from ._base import Known, Unknown
 from ._boundary import Boundary
-from ._specs import NonEmptyStr, NonNegInt, OneOf, PositiveFloat
+from ._specs import NonEmptyStr, NonNegInt, PositiveFloat
 from .errors import ConflictError
 
 Completeness = Literal["complete", "partial"]
@@ -160,6 +160,7 @@ class Infeasible(msgspec.Struct, frozen=True, tag=True):
 
 
 PlanOutcome = FeasiblePlan | Infeasible
+"""What ``plan`` answers: a feasible plan, or why there is none."""
 
 
 class ClaimNode(msgspec.Struct, frozen=True, kw_only=True):
@@ -261,7 +262,7 @@ class AcceleratorAllocationBackend(Boundary, abc.ABC):
     async def reconcile(
         self,
         claim_id: NonEmptyStr,
-        desired: Annotated[str, OneOf(DESIRED)],
+        desired: Literal["held", "released"],
         expected_generation: str,
     ) -> ClaimObservation:
         """Drive the claim to ``desired`` (``'held'``: re-assert ownership and rewrite

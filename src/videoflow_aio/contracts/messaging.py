@@ -32,7 +32,8 @@ from __future__ import annotations
 
 import abc
 from collections.abc import Mapping, Sequence
-from typing import Annotated, Literal
+from types import TracebackType
+from typing import Annotated, Literal, Self
 
 import msgspec
 
@@ -52,12 +53,18 @@ from ._specs import (
 from .errors import IncompatibleProfile, ValidationError
 
 Retention = Literal["limits", "interest"]
+"""How long a channel keeps a message: ``limits`` (up to its limits) or ``interest``."""
 Overflow = Literal["evict_oldest", "reject"]
+"""What a full ``limits`` channel does with a new message: evict the oldest, or reject it."""
 Kind = Literal["data", "eos", "control", "dlq"]
+"""The kind of an envelope: ``data``, ``eos`` (end of stream), ``control``, ``dlq``."""
 
 RETENTIONS: tuple[str, ...] = ("limits", "interest")
+"""Every :data:`Retention`, in order."""
 OVERFLOWS: tuple[str, ...] = ("evict_oldest", "reject")
+"""Every :data:`Overflow`, in order."""
 KINDS: tuple[str, ...] = ("data", "eos", "control", "dlq")
+"""Every :data:`Kind`, in order."""
 LATEST_PER_KEY_PROFILE = "latest_per_key"
 """A channel whose ``profile`` is this keeps only the newest envelope per (kind, partition_key)."""
 
@@ -113,10 +120,18 @@ class SubscriptionId(msgspec.Struct, frozen=True, gc=False, order=True):
 
 @checked
 class ChannelSpec(msgspec.Struct, frozen=True, gc=False):
-    """A channel's configuration. Invalid values raise :class:`ValidationError` at construction.
+    """A channel's configuration. Invalid values raise ``ValidationError`` at construction.
 
     Immutable once created: ``retention``, ``replicas``, ``persistence``, ``profile``.
     The rest is reconciled by ``ensure_channel``.
+
+    ``profile`` names the channel's workload class. It is stored with the channel, read back
+    by ``ensure_channel`` and may not change afterwards; any non-empty name is accepted
+    (``"work"`` is the convention for a stage's ordinary stream). One name changes behaviour:
+    ``"latest_per_key"`` (``LATEST_PER_KEY_PROFILE``)
+    keeps only the newest envelope per (kind, ``partition_key``), and needs a backend that
+    offers it (``capabilities().latest_per_key``, else ``Unsupported``). Retention, limits
+    and overflow are set by their own fields, never by the profile.
     """
 
     channel: ChannelId
@@ -258,6 +273,7 @@ class PublicationUnresolvable(msgspec.Struct, frozen=True, gc=False, tag=True):
 
 
 PublishOutcome = Accepted | Rejected | PublicationUnknown | PublicationUnresolvable
+"""What ``publish`` answers: exactly one of these, never a guess."""
 
 # -- settle outcomes and answers -----------------------------------------------------------
 
@@ -288,6 +304,7 @@ class Terminal(msgspec.Struct, frozen=True, gc=False, tag=True):
 
 
 SettleOutcome = Completed | Retry | Terminal
+"""How a consumer settles a delivery."""
 
 
 class SettleConfirmed(msgspec.Struct, frozen=True, gc=False, tag=True):
@@ -310,6 +327,7 @@ class SettleStale(msgspec.Struct, frozen=True, gc=False, tag=True):
 
 
 SettleAnswer = SettleConfirmed | SettleUnknown | SettleStale
+"""What ``settle`` answers."""
 
 # -- observations --------------------------------------------------------------------------
 
@@ -390,7 +408,10 @@ class MessagingCapabilities(msgspec.Struct, frozen=True, gc=False):
     ``latest_per_key``, ``core_only`` (no retention or leases). Guarantees:
     ``publication_ledger`` (``observe_publication`` can answer), ``stale_settle_detection``
     (a settle on a superseded lease is answered :class:`SettleStale`), ``unresolved_ledger``
-    (unresolved messages are counted).
+    (unresolved messages are counted), ``interest_required_only`` (on an ``interest`` channel
+    only the ``required`` subscriptions hold a message; another subscription loses it as a
+    drop), ``cumulative_redelivered`` (``redelivered`` counts every redelivery, also of
+    messages settled since).
     """
 
     backend: str
@@ -408,6 +429,8 @@ class MessagingCapabilities(msgspec.Struct, frozen=True, gc=False):
     publication_ledger: bool = True
     stale_settle_detection: bool = True
     unresolved_ledger: bool = True
+    interest_required_only: bool = True
+    cumulative_redelivered: bool = True
 
     def profiles(self) -> frozenset[str]:
         """The optional profile names offered (as conformance ``needs=`` spell them)."""
@@ -423,19 +446,24 @@ def make_channel(
     run_id: str,
     node: str,
     profile: str,
-    retention: str,
+    retention: Retention,
     required: Sequence[SubscriptionId] = (),
     max_msgs: int = 10000,
     max_bytes: int | None = None,
     max_age_seconds: float | None = None,
-    overflow: str = "evict_oldest",
+    overflow: Overflow = "evict_oldest",
     dedup_window_seconds: int = 120,
     replicas: int = 1,
     persistence: bool = False,
     per_subject_limits: bool = False,
     owner_labels: Mapping[str, str] | None = None,
 ) -> ChannelSpec:
-    """Convenience constructor used by tests and by the composition of the reference runtime."""
+    """A [`ChannelSpec`][videoflow_aio.contracts.messaging.ChannelSpec] for channel
+    ``flow_id.run_id.node``; bad values raise ``ValidationError`` naming the field.
+
+    ``profile`` is the channel's workload class (``"work"`` by convention;
+    ``"latest_per_key"`` keeps only the newest envelope per key — see ``ChannelSpec``).
+    """
     return ChannelSpec(
         channel=ChannelId(flow_id, run_id, node),
         profile=profile,
@@ -458,7 +486,7 @@ def make_envelope(
     publication_id: str,
     body: bytes = b"x",
     event_id: str | None = None,
-    kind: str = "data",
+    kind: Kind = "data",
     partition_key: str | None = None,
     event_ts: float | None = None,
     source_epoch: str | None = None,
@@ -489,8 +517,10 @@ def make_subscription(
     max_deliver: int = 4,
     item_credit: int = 8,
     byte_credit: int = 67108864,
-    kind: str = "data",
+    kind: Kind = "data",
 ) -> SubscriptionSpec:
+    """A [`SubscriptionSpec`][videoflow_aio.contracts.messaging.SubscriptionSpec] for
+    ``consumer`` on ``channel``; bad values raise ``ValidationError`` naming the field."""
     return SubscriptionSpec(
         id=SubscriptionId(channel, consumer),
         competing=competing,
@@ -559,10 +589,19 @@ def validate_control_write(key: object, expected_version: object, value: object)
 class MessagingBackend(Boundary, abc.ABC):
     """A JetStream-like broker (or Core NATS when ``capabilities().core_only``).
 
-    Unknown channels and subscriptions raise :class:`~videoflow_aio.contracts.NotFound`;
-    invalid arguments raise :class:`~videoflow_aio.contracts.ValidationError`. A refused call
-    changes nothing. Optional profiles raise :class:`~videoflow_aio.contracts.Unsupported`
-    when not offered.
+    Unknown channels and subscriptions raise [`NotFound`][videoflow_aio.contracts.NotFound];
+    invalid arguments raise [`ValidationError`][videoflow_aio.contracts.ValidationError]. A
+    refused call changes nothing. Optional profiles raise
+    [`Unsupported`][videoflow_aio.contracts.Unsupported] when not offered.
+
+    A backend is an async context manager: ``async with Backend(...) as b:`` returns the
+    backend itself and calls ``aclose()`` on the way out, whatever happened inside.
+    Two different things are closed here, and the names keep them apart:
+
+    * ``close(owned, expected_generation)`` **deletes channels** on the broker
+      (their messages, subscriptions and leases), for every client of that broker;
+    * ``aclose()`` **closes this client** (its connection); every channel,
+      subscription and message on the broker stays as it was.
     """
 
     @abc.abstractmethod
@@ -632,8 +671,11 @@ class MessagingBackend(Boundary, abc.ABC):
     async def close(
         self, owned: Sequence[ChannelId], expected_generation: str
     ) -> CleanupObservation:
-        """Remove exactly the owned channels (whose generation label, if any, is
-        ``expected_generation``); report what could not be confirmed removed."""
+        """Delete channels on the broker: exactly those of ``owned`` whose generation label
+        (``owner_labels["generation"]``), if any, is ``expected_generation``, with their
+        messages, subscriptions and leases. Another generation's channel is ``refused``, a
+        missing one ``absent``; what could not be confirmed gone is ``unconfirmed``. The
+        connection stays open (that is ``aclose()``)."""
 
     @abc.abstractmethod
     async def commit_control(
@@ -667,7 +709,22 @@ class MessagingBackend(Boundary, abc.ABC):
         a replacement worker reads."""
 
     async def aclose(self) -> None:
-        """Release client resources (connections). The model holds none."""
+        """Close this client: its connection and whatever else it holds. Nothing on the
+        broker changes (deleting channels is ``close()``). Calling it again does
+        nothing. The in-memory model holds no connection."""
+
+    async def __aenter__(self) -> Self:
+        """The backend itself."""
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        """``aclose()``, whatever happened in the block (its exception propagates)."""
+        await self.aclose()
 
 
 __all__ = [

@@ -60,10 +60,14 @@ from ._specs import NonEmptyStr, NonNegInt, PositiveFloat, check_fields, checked
 from .errors import ValidationError, VideoflowError
 
 Tier = Literal["durable", "evictable"]
+"""A payload store's tier: ``durable`` (obligations keep objects alive) or ``evictable``
+(TTL and LRU eviction regardless of obligations)."""
 TIERS: tuple[Tier, ...] = ("durable", "evictable")
+"""Every :data:`Tier`, in order."""
 INTENT_PREFIX = "intent/"
 """Obligations whose id starts with this are a publisher's intent (see ``reconcile``)."""
 DIGEST_ALGORITHM = "sha256"
+"""The digest every store records and checks on read (``"sha256:<hex>"``)."""
 
 
 def payload_digest(data: bytes | bytearray | memoryview) -> str:
@@ -265,6 +269,7 @@ PayloadReadResult = PayloadBytes | TransientFailure | Missing | Corrupt
 """What ``read`` returns; it never raises for a missing, corrupt or unreachable object."""
 
 InventoryObservation = Known[tuple[ImmutablePayloadRef, ...]] | Unknown
+"""What ``inventory`` answers: every stored ref, or ``Unknown`` when it cannot be read."""
 
 
 # -- errors -----------------------------------------------------------------------------------

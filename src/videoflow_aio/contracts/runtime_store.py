@@ -20,13 +20,13 @@ from ._boundary import Boundary
 from ._specs import NonEmptyStr
 from .errors import ValidationError, VideoflowError
 
-#: Fault barrier an implementation with a read-then-write window reaches after reading the
-#: key's current version and before its decisive compare-and-write (context: ``key``,
-#: ``expected_version``, ``seen_version``). Server-side atomic CAS (etcd txn, Redis Lua)
-#: has no such window and need not reach it.
 CAS_READ_AFTER = "runtime_store.cas.read.after"
-#: The same point for ``delete``.
+"""Fault barrier an implementation with a read-then-write window reaches after reading the
+key's current version and before its decisive compare-and-write (context: ``key``,
+``expected_version``, ``seen_version``). Server-side atomic CAS (etcd txn, Redis Lua)
+has no such window and need not reach it."""
 DELETE_READ_AFTER = "runtime_store.delete.read.after"
+"""The same point as :data:`CAS_READ_AFTER`, for ``delete``."""
 
 
 class RuntimeCapabilities(msgspec.Struct, frozen=True):

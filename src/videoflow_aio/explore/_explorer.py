@@ -18,9 +18,10 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..conformance import BACKENDS, select_cases
+from ..conformance import select_cases
 from ..conformance._case import _glob
 from ..contracts.errors import ValidationError
+from ..vtime import Backend
 from ._program import PROGRAMS
 from ._recording import RecordingMemoryProvider
 from ._run import Run, Target, run_target
@@ -88,7 +89,7 @@ class Exploration:
 def explore(
     targets: Sequence[Target],
     seeds: Iterable[int],
-    backends: Sequence[str] = BACKENDS,
+    backends: Sequence[Backend] = ("asyncio", "trio"),
     *,
     jitter: float = 0.0,
     fault_rate: float = 0.0,

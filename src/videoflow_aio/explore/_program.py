@@ -17,6 +17,7 @@ from typing import TypeVar
 
 from ..contracts.errors import ValidationError
 from ..observe import ObservationLog
+from ..vtime import Backend
 
 _ID = re.compile(r"^[A-Z][A-Z0-9]*(-[A-Z0-9]+)+$")
 _CASE_ID = re.compile(r"^(RTS|MSG|PAY|ALC|MIG)-\d{3}$")
@@ -31,7 +32,7 @@ class Context:
     seed: int
     rng: random.Random
     log: ObservationLog
-    backend: str
+    backend: Backend
 
 
 ProgramFunc = Callable[[Context], Awaitable[None]]

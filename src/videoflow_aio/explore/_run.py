@@ -24,7 +24,7 @@ from ..conformance import Case, CaseFailure
 from ..conformance._runner import VIRTUAL_LIMIT, describe, execute, fault_prng
 from ..contracts.errors import VideoflowError
 from ..observe import ObservationLog
-from ..vtime import VirtualClock, VirtualTimeDeadlock
+from ..vtime import Backend, VirtualClock, VirtualTimeDeadlock
 from ..vtime import run as vrun
 from ._checks import log_violations
 from ._program import Context, Program, program_rng
@@ -59,7 +59,7 @@ class Run:
     """
 
     target: str
-    backend: str
+    backend: Backend
     seed: int
     jitter: float
     fault_rate: float
@@ -107,7 +107,7 @@ def _explained_by_faults(error: BaseException | None) -> bool:
 
 def run_case(
     case: Case,
-    backend: str,
+    backend: Backend,
     seed: int,
     *,
     jitter: float = 0.0,
@@ -147,7 +147,7 @@ def run_case(
 
 
 def run_program(
-    program: Program, backend: str, seed: int, *, jitter: float = 0.0, fault_rate: float = 0.0
+    program: Program, backend: Backend, seed: int, *, jitter: float = 0.0, fault_rate: float = 0.0
 ) -> Run:
     """Run ``program`` under ``seed``: any exception it raises is a failure."""
     log = ObservationLog()
@@ -200,7 +200,7 @@ def run_program(
 
 def run_target(
     target: Target,
-    backend: str,
+    backend: Backend,
     seed: int,
     *,
     jitter: float = 0.0,

@@ -27,6 +27,7 @@ UNKNOWN = "unknown"
 """Not enough to judge: not a GPU node, or labels with values this reader does not know."""
 
 CLASSIFICATIONS = (WHOLE_GPU, MIG_SINGLE, MIG_MIXED, RECONFIGURING, INVALID, UNKNOWN)
+"""Every answer :func:`classify_gfd_labels` can give, in order."""
 
 PREFIX = "nvidia.com/"
 PRODUCT = "nvidia.com/gpu.product"

@@ -33,11 +33,16 @@ from .layout import MigRefusal, NodeMigPlan, plan_node, profile_for_memory, prof
 from .packing import pack_whole_devices
 
 ELIGIBLE_CLASSES = frozenset({labels.WHOLE_GPU, labels.MIG_SINGLE, labels.MIG_MIXED})
+"""The node classifications placement may put a workload on."""
 EXHAUSTIVE_HOSTS = 10  # inventories up to this many candidate hosts get the exhaustive oracle
 OCCUPANCY_UNKNOWN = "occupancy unknown"
+"""The ``Infeasible`` reason when a candidate node's occupancy cannot be read: never planned
+as if it were free."""
 EXHAUSTIVE_NOTE = " (confirmed by exhaustive search)"
 HEURISTIC_NOTE = " (greedy search; an assignment may exist)"
 CONFIG_UNKNOWN = "mig config unknown"
+"""The refusal reason when the MIG config cannot be read: no geometry change is planned
+then (existing instances and whole devices still are)."""
 
 
 class _Node:

@@ -16,6 +16,8 @@ from ..gpu.geometry import family_for
 from ._allocation_fixture import NodeFixture
 
 READ_KINDS = ("nodes", "pods", "config")
+"""The listings a model control can make fail (``fail_reads(kind, reason)``): nodes, pods,
+the MIG config."""
 SCOPE_KEYS = frozenset({"nodes", "labels"})
 
 

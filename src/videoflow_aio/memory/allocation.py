@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, Literal
 
 from ..contracts._base import Known, Unknown
 from ..contracts.allocation import (
@@ -104,7 +104,7 @@ class MemoryAllocationBackend(AcceleratorAllocationBackend):
         self,
         nodes: Sequence[NodeFixture],
         clock: TimerClock | None = None,
-        authority: str = "device-plugin",
+        authority: Literal["device-plugin", "mig-manager"] = "device-plugin",
         mig_apply_seconds: float = 0.0,
         log: ObservationLog | None = None,
     ) -> None:
@@ -363,7 +363,7 @@ class MemoryAllocationBackend(AcceleratorAllocationBackend):
             )
 
     async def reconcile(
-        self, claim_id: str, desired: str, expected_generation: str
+        self, claim_id: str, desired: Literal["held", "released"], expected_generation: str
     ) -> ClaimObservation:
         self._c.settle()
         claim = self._claim(claim_id)

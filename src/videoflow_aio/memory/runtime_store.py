@@ -42,7 +42,9 @@ from ..contracts.runtime_store import (
 from ._file_store import Compaction, FileStoreCore
 
 MAX_KEY_BYTES = 1024
+"""The longest key or log name the models take, in UTF-8 bytes."""
 MAX_VALUE_BYTES = 1 << 20
+"""The largest value or log record the models take, in bytes."""
 
 
 _T = TypeVar("_T")

@@ -53,7 +53,10 @@ import anyio.to_thread
 from ..contracts.errors import BackendUnavailable
 
 HOST = "127.0.0.1"
+"""The address every test server binds: loopback only."""
 REQUIRE_ENV = "VIDEOFLOW_REQUIRE_SERVERS"
+"""The environment variable under which a missing server binary fails a test instead of
+skipping it (``servers_required()``)."""
 
 # binary name -> how to get it, for the "why not" message
 _INSTALL_HINT = {

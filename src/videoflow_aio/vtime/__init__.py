@@ -11,9 +11,10 @@ from __future__ import annotations
 from ._clock import VirtualClock, VirtualTimeDeadlock, current_clock
 from ._guard import guarded
 from ._loop import VirtualEventLoop, new_event_loop
-from ._run import run
+from ._run import Backend, run
 
 __all__ = [
+    "Backend",
     "VirtualClock",
     "VirtualEventLoop",
     "VirtualTimeDeadlock",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Awaitable, Callable
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal, TypeVar, TypeVarTuple
 
 import anyio
 
@@ -15,6 +15,10 @@ from ._loop import new_event_loop
 from ._seeded import Seed
 
 T = TypeVar("T")
+Args = TypeVarTuple("Args")
+
+Backend = Literal["asyncio", "trio"]
+"""The async backends virtual time runs on: ``"asyncio"`` or ``"trio"``."""
 
 
 def backend_options(backend: str, clock: VirtualClock) -> dict[str, Any]:
@@ -27,19 +31,22 @@ def backend_options(backend: str, clock: VirtualClock) -> dict[str, Any]:
 
 
 def run(
-    func: Callable[..., Awaitable[T]],
-    *args: Any,
-    backend: Literal["asyncio", "trio"] | str = "asyncio",
+    func: Callable[[*Args], Awaitable[T]],
+    *args: *Args,
+    backend: Backend = "asyncio",
     clock: VirtualClock | None = None,
     seed: Seed | None = None,
     jitter: float = 0.0,
 ) -> T:
-    """Run ``func(*args)`` on virtual time and return its result.
+    """Run ``func(*args)`` on virtual time under ``backend`` and return its result.
 
-    ``clock=None`` uses a fresh autojumping :class:`VirtualClock` built with ``seed`` and
-    ``jitter``: the same seed gives the same schedule for the same program (see
-    :attr:`VirtualClock.seed`). With a ``clock`` of your own, give it the seed instead. A
-    program that can never make progress raises :class:`VirtualTimeDeadlock`.
+    ``clock=None`` uses a fresh autojumping [`VirtualClock`][videoflow_aio.vtime.VirtualClock]
+    (it starts at 1000.0), built with ``seed`` and ``jitter``: the same seed gives the same
+    schedule for the same program (see ``VirtualClock.seed``); with a ``clock`` of your own,
+    give it the seed instead. A program that can never make
+    progress raises [`VirtualTimeDeadlock`][videoflow_aio.vtime.VirtualTimeDeadlock] instead
+    of hanging. The arguments are typed against ``func``'s parameters, so a type checker
+    catches a wrong one; an unknown ``backend`` is a ``ValueError``.
     """
     if clock is None:
         clock = VirtualClock(seed=seed, jitter=jitter)
@@ -52,8 +59,12 @@ def run(
             value=seed if seed is not None else jitter,
         )
     options = backend_options(backend, clock)
+
+    async def main() -> T:
+        return await guarded(func, *args)
+
     try:
-        return anyio.run(guarded, func, *args, backend=backend, backend_options=options)
+        return anyio.run(main, backend=backend, backend_options=options)
     except BaseException as exc:
         cause = exc.__cause__
         if type(exc).__name__ == "TrioInternalError" and isinstance(cause, VirtualTimeDeadlock):

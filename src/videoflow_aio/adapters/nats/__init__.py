@@ -4,6 +4,8 @@
   pull consumers, with client-side ledgers where the server is silent (see ``docs/nats.md``).
 * :class:`CoreNatsMessagingBackend` — the ``core_only`` profile on Core NATS: no retention,
   no leases, bounded client queues with slow-consumer drops reported.
+* :class:`JetStreamAdmin` — an administrator's own connection: purge, delete a message or a
+  subscription's consumer, read the server's raw state (out of band, as the ``nats`` CLI).
 """
 
 from __future__ import annotations
@@ -11,10 +13,11 @@ from __future__ import annotations
 from .._extras import explain
 
 try:
+    from .admin import JetStreamAdmin
     from .core import CoreNatsMessagingBackend
     from .jetstream import JetStreamMessagingBackend
 except ModuleNotFoundError as _exc:  # nats-py missing: name the extra that installs it
     explain("nats", _exc)
     raise
 
-__all__ = ["CoreNatsMessagingBackend", "JetStreamMessagingBackend"]
+__all__ = ["CoreNatsMessagingBackend", "JetStreamAdmin", "JetStreamMessagingBackend"]

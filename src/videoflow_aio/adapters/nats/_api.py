@@ -1,21 +1,25 @@
-"""A thin raw client for the JetStream JSON API (``$JS.API.…``) over one nats-py connection.
+"""A thin raw client for the JetStream JSON API (``$JS.API.…``) and the adapter's error mapping.
 
 Raw requests, not nats-py's manager, because the adapter needs what the manager cannot send:
 ``action: "create"`` for consumers (the manager silently updates a durable), pull requests with
-``max_bytes``, ``deleted_details``. Every nats-py exception is turned into one of
-:class:`ApiError` (the server answered with an error), :class:`NoAnswer` (no reply before the
-timeout: the outcome is unknown) or :class:`NotSent` (the request never left this client), each
-with the original chained as ``__cause__``.
+``max_bytes``, ``deleted_details``, batched direct gets. Every nats-py exception is turned into
+one :class:`CallFailed` — :class:`ApiError` (the server answered with an error),
+:class:`NoAnswer` (no reply before the timeout: the outcome is unknown), :class:`NotSent` (the
+request never left this client) or :class:`NoResponders` (nobody listens on the subject) —
+with the original chained as ``__cause__``. :func:`map_exceptions` then maps those to the
+contract's errors in one place per call site (in the style of httpcore's ``map_exceptions``).
 """
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 import msgspec
 import nats.errors
 
-from ...contracts.errors import VideoflowError
+from ...contracts.errors import BackendUnavailable, IncompatibleProfile, VideoflowError
 
 _json_encode = msgspec.json.Encoder().encode
 _json_decode = msgspec.json.Decoder().decode
@@ -25,9 +29,14 @@ CONSUMER_NOT_FOUND = 10014
 CONSUMER_EXISTS = 10148
 STREAM_NAME_IN_USE = 10058
 NO_MESSAGE_FOUND = 10037
+INVALID_CONFIG = 10052
 
 
-class ApiError(VideoflowError):
+class CallFailed(VideoflowError):
+    """A request to the server failed; the subclass says how."""
+
+
+class ApiError(CallFailed):
     """The server answered with an error (``code``, ``err_code``, ``description``)."""
 
     def __init__(self, code: int, err_code: int, description: str) -> None:
@@ -37,36 +46,101 @@ class ApiError(VideoflowError):
         self.description = description
 
 
-class NoAnswer(VideoflowError):
+class NoAnswer(CallFailed):
     """No reply before the timeout (or the connection died in flight): outcome unknown."""
 
 
-class NotSent(VideoflowError):
+class NotSent(CallFailed):
     """The request never left the client (closed connection, disconnected with no buffer)."""
 
 
-class NoResponders(VideoflowError):
+class NoResponders(CallFailed):
     """Nobody listens on the subject (no stream / JetStream disabled / consumer gone)."""
+
+
+ExceptionMapping = Mapping[type[BaseException], Callable[[BaseException], BaseException]]
+
+
+@contextlib.contextmanager
+def map_exceptions(mapping: ExceptionMapping) -> Iterator[None]:
+    """Re-raise an exception of a key type as the value's result, the original chained.
+
+    The first matching entry (in order) wins; anything else propagates unchanged.
+    """
+    try:
+        yield
+    except BaseException as exc:
+        for source, make in mapping.items():
+            if isinstance(exc, source):
+                raise make(exc) from exc
+        raise
+
+
+def refused(what: str, name: str, exc: BaseException) -> IncompatibleProfile:
+    """The server refused ``what``'s configuration (an :class:`ApiError`)."""
+    description = exc.description if isinstance(exc, ApiError) else str(exc)
+    return IncompatibleProfile(
+        f"{what}: the server refused the configuration: {description}",
+        resource=name,
+        field="config",
+        expected=None,
+        actual=description,
+    )
+
+
+def unavailable(what: str) -> contextlib.AbstractContextManager[None]:
+    """Map every :class:`CallFailed` to :class:`BackendUnavailable` naming ``what``."""
+    return map_exceptions(
+        {CallFailed: lambda exc: BackendUnavailable(f"{what}: {exc}", backend="nats")}
+    )
+
+
+_NOT_SENT = (
+    nats.errors.ConnectionClosedError,
+    nats.errors.OutboundBufferLimitError,
+    nats.errors.ConnectionDrainingError,
+)
+
+
+def call_failed(exc: BaseException, subject: str, seconds: float) -> CallFailed:
+    """The :class:`CallFailed` a nats-py exception raised by a call on ``subject`` means."""
+    if isinstance(exc, nats.errors.NoRespondersError):
+        return NoResponders(f"no responders on {subject}")
+    if isinstance(exc, TimeoutError):  # nats-py's timeouts are TimeoutErrors too
+        return NoAnswer(f"no reply on {subject} within {seconds:.3g} s")
+    if isinstance(exc, _NOT_SENT):
+        return NotSent(f"not sent ({type(exc).__name__})")
+    return NoAnswer(f"{type(exc).__name__}: {exc}")
 
 
 async def request(
     nc: Any, subject: str, payload: bytes, seconds: float, headers: Any = None
 ) -> Any:
-    """``nc.request`` with nats-py's exceptions mapped (see the module docstring)."""
+    """``nc.request`` with nats-py's exceptions mapped to :class:`CallFailed` (hot path: a
+    plain ``try``, the mapping only runs on failure)."""
     try:
         return await nc.request(subject, payload, timeout=seconds, headers=headers)
-    except nats.errors.NoRespondersError as exc:
-        raise NoResponders(f"no responders on {subject}") from exc
-    except nats.errors.TimeoutError as exc:
-        raise NoAnswer(f"no reply on {subject} within {seconds:.3g} s") from exc
-    except (
-        nats.errors.ConnectionClosedError,
-        nats.errors.OutboundBufferLimitError,
-        nats.errors.ConnectionDrainingError,
-    ) as exc:
-        raise NotSent(f"not sent ({type(exc).__name__})") from exc
     except nats.errors.Error as exc:
-        raise NoAnswer(f"{type(exc).__name__}: {exc}") from exc
+        raise call_failed(exc, subject, seconds) from exc
+
+
+async def publish(
+    nc: Any, subject: str, payload: bytes, reply: str = "", headers: Any = None
+) -> None:
+    """``nc.publish`` (fire and forget) with nats-py's exceptions mapped."""
+    try:
+        await nc.publish(subject, payload, reply=reply, headers=headers)
+    except nats.errors.Error as exc:
+        raise call_failed(exc, subject, 0.0) from exc
+
+
+async def flushed(nc: Any, seconds: float) -> None:
+    """``nc.flush`` (a round trip: the server has everything sent before) with nats-py's
+    exceptions, and a bare timeout, mapped to :class:`CallFailed`."""
+    try:
+        await nc.flush(timeout=seconds)
+    except (nats.errors.Error, TimeoutError) as exc:
+        raise call_failed(exc, "flush", seconds) from exc
 
 
 async def api(nc: Any, subject: str, body: dict[str, Any] | None, seconds: float) -> dict[str, Any]:

@@ -17,8 +17,8 @@ from typing import Any
 
 from ...contracts.errors import BackendUnavailable, OutcomeUnknown
 from ...contracts.messaging import ChannelId, Envelope
-from . import _api
-from ._api import ApiError, NoAnswer, NoResponders, NotSent
+from . import _api, _codec
+from ._api import ApiError, CallFailed, NoAnswer, map_exceptions, unavailable
 from ._names import Names, escape
 
 NS = 1_000_000_000
@@ -83,12 +83,18 @@ async def commit(
             return False  # not a version this adapter issued: it cannot be current
         last = expected
     hdrs = {"Nats-Expected-Last-Subject-Sequence": last}
-    try:
+    errors = map_exceptions(
+        {
+            NoAnswer: lambda e: OutcomeUnknown(
+                f"commit_control {key!r}: {e}", operation="commit_control"
+            ),
+            CallFailed: lambda e: BackendUnavailable(
+                f"commit_control {key!r}: {e}", backend="nats"
+            ),
+        }
+    )
+    with errors:
         msg = await _api.request(nc, ctl_subject(names, ch, key), value, t, headers=hdrs)
-    except NoAnswer as exc:
-        raise OutcomeUnknown(f"commit_control {key!r}: {exc}", operation="commit_control") from exc
-    except (NotSent, NoResponders) as exc:
-        raise BackendUnavailable(f"commit_control {key!r}: {exc}", backend="nats") from exc
     ack = _api.decode(msg.data)
     err = ack.get("error")
     if err:
@@ -100,14 +106,13 @@ async def commit(
 
 async def last(api: Any, stream: str, subject: str) -> tuple[dict[str, Any] | None, bytes | None]:
     """The newest message on ``subject`` (raw GET answer and body), or (None, None)."""
-    try:
-        got = await api(f"STREAM.MSG.GET.{stream}", {"last_by_subj": subject})
-    except ApiError as exc:
-        if exc.err_code in (_api.NO_MESSAGE_FOUND, _api.STREAM_NOT_FOUND):
-            return None, None
-        raise BackendUnavailable(f"cannot read {subject}: {exc}", backend="nats") from exc
-    except (NoAnswer, NotSent, NoResponders) as exc:
-        raise BackendUnavailable(f"cannot read {subject}: {exc}", backend="nats") from exc
+    with unavailable(f"cannot read {subject}"):
+        try:
+            got = await api(f"STREAM.MSG.GET.{stream}", {"last_by_subj": subject})
+        except ApiError as exc:
+            if exc.err_code in (_api.NO_MESSAGE_FOUND, _api.STREAM_NOT_FOUND):
+                return None, None
+            raise
     m = got["message"]
     return m, base64.b64decode(m.get("data", "") or "")
 
@@ -120,3 +125,25 @@ def archive_headers(env: Envelope, base: dict[str, str]) -> dict[str, str]:
     hdrs.setdefault("Vf-Pid", env.publication_id)
     hdrs.pop("Nats-Msg-Id", None)
     return hdrs
+
+
+async def replay(api: Any, names: Names, ch: ChannelId, event_id: str) -> Envelope | None:
+    """The archived envelope of ``event_id``, or None (expired, or never archived)."""
+    m, body = await last(api, arc_stream(names, ch), arc_subject(names, ch, event_id))
+    if m is None or body is None:
+        return None
+    src = _codec.parse_headers(base64.b64decode(m.get("hdrs", "") or ""))
+    meta = _codec.meta_dec(src["Vf"]) if "Vf" in src else _codec.Meta()
+    pid = src.get("Vf-Pid", event_id)
+    return Envelope(
+        channel=ch,
+        publication_id=pid,
+        body=body,
+        event_id=pid if meta.e is None else meta.e,
+        kind=src.get("Vf-Kind", "data"),
+        partition_key=src.get("Vf-Pk"),
+        event_ts=meta.ts,
+        source_epoch=meta.ep,
+        source_offset=meta.off,
+        headers=meta.h,
+    )

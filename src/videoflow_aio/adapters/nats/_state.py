@@ -1,22 +1,28 @@
-"""Client-side ledgers the JetStream adapter keeps where the server is silent.
+"""What one JetStream client keeps in memory, per channel and per subscription.
 
-* :class:`SubState` — per subscription: the leases this client handed out (sequence → attempt
-  and a conservative deadline) so a superseded or expired token is answered ``SettleStale``
-  (the server would accept it); settled sequences and settlement ids (idempotent settle);
-  nak'd sequences waiting for their delay; deliveries that arrived after their receive gave up.
+Only what this client itself saw lives here; everything other clients need is on the server
+(the channel's ``__adv``, ``__idx`` and ``__acct`` streams, see ``_names``).
+
+* :class:`SubState` — per subscription and consumer *incarnation* (the consumer's ``created``
+  stamp: a consumer deleted and created again under the same name is a new one): the leases
+  this client handed out (sequence → attempt and a conservative deadline) so a superseded or
+  expired token is answered ``SettleStale`` (the server would accept it); this client's
+  deliveries by delivery sequence (they prove which messages were never delivered); settled
+  sequences confirmed by the server's own evidence; settlement ids; Retries waiting out their
+  delay; final-attempt Retries; deliveries that arrived after their receive gave up.
 * :class:`ChanState` — per channel: the publish index (sequence → kind, partition key, body
-  size) of what this client published, the durable advisory ledger read from the channel's
-  ``__adv`` stream (unresolved sequences per consumer, sequences deleted while leased, dead
-  letter counts) and per-consumer drop accounting for messages evicted before delivery.
+  size) of what this client published, and the part of it not yet written to ``__idx``; what
+  it read of other publishers' index records; the consumer advisory ledger read from ``__adv``
+  (exhausted and deleted-while-leased sequences per consumer, with the server time of each).
 """
 
 from __future__ import annotations
 
+import asyncio
+import itertools
 from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
-
-import anyio
 
 from ...contracts.messaging import (
     ChannelId,
@@ -25,30 +31,34 @@ from ...contracts.messaging import (
     SubscriptionId,
     SubscriptionSpec,
 )
+from ._ledger import parse_ts
 
 MEMORY = 65536
 """How many settled sequences / settlement ids / publication outcomes a ledger remembers."""
 
 
 class Bounded:
-    """A dict that forgets its oldest keys past ``limit`` entries."""
+    """A dict that forgets its oldest keys past ``limit`` entries (the oldest half of twice
+    ``limit`` at once, so a ``put`` costs a dict store)."""
 
-    __slots__ = ("data", "limit", "order")
+    __slots__ = ("data", "limit")
 
     def __init__(self, limit: int = MEMORY) -> None:
         self.data: dict[Any, Any] = {}
-        self.order: deque[Any] = deque()
         self.limit = limit
 
     def put(self, key: Any, value: Any) -> None:
-        if key not in self.data:
-            self.order.append(key)
-            if len(self.order) > self.limit:
-                self.data.pop(self.order.popleft(), None)
-        self.data[key] = value
+        data = self.data
+        data[key] = value
+        if len(data) > 2 * self.limit:
+            for old in list(itertools.islice(data, len(data) - self.limit)):
+                del data[old]
 
     def get(self, key: Any) -> Any:
         return self.data.get(key)
+
+    def pop(self, key: Any) -> Any:
+        return self.data.pop(key, None)
 
     def __contains__(self, key: Any) -> bool:
         return key in self.data
@@ -64,9 +74,25 @@ class Pull:
     expires_at: float
     msgs: list[Any] = field(default_factory=list)
     status: tuple[str, str] | None = None
-    done: anyio.Event = field(default_factory=anyio.Event)
-    first: anyio.Event = field(default_factory=anyio.Event)
+    done: asyncio.Event = field(default_factory=asyncio.Event)
+    first: asyncio.Event = field(default_factory=asyncio.Event)
     closed: bool = False
+
+
+@dataclass
+class Ledger:
+    """A consumer's advisories: sequence → the server time (ns) of its ``MAX_DELIVERIES``
+    (``exhausted``) or "deleted while leased" ``MSG_TERMINATED`` (``deleted``) advisory. An
+    advisory older than the consumer incarnation it is read for belongs to a previous one."""
+
+    exhausted: dict[int, int] = field(default_factory=dict)
+    deleted: dict[int, int] = field(default_factory=dict)
+
+    def exhausted_since(self, since: int) -> set[int]:
+        return {s for s, at in self.exhausted.items() if at >= since}
+
+    def deleted_since(self, since: int) -> set[int]:
+        return {s for s, at in self.deleted.items() if at >= since}
 
 
 @dataclass
@@ -76,23 +102,46 @@ class SubState:
     stream: str
     consumer: str
     chan: ChanState
+    created: str = ""
+    created_ns: int = 0
     start_seq: int = 1
+    sampled: bool = True
     leases: dict[int, tuple[int, float]] = field(default_factory=dict)
-    settled: Bounded = field(default_factory=Bounded)
-    settlements: Bounded = field(default_factory=Bounded)
+    deliveries: dict[int, int] = field(default_factory=dict)  # delivery seq -> stream seq
+    settled: Bounded = field(default_factory=Bounded)  # stream seq -> attempt (server-confirmed)
+    settlements: Bounded = field(default_factory=Bounded)  # settlement id -> stream seq
+    outcomes: Bounded = field(default_factory=Bounded)  # stream seq -> payload sent (re-settle)
     retry_wait: dict[int, float] = field(default_factory=dict)
+    final_retry: dict[int, bool] = field(default_factory=dict)  # seq -> server decided it
+    lost: set[int] = field(default_factory=set)  # live leases the server no longer held
     late: deque[Delivery] = field(default_factory=deque)
     current: Pull | None = None
     last_sent: float = 0.0
-    lock: anyio.Lock | None = None
-    delivered_seqs: set[int] = field(default_factory=set)
-    forgot_upto: int = 0
+    lock: asyncio.Lock | None = None
+    evidence: Any = None  # _settle.Evidence once this client settled on the subscription
+    resettled: int = 0  # redeliveries of messages whose confirmed settle the server lost
 
-    def trim_delivered(self, keep: int) -> None:
-        """Keep the newest ``keep`` delivered sequences (amortised: called at twice that)."""
-        ordered = sorted(self.delivered_seqs)
-        self.forgot_upto = max(self.forgot_upto, ordered[-keep - 1])
-        self.delivered_seqs = set(ordered[-keep:])
+    def reset(self, created: str, start_seq: int) -> None:
+        """Forget everything about a previous incarnation of the consumer."""
+        self.created = created
+        self.created_ns = parse_ts(created)
+        self.start_seq = start_seq
+        self.leases.clear()
+        self.deliveries.clear()
+        self.settled = Bounded()
+        self.outcomes = Bounded()
+        self.retry_wait.clear()
+        self.final_retry.clear()
+        self.lost.clear()
+        self.late.clear()
+
+    def __post_init__(self) -> None:
+        self.created_ns = parse_ts(self.created)
+
+    def forget_deliveries_below(self, dseq: int) -> None:
+        """Drop delivery records at or below ``dseq`` (already accounted)."""
+        for d in [d for d in self.deliveries if d <= dseq]:
+            del self.deliveries[d]
 
 
 @dataclass
@@ -102,21 +151,25 @@ class ChanState:
     stream: str
     dlq: str
     adv: str
+    idx: str
+    acct: str
     index: dict[int, tuple[str, str | None, int]] = field(default_factory=dict)
+    unindexed: list[tuple[int, str, str | None]] = field(default_factory=list)
+    index_timer: Any = None
+    attrib: dict[int, tuple[str, str | None]] = field(default_factory=dict)
+    idx_next: int = 1
     adv_next: int = 1
-    exhausted: dict[str, set[int]] = field(default_factory=dict)
-    deleted: dict[str, set[int]] = field(default_factory=dict)
-    termed: dict[str, int] = field(default_factory=dict)
-    accounted: dict[str, int] = field(default_factory=dict)
-    watermark: dict[str, int] = field(default_factory=dict)
-    evicted_unseen: dict[str, int] = field(default_factory=dict)
-    gone_unresolved: dict[str, set[int]] = field(default_factory=dict)
+    ledgers: dict[tuple[str, str], Ledger] = field(default_factory=dict)
     live_adv: Any = None
+
+    def ledger(self, stream: str, consumer: str) -> Ledger:
+        key = (stream, consumer)
+        led = self.ledgers.get(key)
+        if led is None:
+            led = self.ledgers[key] = Ledger()
+        return led
 
     def trim_index(self, keep: int) -> None:
         """Keep the newest ``keep`` entries of the publish index (amortised)."""
         newest = sorted(self.index)[-keep:]
         self.index = {s: self.index[s] for s in newest}
-
-    def deleted_for(self, consumer: str) -> set[int]:
-        return self.deleted.setdefault(consumer, set())

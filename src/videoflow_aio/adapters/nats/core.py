@@ -61,10 +61,11 @@ from ...contracts.messaging import (
     check_immutable,
     matches,
 )
-from .._trio_bridge import Affinity
-from ._bridge import bridged
+from .._trio_bridge import Affinity, bridged
+from . import _api
+from ._api import CallFailed, NotSent
+from ._connection import connect, loop_time, on_asyncio_side
 from ._names import Names
-from .jetstream import _on_asyncio_side, connect
 
 
 @dataclass
@@ -76,6 +77,22 @@ class _CoreSub:
     arrived: anyio.Event | None = None
     seen: int = 0  # messages handed to this subscription (queued or dropped)
     expected: int = 0  # messages this client published that it matches
+
+    def receiver(self, limit: int) -> Any:
+        """The subscription callback: the client queue, bounded, drops counted."""
+
+        async def deliver(msg: Any) -> None:
+            self.seen += 1
+            if len(self.queue) >= limit:
+                self.dropped += 1
+            else:
+                self.queue.append(msg)
+            ev = self.arrived
+            if ev is not None:
+                self.arrived = None
+                ev.set()
+
+        return deliver
 
 
 @dataclass
@@ -114,7 +131,7 @@ class CoreNatsMessagingBackend(MessagingBackend):
         self._side = Affinity()  # asyncio: direct; trio: across the trio-asyncio bridge
 
     async def _conn(self) -> Any:
-        _on_asyncio_side()
+        on_asyncio_side()
         if self._nc is not None and not self._nc.is_closed:
             return self._nc
         opts: dict[str, Any] = {
@@ -124,8 +141,9 @@ class CoreNatsMessagingBackend(MessagingBackend):
             "max_reconnect_attempts": -1,
             "reconnect_time_wait": 0.2,
             "error_cb": self._on_error,
+            "reconnected_cb": self._on_reconnected,
         }
-        self._nc = await connect(opts, self.servers, 2 * self.request_timeout)
+        self._nc = await connect(opts, self.servers, min(self.request_timeout, 2.0))
         return self._nc
 
     async def _on_error(self, exc: Exception) -> None:
@@ -133,6 +151,27 @@ class CoreNatsMessagingBackend(MessagingBackend):
             sub = self._by_sid.get(exc.sid)
             if sub is not None:
                 sub.dropped += 1
+
+    @property
+    def namespace(self) -> str:
+        """The subject prefix (Core NATS keeps nothing on the server to drop)."""
+        return self.names.subject_prefix
+
+    async def drop_namespace(self) -> int:
+        """Nothing to delete: Core NATS keeps nothing on the server."""
+        return 0
+
+    async def _on_reconnected(self) -> None:
+        """Messages in flight when the connection dropped never arrive: stop waiting for this
+        client's own publications the server may have routed before it went away."""
+        for sub in self._subs.values():
+            sub.expected = sub.seen
+
+    @property
+    def connected(self) -> bool:
+        """False while the connection is down (nats-py reconnecting); True otherwise, also
+        before the first call opened it."""
+        return self._nc is None or bool(self._nc.is_connected)
 
     @property
     def max_payload(self) -> int:
@@ -192,28 +231,24 @@ class CoreNatsMessagingBackend(MessagingBackend):
         subject = self.names.filter(spec.channel, spec.kind, spec.partition)
         queue = self.names.consumer(spec.id) if spec.competing else ""
         sub = _CoreSub(spec)
-        limit = self.client_queue_limit
-
-        async def deliver(msg: Any) -> None:  # the client queue: bounded, drops counted
-            sub.seen += 1
-            if len(sub.queue) >= limit:
-                sub.dropped += 1
-                ev = sub.arrived
-                if ev is not None:
-                    sub.arrived = None
-                    ev.set()
-                return
-            sub.queue.append(msg)
-            ev = sub.arrived
-            if ev is not None:
-                sub.arrived = None
-                ev.set()
-
         try:
-            sub.nsub = await nc.subscribe(
-                subject, queue=queue, cb=deliver, pending_msgs_limit=1 << 20, pending_bytes_limit=0
-            )
-        except nats.errors.Error as exc:
+            try:
+                sub.nsub = await nc.subscribe(
+                    subject,
+                    queue=queue,
+                    cb=sub.receiver(self.client_queue_limit),
+                    pending_msgs_limit=1 << 20,
+                    pending_bytes_limit=0,
+                )
+            except nats.errors.Error as exc:
+                raise _api.call_failed(exc, subject, 0.0) from exc
+            # attached means the server has it: a publication from another connection after
+            # this returns reaches the subscription (the SUB alone may still be in flight)
+            await _api.flushed(nc, self.request_timeout)
+        except CallFailed as exc:
+            if sub.nsub is not None:
+                with contextlib.suppress(Exception):
+                    await sub.nsub.unsubscribe()
             raise BackendUnavailable(f"cannot subscribe {spec.id}: {exc}", backend="nats") from exc
         self._subs[spec.id] = sub
         self._by_sid[sub.nsub._id] = sub
@@ -231,7 +266,7 @@ class CoreNatsMessagingBackend(MessagingBackend):
             return Rejected(
                 pid, f"payload {size} bytes exceeds max_payload_bytes {self.max_payload}"
             )
-        now = anyio.current_time()
+        now = loop_time()
         if deadline <= now:
             return Rejected(pid, "deadline passed before the publication was sent")
         subject = self.names.subject(envelope.channel, envelope.kind, envelope.partition_key)
@@ -239,12 +274,12 @@ class CoreNatsMessagingBackend(MessagingBackend):
         if envelope.event_id != pid:
             hdrs["Vf-Event"] = envelope.event_id
         try:
-            await nc.publish(subject, envelope.body, headers=hdrs)
-            await nc.flush(timeout=max(deadline - now, 0.001))
-        except (nats.errors.ConnectionClosedError, nats.errors.OutboundBufferLimitError) as exc:
-            return Rejected(pid, f"not sent ({type(exc).__name__})")
-        except (nats.errors.Error, TimeoutError) as exc:
-            return PublicationUnknown(pid, f"no flush confirmation before the deadline: {exc!r}")
+            await _api.publish(nc, subject, envelope.body, headers=hdrs)
+            await _api.flushed(nc, max(deadline - now, 0.001))
+        except NotSent as exc:
+            return Rejected(pid, str(exc))
+        except CallFailed as exc:
+            return PublicationUnknown(pid, f"no flush confirmation before the deadline: {exc}")
         ch.seq += 1
         for sub in self._subs.values():
             if sub.spec.channel == envelope.channel and matches(sub.spec, envelope):
@@ -290,7 +325,7 @@ class CoreNatsMessagingBackend(MessagingBackend):
         hdrs = msg.headers or {}
         pid = hdrs.get("Vf-Pid", f"#{seq}")
         env = Envelope(ch, pid, bytes(msg.data), hdrs.get("Vf-Event", pid), kind, pk)
-        now = anyio.current_time()
+        now = loop_time()
         return Delivery(env, seq, 1, DeliveryToken(sub.spec.id, seq, 1, "core"), now)
 
     async def renew(self, token: DeliveryToken) -> LeaseObservation:
@@ -317,9 +352,9 @@ class CoreNatsMessagingBackend(MessagingBackend):
     ) -> Known[SubscriptionObservation] | Unknown:
         sub = self._sub(subscription)
         try:  # a round trip, so what the server routed to us before now has been counted
-            await (await self._conn()).flush(timeout=self.request_timeout)
-        except (nats.errors.Error, TimeoutError) as exc:
-            return Unknown(f"cannot confirm the client queue is current: {exc!r}")
+            await _api.flushed(await self._conn(), self.request_timeout)
+        except CallFailed as exc:
+            return Unknown(f"cannot confirm the client queue is current: {exc}")
         await self._settled_queue(sub)
         queued = len(sub.queue)
         return Known(SubscriptionObservation(subscription, queued, 0, 0, sub.dropped, 0))

@@ -101,7 +101,7 @@ class RedisPayloadStore(PayloadStore):
         self,
         url: str = "redis://127.0.0.1:6379/0",
         *,
-        tier: str = "durable",
+        tier: Tier = "durable",
         max_bytes: int | None = None,
         forward_unchanged: bool = True,
         log: ObservationLog | None = None,

@@ -9,7 +9,7 @@ geometry need the ``geometry_changes`` profile and open with ``authority='mig-ma
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Final
 
 import anyio
 
@@ -30,7 +30,7 @@ from .._capabilities import Capability
 from .._case import case
 from .._harness import AllocationHarness as Harness  # every case here is an allocation case
 
-ALC = "allocation"
+ALC: Final = "allocation"
 GEOMETRY: tuple[Capability, ...] = ("geometry_changes",)
 H100 = "NVIDIA-H100-80GB-HBM3"
 

@@ -12,7 +12,7 @@ PAY-007 and PAY-008 are fixed by the seed.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Final
 
 import anyio
 
@@ -40,7 +40,7 @@ from ...contracts.payload import (
 from .._case import case
 from .._harness import PayloadHarness as Harness  # every case here is a payload case
 
-PAY = "payload"
+PAY: Final = "payload"
 KIB = 1024
 
 

@@ -9,7 +9,7 @@ restarted process would open it: new connections, same root / server / namespace
 from __future__ import annotations
 
 import itertools
-from typing import Any
+from typing import Any, Final
 
 import anyio
 import anyio.lowlevel
@@ -21,7 +21,7 @@ from .._case import case
 from .._harness import RuntimeStoreHarness as Harness  # every case here: runtime store
 from .._harness import Skip
 
-RTS = "runtime_store"
+RTS: Final = "runtime_store"
 
 
 async def _everything(store: Any, logs: tuple[str, ...] = ()) -> tuple[object, ...]:

@@ -1,18 +1,29 @@
 """The ``nats`` provider: the messaging cases on a real nats-server (JetStream and Core NATS).
 
-Without ``url=`` it starts one ``nats-server -js`` on 127.0.0.1 (once, in ``setup``); with
-``url=`` it uses that server. Every ``h.open()`` gets its own stream/subject prefix (so cases
-never see each other's channels), deleted when the case ends. ``h.open(core_only=True)`` gives
-a :class:`CoreNatsMessagingBackend`.
+Without ``url=`` it starts one ``nats-server -js`` on 127.0.0.1 (once, in ``setup``), its
+JetStream store in a directory of its own; with ``url=`` it uses that server. Every
+``h.open()`` gets its own namespace (stream and subject prefix), so cases never see each
+other's channels; it is dropped when the case ends. ``h.open(core_only=True)`` gives a
+:class:`CoreNatsMessagingBackend`.
 
 Cases run in real time with durations scaled by ``scale`` (default 0.05: a case's ack wait of
 30 s becomes 1.5 s, a 5 s deadline 0.25 s).
 
-Controls: ``pause_acceptance`` / ``resume_acceptance`` stop and continue the test-owned server
-process (SIGSTOP / SIGCONT): a publish that timed out meanwhile is stored late, exactly as in
-the model. With ``url=`` the server is not ours, so they are not offered. Every other model
-control (``cancel_publication``, ``fail_observation``, …) has no counterpart on a real server
-and its cases skip with that reason.
+Controls (:class:`NatsControls`):
+
+* ``another_client`` — a new backend of the same kind on its own connection, in the same
+  namespace (another process of the pipeline);
+* ``purge``, ``delete_message``, ``delete_subscription`` — an administrator acting out of band
+  on its own connection (:class:`~videoflow_aio.adapters.nats.JetStreamAdmin`);
+* ``pause_acceptance`` / ``resume_acceptance`` — SIGSTOP / SIGCONT of the test-owned server
+  (every channel pauses together): a publish that timed out meanwhile is stored late, as in
+  the model;
+* ``restart_server`` — kill -9 of the test-owned server and a restart on the same port and
+  store; returns once every client of the case is connected again.
+
+With ``url=`` the server is not ours: pause, resume and restart are not offered. The other
+model controls (``cancel_publication``, ``fail_observation``) have no counterpart on a real
+server and their cases skip with that reason.
 
 Runs under asyncio and trio: under trio the adapters cross ``adapters._trio_bridge`` (one
 trio-asyncio loop per case run, where the nats-py connection lives), and so does the clean-up.
@@ -21,25 +32,30 @@ trio-asyncio loop per case run, where the nats-py connection lives), and so does
 from __future__ import annotations
 
 import contextlib
-import itertools
 import os
+import shutil
 import signal
-import uuid
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+import tempfile
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
 from typing import Any
 
 import anyio
+import anyio.to_thread
 
 from ...adapters._extras import missing
-from ...contracts.messaging import ChannelId, PublishOutcome
-from ...testing.servers import ServerProcess, binary_unavailable, start_nats
+from ...contracts.messaging import ChannelId, MessagingCapabilities, PublishOutcome, SubscriptionId
+from ...testing.servers import NatsServer, Server, start_nats
+from .._capabilities import CapabilityStruct
 from .._case import Case
+from .._controls import offered_controls
 from .._harness import Harness, Skip
-from .._provider import Provider, register_provider
+from .._provider import register_provider
+from .._server_provider import MAIN, ServerProvider
 
-SERVER_CONTROLS = frozenset({"pause_acceptance", "resume_acceptance"})
+SERVER_PROCESS_CONTROLS = frozenset({"pause_acceptance", "resume_acceptance", "restart_server"})
+"""Controls that act on the server process: only on a server this provider started."""
 # options the JetStream adapter takes from a case's h.open(...)
 _JS_OPTIONS = (
     "max_payload_bytes",
@@ -49,22 +65,59 @@ _JS_OPTIONS = (
     "archive",
     "archive_horizon_seconds",
 )
+_IGNORED = ("persistent",)  # JetStream is persistent: the option the model needs for it
 _CORE_OPTIONS = ("client_queue_limit", "max_payload_bytes")
-_count = itertools.count(1)
+RECONNECT_WITHIN = 10.0
 
 
-class ServerControls:
-    """The model controls a real server can perform: pause/resume acceptance by SIGSTOP/SIGCONT
-    of the test-owned ``nats-server`` process (every channel pauses together)."""
+class NatsControls:
+    """The controls the nats provider performs for one backend (see the module docstring)."""
 
-    def __init__(self, server: ServerProcess | None) -> None:
-        self._server = server
+    def __init__(self, provider: NatsProvider, backend: Any) -> None:
+        self._provider = provider
+        self._backend = backend
 
+    # -- another process ------------------------------------------------------------------
+    async def another_client(self) -> Any:
+        """A new backend like this one, on its own connection, in the same namespace."""
+        return await self._provider.open_peer(self._backend)
+
+    # -- an administrator -----------------------------------------------------------------
+    async def _as_admin(self, act: Callable[[Any], Awaitable[object]]) -> None:
+        """``act(admin)`` on an administrator's own connection to this backend's namespace."""
+        from ...adapters.nats import JetStreamAdmin, JetStreamMessagingBackend
+
+        b = self._backend
+        if not isinstance(b, JetStreamMessagingBackend):
+            raise Skip("core NATS keeps nothing an administrator could purge or delete")
+        names = b.names
+        admin = JetStreamAdmin(
+            b.servers, stream_prefix=names.stream_prefix, subject_prefix=names.subject_prefix
+        )
+        try:
+            await act(admin)
+        finally:
+            await admin.aclose()
+
+    async def purge(self, channel_id: ChannelId) -> None:
+        """Purge the channel's stream (the server tells no consumer)."""
+        await self._as_admin(lambda a: a.purge(channel_id))
+
+    async def delete_message(self, channel_id: ChannelId, sequence: int) -> None:
+        """Delete one message of the channel by sequence."""
+        await self._as_admin(lambda a: a.delete_message(channel_id, sequence))
+
+    async def delete_subscription(self, subscription: SubscriptionId) -> None:
+        """Delete the subscription's consumer."""
+        await self._as_admin(lambda a: a.delete_subscription(subscription))
+
+    # -- the server process -----------------------------------------------------------------
     def _signal(self, sig: int) -> int:
-        if self._server is None:
+        server = self._provider.started(MAIN)
+        if server is None:
             raise Skip("pause/resume need the test-owned server (not given url=)")
-        os.kill(self._server.pid, sig)
-        return self._server.pid
+        os.kill(server.pid, sig)
+        return server.pid
 
     async def pause_acceptance(self, channel_id: ChannelId) -> None:
         """Stop the whole server: publications get no answer until resumed. Returns once
@@ -74,11 +127,22 @@ class ServerControls:
             while not _all_stopped(pid):  # noqa: ASYNC110 - polling another process
                 await anyio.sleep(0.001)
 
-    def resume_acceptance(self, channel_id: ChannelId) -> list[PublishOutcome]:
+    async def resume_acceptance(self, channel_id: ChannelId) -> list[PublishOutcome]:
         """Continue the server: what it received while stopped is stored now. The outcomes of
         held publications are not reported back by the server, so the list is empty."""
         self._signal(signal.SIGCONT)
         return []
+
+    async def restart_server(self) -> None:
+        """kill -9 the server, start it again on the same port and store, and wait until every
+        client of the case is connected again."""
+        if self._provider.started(MAIN) is None:
+            raise Skip("restart needs the test-owned server (not given url=)")
+        await anyio.to_thread.run_sync(self._provider.restart)
+        with anyio.fail_after(RECONNECT_WITHIN):
+            for b in self._provider.case_backends:
+                while not b.connected:  # noqa: ASYNC110 - nats-py reconnects on its own
+                    await anyio.sleep(0.02)
 
 
 def _all_stopped(pid: int) -> bool:
@@ -96,109 +160,121 @@ def _all_stopped(pid: int) -> bool:
     return True
 
 
-class NatsProvider(Provider):
+class NatsProvider(ServerProvider):
     """Runs the messaging cases on nats-server."""
 
     name = "nats"
-    real_time = True
+    client_modules = ("nats",)
 
     def __init__(self, url: str | None = None, scale: float = 0.05) -> None:
-        self.url = url
-        self.scale = scale
-        self._server: ServerProcess | None = None
+        super().__init__(urls={MAIN: url}, scale=scale)
+        self._given = url is not None
+        self._store: Path | None = None
+        self._case: Case | None = None
+        self._made: dict[int, tuple[bool, dict[str, Any]]] = {}  # id(backend) -> made how
+        self._peers: list[Any] = []
+        self.case_backends: list[Any] = []
 
     def contracts(self) -> frozenset[str]:
         return frozenset({"messaging"})
 
     def unavailable(self) -> str | None:
-        why = missing("nats")
-        if why is not None:
-            return why
-        if self.url is None:
-            return binary_unavailable("nats-server")
-        return None
+        return missing("nats") or super().unavailable()  # the extra named, then the binary
 
-    def capabilities(self, contract: str) -> frozenset[str] | None:
-        return frozenset({"core_only", "latest_per_key", "durable_control", "archive"})
+    def server_options(self) -> Mapping[str, Server]:
+        return {MAIN: NatsServer(data_dir=self._store)}
+
+    def offered(self, contract: str) -> Sequence[CapabilityStruct]:
+        return [
+            MessagingCapabilities(
+                backend="nats-jetstream", latest_per_key=True, durable_control=True, archive=True
+            ),
+            MessagingCapabilities(backend="nats-core", core_only=True),
+        ]
 
     def controls(self, contract: str) -> frozenset[str] | None:
-        return SERVER_CONTROLS if self.url is None or self._server is not None else frozenset()
+        offered = offered_controls(contract, NatsControls)
+        return offered - SERVER_PROCESS_CONTROLS if self._given else offered
 
+    def controls_for(self, backend: Any) -> Any:
+        return NatsControls(self, backend)
+
+    # -- the server process ---------------------------------------------------------------------
     def setup(self) -> None:
-        if self.url is None:
-            self._server = start_nats()
-            self.url = self._server.url
+        if not self._given and self._store is None:
+            self._store = Path(tempfile.mkdtemp(prefix="videoflow-nats-store-"))
+        super().setup()
+
+    def restart(self) -> None:
+        """kill -9 the test-owned server; a new one on the same port and store (blocking)."""
+        old = self.started(MAIN)
+        assert old is not None and self._store is not None
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(old.pid, signal.SIGKILL)
+        old.stop()  # reaps it; the store is not in its directory
+        self._started[MAIN] = start_nats(data_dir=self._store, args=["-p", str(old.port)])
+
+    def _resume(self) -> None:
+        server = self.started(MAIN)
+        if server is not None:  # never leave the shared server stopped
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(server.pid, signal.SIGCONT)
 
     def close(self) -> None:
-        if self._server is not None:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(self._server.pid, signal.SIGCONT)
-            self._server.stop()
-            self._server = None
-            self.url = None
+        self._resume()
+        super().close()
+        if self._store is not None:
+            shutil.rmtree(self._store, ignore_errors=True)
+            self._store = None
+
+    # -- backends ---------------------------------------------------------------------------------
+    def harness(self, case: Case) -> AbstractAsyncContextManager[Harness]:
+        return self._case_harness(case)
 
     @asynccontextmanager
-    async def harness(self, case: Case) -> AsyncIterator[Harness]:
+    async def _case_harness(self, case: Case) -> AsyncIterator[Harness]:
+        self._case, self._made, self._peers, self.case_backends = case, {}, [], []
+        async with self._harness(case) as h:
+            try:
+                yield h
+            finally:
+                self._resume()
+                with anyio.CancelScope(shield=True):
+                    for b in reversed(self._peers):
+                        await self.discard(b)
+
+    async def open_backend(self, case: Case, namespace: str, options: dict[str, Any]) -> Any:
+        core = bool(options.pop("core_only", False))
+        allowed = _CORE_OPTIONS if core else _JS_OPTIONS
+        extra = sorted(k for k in options if k not in allowed + _IGNORED)
+        if extra:
+            raise Skip(f"the nats provider cannot honour {extra} (model-only options)")
+        return self._make(core, namespace, {k: v for k, v in options.items() if k in allowed})
+
+    def _make(self, core: bool, namespace: str, options: dict[str, Any]) -> Any:
         from ...adapters.nats import CoreNatsMessagingBackend, JetStreamMessagingBackend
 
-        assert self.url is not None, "setup() was not called"
-        url = self.url
-        opened: list[Any] = []
-        tag = f"{case.id.replace('-', '')}x{next(_count)}x{uuid.uuid4().hex[:6]}"
-
-        async def factory(**options: Any) -> Any:
-            core = bool(options.pop("core_only", False))
-            allowed = _CORE_OPTIONS if core else _JS_OPTIONS
-            extra = sorted(k for k in options if k not in allowed)
-            if extra:
-                raise Skip(f"the nats provider cannot honour {extra} (model-only options)")
-            backend: Any
-            if core:
-                backend = CoreNatsMessagingBackend(url, subject_prefix=f"c{tag}", **options)
-            else:
-                backend = JetStreamMessagingBackend(
-                    url,
-                    stream_prefix=f"T{tag}",
-                    subject_prefix=f"t{tag}",
-                    request_timeout=max(1.0, 20 * self.scale),
-                    **options,
-                )
-            opened.append(backend)
-            return backend
-
-        try:
-            yield Harness(
-                provider=self.name,
-                contract=case.contract,
-                factory=factory,
-                controls_for=lambda _b: ServerControls(self._server),
-                scale=self.scale,
-                allowed_controls=case.controls,
+        backend: Any
+        if core:
+            backend = CoreNatsMessagingBackend(self.url(), subject_prefix=namespace, **options)
+        else:
+            backend = JetStreamMessagingBackend(
+                self.url(),
+                stream_prefix=namespace,
+                subject_prefix=namespace,
+                request_timeout=max(1.0, 20 * self.scale),
+                **options,
             )
-        finally:
-            if self._server is not None:  # never leave the shared server stopped
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(self._server.pid, signal.SIGCONT)
-            for b in reversed(opened):
-                await _cleanup(b)
+        self._made[id(backend)] = (core, options)
+        self.case_backends.append(backend)
+        return backend
 
-
-async def _cleanup(backend: Any) -> None:
-    """Delete the case's streams (best effort: the case is over), then close the client."""
-    from ...adapters.nats import JetStreamMessagingBackend
-    from ...adapters.nats._bridge import on_client_loop
-
-    if isinstance(backend, JetStreamMessagingBackend):
-        with contextlib.suppress(Exception):
-            await on_client_loop(backend, _drop_streams, backend)
-    await backend.aclose()
-
-
-async def _drop_streams(backend: Any) -> None:
-    page = await backend._api("STREAM.NAMES", {})
-    for name in page.get("streams") or []:
-        if name.startswith(backend.names.stream_prefix + "__"):
-            await backend._api(f"STREAM.DELETE.{name}")
+    async def open_peer(self, backend: Any) -> Any:
+        """Another client like ``backend``, in its namespace (closed when the case ends)."""
+        core, options = self._made[id(backend)]
+        peer = self._make(core, backend.namespace, dict(options))
+        self._peers.append(peer)
+        return peer
 
 
 register_provider("nats", NatsProvider)

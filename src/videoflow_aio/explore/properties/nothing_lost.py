@@ -18,6 +18,8 @@ from ...contracts import Known
 from ...contracts.messaging import (
     ChannelId,
     Completed,
+    Kind,
+    Retention,
     Retry,
     SettleOutcome,
     SubscriptionId,
@@ -30,7 +32,9 @@ from ...memory.messaging import MemoryMessagingBackend
 from ...observe import ObservationLog
 from .._program import Context, program
 
-SUBS = {"a": "data", "b": "data", "e": "eos"}  # two data subscriptions, one eos
+SUBS: dict[str, Kind] = {"a": "data", "b": "data", "e": "eos"}  # two data subscriptions, one eos
+KINDS: tuple[Kind, ...] = ("data", "data", "data", "eos")
+RETENTIONS: tuple[Retention, ...] = ("limits", "interest")
 ACK_WAIT = 5.0
 OUTCOMES: Sequence[SettleOutcome] = (Completed(), Completed(), Retry(), Retry(1.0), Terminal("x"))
 
@@ -39,7 +43,7 @@ async def _publisher(b: MemoryMessagingBackend, cid: ChannelId, n: int, rng: ran
     for i in range(rng.randint(3, 12)):
         await anyio.sleep(rng.choice((0.0, 0.0, 0.5, 1.0, 3.0)))
         pid = f"p{n}-{rng.randint(0, i)}"  # now and then a repeat: dedup
-        kind = rng.choice(("data", "data", "data", "eos"))
+        kind = rng.choice(KINDS)
         await b.publish(make_envelope(cid, pid, kind=kind), anyio.current_time() + 1.0)
 
 
@@ -77,7 +81,7 @@ async def _operator(b: MemoryMessagingBackend, cid: ChannelId, rng: random.Rando
 )
 async def nothing_lost(ctx: Context) -> None:
     rng = ctx.rng
-    retention = rng.choice(("limits", "interest"))
+    retention = rng.choice(RETENTIONS)
     cid = ChannelId("f", "r", "n")
     sids = {name: SubscriptionId(cid, name) for name in SUBS}
     b = MemoryMessagingBackend(log=ctx.log, dedup_window_seconds=1_000_000)

@@ -29,6 +29,7 @@ from ...contracts.payload import (
     ReclamationObservation,
     ReleaseReceipt,
     RetentionContract,
+    Tier,
     TransientFailure,
     payload_digest,
     validate_deadline,
@@ -73,7 +74,7 @@ class MemoryPayloadStore(PayloadControls, PayloadStore):
     def __init__(
         self,
         clock: VirtualClock | None = None,
-        tier: str = "durable",
+        tier: Tier = "durable",
         max_bytes: int | None = None,
         forward_unchanged: bool = True,
         log: ObservationLog | None = None,

@@ -1,0 +1,433 @@
+"""``observe_subscription``, ``observe_ack_floor``, ``observe_channel``: reads, then ``_ledger``.
+
+An observation reads the consumer and its stream (again, briefly, while the consumer visibly
+trails the stream), folds new advisories from ``__adv`` into the channel's ledger, reads the
+subscription's shared accounting record from ``__acct`` and — for removed sequences whose
+subject it needs — the index records in ``__idx``; :mod:`._ledger` decides; an advanced record is
+written back under compare-and-set (``Nats-Expected-Last-Subject-Sequence``), re-decided when
+another client wrote first. Any failed read is ``Unknown``, never a zero.
+"""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Iterable
+from typing import Any
+
+import anyio
+import anyio.lowlevel
+import msgspec
+
+from ...contracts import Known, Unknown
+from ...contracts.errors import NotFound
+from ...contracts.messaging import (
+    ChannelId,
+    ChannelObservation,
+    SubscriptionId,
+    SubscriptionObservation,
+)
+from . import _api
+from ._api import ApiError, CallFailed
+from ._channels import chan
+from ._connection import Client, loop_time
+from ._ledger import (
+    Accounted,
+    Ambiguous,
+    ConsumerView,
+    Local,
+    Own,
+    Record,
+    StreamView,
+    account,
+    consumer_lags,
+    counts,
+    exhausted_now,
+    floor,
+    initial_record,
+    needs_subject,
+    parse_ts,
+)
+from ._names import ADV_CREATED, ADV_DELETED, ADV_MAX_DELIVERIES, ADV_TERMINATED
+from ._publish import INDEX_LINGER, flush_all
+from ._pull import DELETED_REASON
+from ._state import ChanState, Ledger, SubState
+from ._subscriptions import sub
+
+CATCH_UP_TRIES = 20
+CATCH_UP_PAUSE = 0.005
+CATCH_UP_WINDOW = 256
+INDEX_WAIT_TRIES = 6
+ATTRIB_LIMIT = 1 << 20
+BATCH = 1024
+WRONG_LAST_SEQUENCE = 10071
+CAS_TRIES = 4
+_record_dec = msgspec.json.Decoder(Record).decode
+_record_enc = msgspec.json.Encoder().encode
+
+
+async def _direct_batch(c: Client, nc: Any, stream: str, seq: int, n: int) -> list[Any] | None:
+    """One batched direct get: the messages from ``seq`` (at most ``n``); None when the stream
+    does not allow direct gets."""
+    inbox = nc.new_inbox()
+    got: list[Any] = []
+    done = anyio.Event()
+
+    async def collect(msg: Any) -> None:
+        got.append(msg)
+        if msg.headers and msg.headers.get("Status"):
+            done.set()
+
+    s = await nc.subscribe(inbox, cb=collect)
+    try:
+        body = {"seq": seq, "batch": n}
+        await _api.publish(nc, f"$JS.API.DIRECT.GET.{stream}", _api.encode(body), reply=inbox)
+        with anyio.move_on_after(c.request_timeout):
+            await done.wait()
+    finally:
+        await s.unsubscribe()
+    if not done.is_set():
+        raise _api.NoAnswer(f"no end of batch from {stream} within {c.request_timeout:g} s")
+    status = str(got[-1].headers.get("Status"))
+    if status == "503":
+        return None
+    if status not in ("204", "404"):
+        desc = got[-1].headers.get("Description", "")
+        raise _api.NoAnswer(f"direct get on {stream}: status {status} {desc}")
+    return got[:-1]
+
+
+async def _one_by_one(
+    c: Client, stream: str, start: int, upto: int
+) -> list[tuple[int, str, bytes]]:
+    out = []
+    for seq in range(start, upto + 1):
+        try:
+            got = await c.api(f"STREAM.MSG.GET.{stream}", {"seq": seq})
+        except ApiError as exc:
+            if exc.err_code == _api.NO_MESSAGE_FOUND:
+                continue
+            raise
+        m = got["message"]
+        out.append((seq, str(m["subject"]), base64.b64decode(m.get("data", "") or "")))
+    return out
+
+
+async def batch_get(c: Client, stream: str, start: int, upto: int) -> list[tuple[int, str, bytes]]:
+    """``(sequence, subject, body)`` of the messages of ``stream`` in ``[start, upto]`` (direct
+    gets of up to ``BATCH`` at a time; a missing sequence is simply absent)."""
+    nc = await c.conn()
+    out: list[tuple[int, str, bytes]] = []
+    seq = start
+    while seq <= upto:
+        rows = await _direct_batch(c, nc, stream, seq, min(BATCH, upto - seq + 1))
+        if rows is None:  # a stream made without direct gets
+            return out + await _one_by_one(c, stream, seq, upto)
+        if not rows:
+            break
+        for m in rows:
+            hdrs = m.headers or {}
+            n = int(hdrs.get("Nats-Sequence", 0) or 0)
+            if n <= upto:
+                out.append((n, str(hdrs.get("Nats-Subject", "")), bytes(m.data)))
+            seq = max(seq, n + 1)
+    return out
+
+
+async def read_new(c: Client, stream: str, cursor: int) -> tuple[list[tuple[int, str, bytes]], int]:
+    """The messages of ``stream`` from sequence ``cursor`` on, and the cursor after them."""
+    info = await c.stream_info(stream)
+    if info is None:
+        return [], cursor
+    last = int(info["state"].get("last_seq", 0) or 0)
+    if cursor > last:
+        return [], cursor
+    return await batch_get(c, stream, cursor, last), last + 1
+
+
+async def read_advisories(c: Client, chs: ChanState) -> None:
+    """Fold new advisories from the channel's ``__adv`` stream into its ledgers."""
+    rows, chs.adv_next = await read_new(c, chs.adv, chs.adv_next)
+    for _seq, subject, data in rows:
+        fold_advisory(chs, subject, data)
+
+
+def fold_advisory(chs: ChanState, subject: str, data: bytes) -> None:
+    parts = subject.rsplit(".", 2)
+    if len(parts) != 3:
+        return
+    prefix, stream, consumer = parts
+    key = (stream, consumer)
+    if prefix in (ADV_CREATED, ADV_DELETED):
+        chs.ledgers[key] = Ledger()  # what came before belongs to a previous incarnation
+        return
+    try:
+        adv = _api.decode(data or b"{}")
+    except msgspec.DecodeError:
+        return
+    sseq = int(adv.get("stream_seq", 0) or 0)
+    at = parse_ts(str(adv.get("timestamp", "")))
+    if prefix == ADV_MAX_DELIVERIES:
+        chs.ledger(stream, consumer).exhausted[sseq] = at
+    elif prefix == ADV_TERMINATED and adv.get("reason") == DELETED_REASON:
+        chs.ledger(stream, consumer).deleted[sseq] = at
+
+
+def consumer_view(ci: dict[str, Any]) -> ConsumerView:
+    return ConsumerView(
+        delivered_d=int(ci["delivered"]["consumer_seq"]),
+        delivered_s=int(ci["delivered"]["stream_seq"]),
+        floor_d=int(ci["ack_floor"]["consumer_seq"]),
+        floor_s=int(ci["ack_floor"]["stream_seq"]),
+        num_pending=int(ci.get("num_pending", 0)),
+        num_ack_pending=int(ci.get("num_ack_pending", 0)),
+        num_redelivered=int(ci.get("num_redelivered", 0)),
+        ts=parse_ts(str(ci.get("ts", ""))),
+    )
+
+
+def stream_view(si: dict[str, Any], deleted: Iterable[int] = ()) -> StreamView:
+    state = si["state"]
+    last = int(state.get("last_seq", 0) or 0)
+    first = int(state.get("first_seq", 0) or 0)
+    if first == 0 or int(state.get("messages", 0)) == 0:
+        first = last + 1
+    return StreamView(first, last, frozenset(deleted))
+
+
+async def infos(c: Client, st: SubState) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Consumer and stream info, re-read briefly while the consumer visibly trails. A deleted
+    consumer is NotFound; one deleted and created again is a new incarnation: this client's
+    ledgers of the old one are dropped."""
+    sid = st.id
+    for attempt in range(CATCH_UP_TRIES):
+        ci = await c.consumer_info(st.stream, st.consumer)
+        if ci is None:
+            c.forget_sub(sid)
+            raise NotFound(f"no subscription {sid}", kind="subscription", name=sid.name)
+        created = str(ci.get("created", ""))
+        if created and created != st.created:
+            st.reset(created, int(ci["config"].get("opt_start_seq", 1) or 1))
+        si = await c.stream_info(st.stream)
+        if si is None:
+            c.forget_channel(sid.channel)
+            raise NotFound(f"no channel {sid.channel}", kind="channel", name=sid.channel.name)
+        lags = consumer_lags(
+            st.spec, consumer_view(ci), stream_view(si), st.chan.index, CATCH_UP_WINDOW
+        )
+        if attempt + 1 == CATCH_UP_TRIES or not lags:
+            return ci, si
+        await anyio.sleep(CATCH_UP_PAUSE)
+    raise AssertionError("unreachable")
+
+
+async def read_record(c: Client, st: SubState) -> tuple[Record | None, int]:
+    """The subscription's accounting record and its sequence in ``__acct`` (0: none)."""
+    subject = c.names.acct_subject(st.id)
+    try:
+        got = await c.api(f"STREAM.MSG.GET.{st.chan.acct}", {"last_by_subj": subject})
+    except ApiError as exc:
+        if exc.err_code in (_api.NO_MESSAGE_FOUND, _api.STREAM_NOT_FOUND):
+            return None, 0
+        raise
+    m = got["message"]
+    try:
+        rec = _record_dec(base64.b64decode(m.get("data", "") or ""))
+    except msgspec.DecodeError:
+        return None, int(m["seq"])
+    return rec, int(m["seq"])
+
+
+async def write_record(c: Client, st: SubState, rec: Record, last: int) -> bool:
+    """Write ``rec`` if the subject's last sequence is still ``last``; False when another
+    client wrote first."""
+    nc = await c.conn()
+    hdrs = {"Nats-Expected-Last-Subject-Sequence": str(last)}
+    msg = await _api.request(
+        nc, c.names.acct_subject(st.id), _record_enc(rec), c.request_timeout, headers=hdrs
+    )
+    err = _api.decode(msg.data).get("error")
+    if err:
+        if int(err.get("err_code", 0)) == WRONG_LAST_SEQUENCE:
+            return False
+        raise ApiError(int(err.get("code", 0)), int(err.get("err_code", 0)), str(err))
+    return True
+
+
+_index_dec = msgspec.json.Decoder(list[tuple[int, str, str | None]]).decode
+
+
+async def read_index(c: Client, chs: ChanState) -> None:
+    """Fold new index records from ``__idx`` (every adapter publisher's) into ``chs.attrib``."""
+    rows, chs.idx_next = await read_new(c, chs.idx, chs.idx_next)
+    for _seq, _subject, data in rows:
+        try:
+            for s, kind, key in _index_dec(data):
+                chs.attrib[s] = (kind, key)
+        except msgspec.DecodeError:
+            pass  # not a record of ours: its sequences stay unattributed
+    if len(chs.attrib) > ATTRIB_LIMIT:
+        for s in sorted(chs.attrib)[: ATTRIB_LIMIT // 2]:
+            del chs.attrib[s]
+
+
+async def subjects_of(
+    c: Client, chs: ChanState, seqs: list[int]
+) -> dict[int, tuple[str, str | None]]:
+    """Kind and partition key of each of ``seqs`` this client can know: from its own publish
+    index, else from the index records of the other publishers (written within
+    ``INDEX_LINGER`` of each publication: waited for briefly)."""
+    out: dict[int, tuple[str, str | None]] = {}
+    for attempt in range(INDEX_WAIT_TRIES):
+        for s in seqs:
+            entry = chs.index.get(s)
+            if entry is not None:
+                out[s] = (entry[0], entry[1])
+            else:
+                got = chs.attrib.get(s)
+                if got is not None:
+                    out[s] = got
+        if len(out) == len(seqs) or attempt + 1 == INDEX_WAIT_TRIES:
+            return out
+        if attempt:
+            await anyio.sleep(INDEX_LINGER)
+        await read_index(c, chs)
+    return out
+
+
+async def deleted_seqs(c: Client, si: dict[str, Any]) -> list[int]:
+    """Interior deletions of the stream ``si`` describes (read only when there are some)."""
+    if not int(si["state"].get("num_deleted", 0) or 0):
+        return []
+    name = si["config"]["name"]
+    full = await c.stream_info(name, {"deleted_details": True})
+    return [] if full is None else [int(s) for s in full["state"].get("deleted") or []]
+
+
+async def dead_letters(c: Client, st: SubState) -> int:
+    """Dead letters ``st`` settled, counted on the server (their subject names it)."""
+    info = await c.stream_info(st.chan.dlq, {"subjects_filter": c.names.dlq_count_filter(st.id)})
+    if info is None:
+        return 0
+    return sum(int(n) for n in (info["state"].get("subjects") or {}).values())
+
+
+def local(st: SubState) -> Local:
+    return Local(
+        leases=st.leases,
+        retry_wait=st.retry_wait,
+        final_retry=st.final_retry,
+        settled=st.settled.data.keys(),
+        now=loop_time(),
+    )
+
+
+async def _drops(
+    c: Client, st: SubState, cv: ConsumerView, sv: StreamView, exhausted: set[int]
+) -> Accounted | Ambiguous:
+    """Decide the subscription's silent drops against its shared record (written back)."""
+    chs = st.chan
+    for _ in range(CAS_TRIES):
+        rec, rec_seq = await read_record(c, st)
+        if rec is None or rec.inc != st.created:
+            rec = initial_record(st.created, st.start_seq, parse_ts(st.created))
+        need = needs_subject(rec, sv)
+        subjects = await subjects_of(c, chs, need) if need else {}
+        await c.audit.settle_queue()
+        purge = c.audit.purge_possible(st.stream, rec.ts)
+        led = chs.ledger(st.stream, st.consumer)
+        now = loop_time()
+        live = {q for q, (_a, deadline) in st.leases.items() if deadline > now}
+        own = Own(st.deliveries, st.settled.data.keys(), live | st.lost)
+        deleted = led.deleted_since(st.created_ns)
+        res = account(rec, st.spec, cv, sv, exhausted, deleted, own, subjects, purge)
+        if isinstance(res, Accounted) and res.inferred:
+            # settled by inference (no advisory reported a lease on them): give an advisory
+            # in flight a moment to land before counting on its absence
+            await anyio.sleep(0.01)
+            await read_advisories(c, chs)
+            deleted = chs.ledger(st.stream, st.consumer).deleted_since(st.created_ns)
+            res = account(rec, st.spec, cv, sv, exhausted, deleted, own, subjects, purge)
+        if isinstance(res, Ambiguous) or not res.changed:
+            return res
+        if await write_record(c, st, res.record, rec_seq):
+            st.forget_deliveries_below(res.record.md)
+            return res
+    return Ambiguous("other clients kept rewriting the drop accounting; try again")
+
+
+async def observe_subscription(
+    c: Client, subscription: SubscriptionId
+) -> Known[SubscriptionObservation] | Unknown:
+    st = await sub(c, subscription)
+    chs = st.chan
+    await flush_all(c)  # what this client published is attributable by everyone now
+    try:
+        ci, si = await infos(c, st)
+        await read_advisories(c, chs)
+        sv = stream_view(si, await deleted_seqs(c, si))
+        cv = consumer_view(ci)
+        loc = local(st)
+        led = chs.ledger(st.stream, st.consumer)
+        advised = led.exhausted_since(st.created_ns)
+        exhausted = exhausted_now(st.spec, loc, advised)
+        silent = 0
+        lost: tuple[int, ...] = ()
+        if st.stream == chs.stream:
+            res = await _drops(c, st, cv, sv, exhausted)
+            if isinstance(res, Ambiguous):
+                return Unknown(res.reason)
+            silent, lost = res.record.dropped, tuple(res.record.lost)
+        dead = await dead_letters(c, st)
+    except CallFailed as exc:
+        return Unknown(f"cannot read {subscription}: {exc}")
+    deleted = led.deleted_since(st.created_ns)
+    n = counts(st.spec, cv, sv, exhausted, deleted, loc, silent, st.start_seq, advised, lost)
+    return Known(
+        SubscriptionObservation(
+            subscription=subscription,
+            pending=n.pending,
+            leased=n.leased,
+            unresolved=len(n.unresolved),
+            dropped=n.dropped,
+            redelivered=cv.num_redelivered,
+            ack_floor=n.ack_floor,
+            dead_lettered=dead,
+        )
+    )
+
+
+async def observe_ack_floor(c: Client, subscription: SubscriptionId) -> Known[int] | Unknown:
+    st = await sub(c, subscription)
+    try:
+        ci, si = await infos(c, st)
+        await read_advisories(c, st.chan)
+    except CallFailed as exc:
+        return Unknown(f"cannot read {subscription}: {exc}")
+    sv = stream_view(si)
+    led = st.chan.ledger(st.stream, st.consumer)
+    exhausted = exhausted_now(st.spec, local(st), led.exhausted_since(st.created_ns))
+    deleted = led.deleted_since(st.created_ns)
+    unresolved = [s for s in exhausted if not sv.removed(s) and s not in deleted]
+    return Known(floor(int(ci["ack_floor"]["stream_seq"]), unresolved))
+
+
+async def observe_channel(c: Client, channel_id: ChannelId) -> Known[ChannelObservation] | Unknown:
+    chs = await chan(c, channel_id)
+    try:
+        si = await c.stream_info(chs.stream)
+        di = await c.stream_info(chs.dlq)
+    except CallFailed as exc:
+        return Unknown(f"cannot read {channel_id}: {exc}")
+    if si is None:
+        c.forget_channel(channel_id)
+        raise NotFound(f"no channel {channel_id}", kind="channel", name=channel_id.name)
+    state = si["state"]
+    msgs = int(state.get("messages", 0))
+    view = stream_view(si)
+    # the stored size: bodies plus subject, headers and record overhead (the contract's lower
+    # bound is the bodies)
+    nbytes = int(state.get("bytes", 0))
+    for s in [s for s in chs.index if s < view.first]:
+        del chs.index[s]  # evicted: its subject, if still needed, is in the index stream
+    dead = 0 if di is None else int(di["state"].get("messages", 0))
+    return Known(ChannelObservation(channel_id, msgs, nbytes, view.first, view.last, dead))

@@ -1,0 +1,193 @@
+"""``publish`` and ``observe_publication``: a request per publication, its PubAck decoded.
+
+* ``Accepted`` is the server's PubAck (``duplicate`` when the ``Nats-Msg-Id`` was stored
+  already); ``Rejected`` an error reply or a request that never left this client;
+  ``PublicationUnknown`` no answer before the deadline (it may still be stored later).
+* ``observe_publication`` returns what this client recorded — the stored sequence, as
+  ``Accepted(duplicate=False)``: whether *that* publish call was a duplicate is the call's
+  answer, not a fact about the publication — and resolves a ``PublicationUnknown`` by an
+  idempotent re-publish inside the dedup window (see ``docs/nats.md``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from typing import Any
+
+import msgspec
+
+from ...contracts.errors import NotFound, ValidationError
+from ...contracts.messaging import (
+    Accepted,
+    Envelope,
+    PublicationUnknown,
+    PublicationUnresolvable,
+    PublishOutcome,
+    Rejected,
+)
+from . import _api, _codec, _profiles
+from ._api import CallFailed, NoAnswer, NoResponders, NotSent
+from ._channels import chan
+from ._connection import Client, loop_time
+from ._state import ChanState
+
+_index_enc = msgspec.json.Encoder().encode
+
+INDEX_LIMIT = 1 << 20
+"""Most sequences kept in a channel's publish index; past it the oldest half is forgotten
+(their subjects then come from the index stream)."""
+INDEX_BATCH = 256
+"""Publications per index record: a full batch is written at once."""
+INDEX_LINGER = 0.02
+"""Seconds a partial batch waits before it is written."""
+_tasks: set[asyncio.Task[None]] = set()
+
+
+def _index(c: Client, chs: ChanState, seq: int, env: Envelope) -> bool:
+    """Record a stored publication in this client's index and in the next index record;
+    True when that record is full (write it now)."""
+    chs.index[seq] = (env.kind, env.partition_key, len(env.body))
+    if len(chs.index) > INDEX_LIMIT:
+        chs.trim_index(INDEX_LIMIT // 2)
+    chs.unindexed.append((seq, env.kind, env.partition_key))
+    if len(chs.unindexed) >= INDEX_BATCH:
+        return True
+    if chs.index_timer is None:
+        loop = asyncio.get_running_loop()
+        chs.index_timer = loop.call_later(INDEX_LINGER, _spawn, c, chs)
+    return False
+
+
+def _spawn(c: Client, chs: ChanState) -> None:
+    chs.index_timer = None
+    task = asyncio.get_running_loop().create_task(flush_index(c, chs))
+    _tasks.add(task)
+    task.add_done_callback(_tasks.discard)
+
+
+async def flush_index(c: Client, chs: ChanState) -> None:
+    """Write this client's pending index entries of ``chs`` as one record (fire and forget: a
+    record lost with the connection leaves those sequences unattributable, never wrong)."""
+    if chs.index_timer is not None:
+        chs.index_timer.cancel()
+        chs.index_timer = None
+    batch, chs.unindexed = chs.unindexed, []
+    nc = c.nc
+    if not batch or nc is None or nc.is_closed:
+        return
+    with contextlib.suppress(CallFailed):
+        await _api.publish(nc, c.names.index_subject(chs.id), _index_enc(batch))
+
+
+async def flush_all(c: Client) -> None:
+    for chs in list(c.chans.values()):
+        if chs.unindexed:
+            await flush_index(c, chs)
+
+
+async def send(c: Client, nc: Any, chs: ChanState, env: Envelope, seconds: float) -> PublishOutcome:
+    pid = env.publication_id
+    subject = c.names.subject(chs.id, env.kind, env.partition_key)
+    hdrs = _codec.headers(env, chs.spec.dedup_window_seconds > 0)
+    try:
+        msg = await _api.request(nc, subject, env.body, seconds, headers=hdrs)
+    except NoAnswer as exc:
+        return PublicationUnknown(
+            pid, f"no acknowledgement before the deadline ({exc}); it may still be stored"
+        )
+    except NotSent as exc:
+        return Rejected(pid, f"not sent: {exc}")
+    except NoResponders as exc:
+        c.forget_channel(chs.id)
+        raise NotFound(
+            f"no channel {chs.id} (no stream answers)", kind="channel", name=chs.id.name
+        ) from exc
+    try:
+        ack = _api.decode(msg.data)
+    except msgspec.DecodeError:
+        return PublicationUnknown(pid, f"undecodable acknowledgement {msg.data[:80]!r}")
+    err = ack.get("error")
+    if err:
+        desc = str(err.get("description", ""))
+        return Rejected(pid, f"{desc} ({err.get('code')}/{err.get('err_code')})")
+    return Accepted(pid, int(ack["seq"]), bool(ack.get("duplicate", False)))
+
+
+async def publish(
+    c: Client, envelope: Envelope, deadline: float, limit: int, archive: bool
+) -> PublishOutcome:
+    pid = envelope.publication_id
+    if envelope.kind == "dlq":
+        raise ValidationError(
+            "dead letters are stored by settle(Terminal), not published",
+            field="kind",
+            value="dlq",
+        )
+    nc = await c.conn()
+    chs = c.chans.get(envelope.channel) or await chan(c, envelope.channel)
+    size = len(envelope.body)
+    if size > limit:
+        return Rejected(pid, f"payload {size} bytes exceeds max_payload_bytes {limit}")
+    now = loop_time()
+    if deadline <= now:
+        return Rejected(pid, "deadline passed before the publication was sent")
+    out = await send(c, nc, chs, envelope, deadline - now)
+    first = c.pubs.get(pid)
+    if first is None or not isinstance(first[0], Accepted):  # once stored, it stays stored
+        c.pubs.put(pid, (out, now if first is None else first[1], envelope))
+    if isinstance(out, Accepted) and not out.duplicate:
+        if _index(c, chs, out.sequence, envelope):
+            await flush_index(c, chs)  # a buffered publish: no round trip
+        if archive:
+            await archive_copy(c, nc, chs, envelope)
+    return out
+
+
+async def archive_copy(c: Client, nc: Any, chs: ChanState, env: Envelope) -> None:
+    """Copy an accepted publication to the channel's archive (one per event id). A failed
+    copy does not undo the publication; it is kept in ``c.archive_errors``."""
+    subject = _profiles.arc_subject(c.names, chs.id, env.event_id)
+    hdrs = _profiles.archive_headers(env, _codec.headers(env, False))
+    try:
+        msg = await _api.request(nc, subject, env.body, c.request_timeout, headers=hdrs)
+        err = _api.decode(msg.data).get("error")
+    except (CallFailed, msgspec.DecodeError) as exc:
+        err = str(exc)
+    if err:
+        c.archive_errors.append(f"{env.publication_id}: {err}")
+        del c.archive_errors[:-64]
+
+
+async def observe_publication(c: Client, envelope: Envelope) -> PublishOutcome:
+    """What this client knows about ``envelope.publication_id`` (see the module docstring)."""
+    pid = envelope.publication_id
+    chs = await chan(c, envelope.channel)
+    entry = c.pubs.get(pid)
+    if entry is None:
+        return PublicationUnresolvable(
+            pid, "this client never sent it; JetStream has no lookup by publication id"
+        )
+    out, first_at, env = entry
+    if isinstance(out, Accepted):
+        return Accepted(pid, out.sequence, False)
+    if not isinstance(out, PublicationUnknown):
+        return out  # type: ignore[no-any-return]
+    window = chs.spec.dedup_window_seconds
+    now = loop_time()
+    if window <= 0 or now >= first_at + window:
+        return PublicationUnresolvable(
+            pid, "outside the dedup window: a re-publish would store a second copy"
+        )
+    nc = await c.conn()
+    timeout = min(c.request_timeout, first_at + window - now)
+    res = await send(c, nc, chs, env, timeout)
+    if isinstance(res, Accepted):
+        c.pubs.put(pid, (res, first_at, env))
+        # stored at res.sequence is our own envelope (first write wins, and it was ours)
+        if _index(c, chs, res.sequence, env):
+            await flush_index(c, chs)
+        return Accepted(pid, res.sequence, False)
+    if isinstance(res, Rejected) and res.reason.startswith("not sent"):
+        return PublicationUnknown(pid, f"still unknown: {res.reason}")
+    return res

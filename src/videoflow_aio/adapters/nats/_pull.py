@@ -1,0 +1,262 @@
+"""``receive``: one raw pull request per wait, its replies routed through this client's inbox.
+
+A pull is ``{"batch": n, "max_bytes": b, "no_wait": true, "expires": deadline}``: the server
+answers at once with what is available (then ``404``), or waits for the first message until
+it expires (``408``). One pull per subscription is open at a time in a client, so every
+delivery belongs to the pull open when it arrives; later ones are kept (``st.late``) and
+returned by the next receive while their lease lasts. nats-py would turn the statuses into a
+timeout; the adapter reads them: ``409 Consumer Deleted`` or ``503`` is ``NotFound`` once
+``CONSUMER.INFO`` confirms it, no answer at all ``BackendUnavailable`` — never ``[]``.
+
+A redelivery of a message this client settled with the server's confirmation means the
+server lost the settle (a crash before it saved consumer state): the settle is sent again
+(``_settle.resettle``) and the message is not handed out a second time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from typing import Any
+
+import nats.errors
+
+from ...contracts.errors import BackendUnavailable, NotFound, ValidationError
+from ...contracts.messaging import Delivery, DeliveryToken, SubscriptionId
+from . import _api, _codec, _settle
+from ._api import unavailable
+from ._connection import Client, loop_time
+from ._ledger import parse_ts
+from ._names import ADV_TERMINATED
+from ._state import ChanState, Pull, SubState
+from ._subscriptions import sub
+
+NS = 1_000_000_000
+LINGER = 0.002
+"""How long a pull that got some messages waits for the rest of the burst."""
+DELIVERY_LIMIT = 1 << 20
+"""Most delivery records a subscription keeps; past it the oldest half is forgotten (a drop
+that would need them is then ``Unknown``)."""
+DELETED_REASON = "Unacknowledged message was deleted"
+
+
+def on_reply(c: Client) -> Any:
+    """The inbox callback: statuses end a pull, deliveries go to the pull open for them."""
+
+    async def cb(msg: Any) -> None:
+        hdrs = msg.headers
+        status = hdrs.get("Status") if hdrs else None
+        if status and not msg.reply:  # a status ends the pull named by the reply subject
+            token = msg.subject.rsplit(".", 1)[-1]
+            pull = c.pulls.pop(token, None)
+            if pull is not None:
+                pull.status = (status, str(hdrs.get("Description", "")))
+                pull.first.set()
+                pull.done.set()
+            return
+        # a delivery arrives on its original subject: route it by its ack reply subject
+        try:
+            md = msg.metadata
+            st = c.by_consumer.get((md.stream, md.consumer))
+        except Exception:  # not a JetStream delivery: nothing of ours
+            return
+        if st is None:
+            return  # not ours any more: the lease expires and the server redelivers
+        pull = st.current
+        if pull is None or pull.closed:
+            with contextlib.suppress(Exception):
+                st.late.append(delivery(c, st, msg, st.last_sent))
+            return
+        pull.msgs.append(msg)
+        pull.first.set()
+        if len(pull.msgs) >= pull.want:
+            pull.done.set()
+
+    return cb
+
+
+def delivery(c: Client, st: SubState, msg: Any, sent_at: float) -> Delivery:
+    md = msg.metadata
+    seq = int(md.sequence.stream)
+    dseq = int(md.sequence.consumer)
+    attempt = int(md.num_delivered)
+    env = _codec.envelope(c.names, st.id.channel, msg.subject, bytes(msg.data), msg.headers, seq)
+    # the server started the lease between our request and this arrival: count it from the
+    # arrival minus a margin for the one-way latency, never before the request
+    start = max(sent_at, loop_time() - c.lease_margin)
+    deadline = start + st.spec.ack_wait_seconds
+    st.leases[seq] = (attempt, deadline)
+    if st.deliveries.get(dseq, seq) != seq:
+        st.deliveries.clear()  # delivery sequences restarted (a new incarnation, or a rollback)
+    st.deliveries[dseq] = seq
+    if len(st.deliveries) > DELIVERY_LIMIT:
+        for d in sorted(st.deliveries)[: DELIVERY_LIMIT // 2]:
+            del st.deliveries[d]
+    st.retry_wait.pop(seq, None)
+    token = DeliveryToken(st.id, seq, attempt, f"{attempt}.{dseq}", msg.reply)
+    return Delivery(env, seq, attempt, token, deadline)
+
+
+async def pull(
+    c: Client, nc: Any, st: SubState, batch: int, max_bytes: int, deadline: float
+) -> Pull:
+    """One pull request (see the module docstring). The caller holds ``st.lock``."""
+    now = loop_time()
+    token = str(next(c.pull_ids))
+    expires = max(deadline - now - 0.005, 0.001)
+    p = Pull(st, batch, now, now + expires)
+    c.pulls[token] = p
+    st.current = p
+    st.last_sent = now
+    body = {"batch": batch, "max_bytes": max_bytes, "no_wait": True, "expires": int(expires * NS)}
+    subject = f"$JS.API.CONSUMER.MSG.NEXT.{st.stream}.{st.consumer}"
+    limit = now + expires + c.request_timeout
+    try:
+        await nc.publish(subject, _api.encode(body), reply=f"{c.inbox}.{token}")
+        await _until(p.first, limit)
+        if p.status is None and p.msgs and len(p.msgs) < batch:
+            # the rest of a burst arrives together; a request blocked by the shared credit
+            # (max_ack_pending) would wait for its expiry, so do not wait for its status
+            await _until(p.done, min(limit, loop_time() + LINGER))
+    except nats.errors.Error as exc:
+        p.status = ("error", f"{type(exc).__name__}: {exc}")
+    finally:
+        p.closed = True
+        st.current = None
+        if p.status is not None or len(c.pulls) > 4096:
+            c.pulls.pop(token, None)
+    return p
+
+
+async def _until(event: asyncio.Event, deadline: float) -> None:
+    """Wait for ``event`` until the loop-clock ``deadline`` (asyncio's own primitives: this
+    runs on the connection's asyncio loop, once per receive)."""
+    with contextlib.suppress(TimeoutError):
+        async with asyncio.timeout_at(deadline):
+            await event.wait()
+
+
+def take_late(st: SubState, n: int, budget: int) -> list[Delivery]:
+    out: list[Delivery] = []
+    now = loop_time()
+    keep = []
+    while st.late:
+        d = st.late.popleft()
+        cur = st.leases.get(d.sequence)
+        if d.lease_deadline <= now or cur is None or cur[0] != d.attempt:
+            continue  # expired or superseded: the server redelivers it
+        if len(out) < n and len(d.envelope.body) <= budget:
+            budget -= len(d.envelope.body)
+            out.append(d)
+        else:
+            keep.append(d)
+    st.late.extend(keep)
+    return out
+
+
+async def confirm_consumer(c: Client, st: SubState) -> None:
+    """After an empty receive: NotFound when the consumer is gone (nats-py would hide it
+    behind a timeout); silence otherwise — an unreachable server is not "no messages"."""
+    with unavailable(f"receive on {st.id} got nothing and the consumer cannot be read"):
+        info = await c.consumer_info(st.stream, st.consumer)
+    if info is None:
+        c.forget_sub(st.id)
+        raise NotFound(
+            f"subscription {st.id} no longer exists", kind="subscription", name=st.id.name
+        )
+    created = str(info.get("created", ""))
+    if created and created != st.created:  # deleted and created again: a new incarnation
+        st.reset(created, int(info["config"].get("opt_start_seq", 1) or 1))
+
+
+async def check_status(c: Client, st: SubState, p: Pull) -> None:
+    if p.status is None:
+        return
+    code, desc = p.status
+    if code == "503":  # no responders: the consumer is gone, or JetStream is down
+        await confirm_consumer(c, st)
+        raise BackendUnavailable(f"receive on {st.id}: no responders", backend="nats")
+    if code == "409" and "Consumer Deleted" in desc:
+        c.forget_sub(st.id)
+        raise NotFound(f"subscription {st.id} was deleted", kind="subscription", name=st.id.name)
+    if code == "error":
+        raise BackendUnavailable(f"receive on {st.id}: {desc}", backend="nats")
+
+
+async def watch_deletions(nc: Any, chs: ChanState) -> None:
+    """Follow the channel's ``MSG_TERMINATED`` advisories live (a fast path beside the durable
+    ``__adv`` ledger), so a lease on a message deleted meanwhile is known gone at once."""
+
+    async def on_advisory(msg: Any) -> None:
+        with contextlib.suppress(Exception):
+            adv = _api.decode(msg.data)
+            if adv.get("reason") == DELETED_REASON:
+                led = chs.ledger(chs.stream, str(adv["consumer"]))
+                led.deleted[int(adv["stream_seq"])] = parse_ts(str(adv.get("timestamp", "")))
+
+    try:
+        chs.live_adv = await nc.subscribe(f"{ADV_TERMINATED}.{chs.stream}.*", cb=on_advisory)
+    except nats.errors.Error:
+        chs.live_adv = False  # the durable ledger still has them; do not retry each time
+
+
+async def receive(
+    c: Client, subscription: SubscriptionId, item_credit: int, byte_credit: int, deadline: float
+) -> list[Delivery]:
+    if item_credit < 1:
+        raise ValidationError("item_credit must be >= 1", field="item_credit", value=item_credit)
+    if byte_credit < 1:
+        raise ValidationError("byte_credit must be >= 1", field="byte_credit", value=byte_credit)
+    nc = await c.conn()
+    st = await sub(c, subscription)
+    if st.lock is None:
+        st.lock = asyncio.Lock()
+    async with st.lock:
+        return await _receive(c, nc, st, item_credit, byte_credit, deadline)
+
+
+async def _receive(
+    c: Client, nc: Any, st: SubState, item_credit: int, byte_credit: int, deadline: float
+) -> list[Delivery]:
+    budget = min(byte_credit, st.spec.byte_credit)
+    if st.chan.live_adv is None:
+        await watch_deletions(nc, st.chan)
+    out = await _fresh(c, st, take_late(st, item_credit, budget))
+    if out:
+        return out
+    while True:
+        p = await pull(c, nc, st, item_credit, budget, deadline)
+        await check_status(c, st, p)
+        out = await _fresh(c, st, [delivery(c, st, m, p.sent_at) for m in p.msgs])
+        if out:
+            return out
+        if p.msgs:
+            continue  # every one was a re-settled redelivery: pull again
+        if p.status is None:  # the server never answered: not "no messages"
+            await confirm_consumer(c, st)  # NotFound when the consumer is gone
+            raise BackendUnavailable(
+                f"receive on {st.id}: no answer from the server within "
+                f"{c.request_timeout:g} s after the deadline",
+                backend="nats",
+            )
+        code, desc = p.status
+        if code == "409" and "MaxBytes" in desc:
+            return out  # the head does not fit this byte credit
+        if loop_time() >= deadline - 0.006:
+            return out
+        if code not in ("404", "408"):
+            await asyncio.sleep(0.01)  # e.g. 409 Exceeded MaxWaiting: back off briefly
+
+
+async def _fresh(c: Client, st: SubState, got: list[Delivery]) -> list[Delivery]:
+    """``got`` without the redeliveries of messages this client already settled (the server
+    forgot those settles: they are sent again, and reported)."""
+    if not got or not any(d.sequence in st.settled for d in got):
+        return got
+    out = []
+    for d in got:
+        if d.sequence in st.settled:
+            await _settle.resettle(c, st, d)
+        else:
+            out.append(d)
+    return out

@@ -1,0 +1,387 @@
+"""``settle`` and ``renew``, each confirmed by the server's own evidence that it applied.
+
+JetStream answers every ack, nak or progress request with an empty reply, whether or not the
+message was still pending: an ack of a purged message, of one already settled elsewhere, or
+past ``max_deliver`` looks exactly like one that applied. But the server emits, *before* that
+reply and in order with it, an ack metric (``$JS.EVENT.METRIC.CONSUMER.ACK.<stream>.<consumer>``,
+every consumer samples all acks) for an ack that removed a pending delivery, and a
+``MSG_NAKED`` advisory for a nak that found one. :class:`Evidence` follows both for the
+consumer; a settle is sent without asking for a reply and waits for the delivery's own
+(stream sequence, delivery sequence) — one message back, as a plain confirmed ack — or, when
+it does not come soon, for the reply to a barrier sent behind it:
+
+* ``Completed`` — ``+ACK``; ``SettleConfirmed`` only with its metric, else ``SettleStale``;
+* ``Terminal`` — the dead letter is stored first (deduplicated per consumer and sequence),
+  then ``+ACK`` as above (the dead letter, in ``…__dlq`` under the consumer's subject, is what
+  ``dead_lettered`` counts);
+* ``Retry(delay)`` — ``-NAK`` with the delay, confirmed by its advisory. On the final attempt
+  no redelivery follows, so the delay is dropped and a pull that can deliver nothing makes the
+  server decide at once (``MAX_DELIVERIES``): the message is unresolved when settle returns;
+* ``renew`` — ``-NAK {"delay": ack_wait}``: the same effect on the server as ``+WPI`` (the
+  lease restarts now) but confirmed by its advisory, so a renewal of a purged message is never
+  reported held.
+
+A token whose lease this client knows is superseded, expired, released by a Retry, or whose
+message was deleted while leased is answered ``SettleStale`` without sending anything (the
+server would apply it).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+from typing import Any
+
+import msgspec
+
+from ...contracts.errors import ValidationError
+from ...contracts.messaging import (
+    Completed,
+    Delivery,
+    DeliveryToken,
+    Envelope,
+    LeaseObservation,
+    Retry,
+    SettleAnswer,
+    SettleConfirmed,
+    SettleOutcome,
+    SettleStale,
+    SettleUnknown,
+    Terminal,
+)
+from . import _api, _codec
+from ._api import ApiError, CallFailed, NoResponders
+from ._connection import Client, loop_time
+from ._names import ADV_NAKED, METRIC_ACK
+from ._state import Bounded, SubState
+from ._subscriptions import sub
+
+NS = 1_000_000_000
+ACK = b"+ACK"
+BARRIER = b"+VFB"
+"""Not an ack verb: the server ignores it and replies, after whatever it did for the acks
+sent before it on the same consumer."""
+EVIDENCE_WAIT = 0.02
+"""Seconds to wait for a settle's evidence before asking with a barrier."""
+
+
+class _Seen(msgspec.Struct):
+    stream_seq: int = 0
+    consumer_seq: int = 0
+
+
+_seen_dec = msgspec.json.Decoder(_Seen).decode
+
+
+class Evidence:
+    """The ack metrics and nak advisories of one consumer, by (stream seq, delivery seq): a
+    settle waiting for its own is woken by it; others are kept (bounded) for a late check."""
+
+    def __init__(self) -> None:
+        self.seen = {False: Bounded(8192), True: Bounded(8192)}  # nak? -> keys seen
+        self.waiting: dict[tuple[bool, int, int], asyncio.Event] = {}
+        self.subs: list[Any] = []
+
+    async def start(self, nc: Any, stream: str, consumer: str) -> None:
+        for subject, nak in (
+            (f"{METRIC_ACK}.{stream}.{consumer}", False),
+            (f"{ADV_NAKED}.{stream}.{consumer}", True),
+        ):
+            self.subs.append(await nc.subscribe(subject, cb=self._recorder(nak)))
+
+    def _recorder(self, nak: bool) -> Any:
+        async def record(msg: Any) -> None:  # no await inside: one queue item at a time
+            try:
+                seen = _seen_dec(msg.data)
+            except msgspec.DecodeError:
+                return
+            waiter = self.waiting.pop((nak, seen.stream_seq, seen.consumer_seq), None)
+            if waiter is not None:
+                waiter.set()
+            else:
+                self.seen[nak].put((seen.stream_seq, seen.consumer_seq), True)
+
+        return record
+
+    async def caught_up(self) -> None:
+        """Let the callbacks handle what already arrived (everything the server sent before
+        the reply just received: it sends both in order on one queue)."""
+        for _ in range(1000):
+            if not any(s.pending_msgs for s in self.subs):
+                return
+            await asyncio.sleep(0)  # let the subscription callbacks run
+
+
+async def evidence(c: Client, st: SubState) -> Evidence:
+    ev = st.evidence
+    if ev is None:
+        nc = await c.conn()
+        ev = Evidence()
+        await ev.start(nc, st.stream, st.consumer)
+        st.evidence = ev
+    assert isinstance(ev, Evidence)
+    return ev
+
+
+def delivery_seq(token: DeliveryToken) -> int:
+    """The delivery (consumer) sequence of a token this adapter issued (``attempt.dseq``)."""
+    _, _, d = token.lease_id.partition(".")
+    return int(d) if d.isdigit() else 0
+
+
+def stale_reason(st: SubState, token: DeliveryToken, now: float) -> str | None:
+    seq = token.sequence
+    if st.chan.ledger(st.stream, st.consumer).deleted.get(seq, -1) >= st.created_ns:
+        return "message no longer retained (deleted while leased)"
+    if seq in st.settled:
+        return "already settled"
+    if seq in st.final_retry:
+        return "its final attempt was given back by Retry: the message is unresolved"
+    if seq in st.retry_wait:
+        return "lease released by Retry; the message awaits redelivery"
+    cur = st.leases.get(seq)
+    if cur is None:
+        return None  # a token from another client: the server is the only judge
+    if cur[0] != token.attempt:
+        return f"lease superseded by attempt {cur[0]}"
+    if now >= cur[1]:
+        return "lease expired; message awaits redelivery"
+    return None
+
+
+NOT_PENDING = (
+    "the server held no lease for this delivery (settled already, past max_deliver, "
+    "or the message was removed)"
+)
+
+
+def _gone(st: SubState, seq: int) -> None:
+    """The server held no lease where this client held a live one: the message was removed
+    under it (a purge, say) — unsettled, which the drop accounting must know."""
+    if seq in st.leases:
+        del st.leases[seq]
+        st.lost.add(seq)
+
+
+async def _send(
+    c: Client, st: SubState, token: DeliveryToken, payload: bytes, nak: bool
+) -> SettleAnswer | bool:
+    """Send ``payload`` on the token's ack subject; True when the server's evidence shows it
+    applied, False when it did not, or the answer to give when there was no confirmation.
+
+    The evidence usually arrives one round trip later and is all that comes back. When it
+    has not within ``EVIDENCE_WAIT``, a barrier follows on the same subject (a payload the
+    server ignores but answers, after everything it did for the settle): once its reply is
+    in, the evidence is in too, or never comes.
+    """
+    nc = await c.conn()
+    if not st.sampled and not nak:  # a consumer made before sampling: the reply is all
+        return await _barrier(c, nc, token, payload) or True
+    ev = await evidence(c, st)
+    key = (nak, token.sequence, delivery_seq(token))
+    # asyncio's own primitives: this always runs on the connection's asyncio loop (the
+    # bridge's, under trio), and a settle is the adapter's hottest path
+    waiter = ev.waiting[key] = asyncio.Event()
+    try:
+        try:
+            await _api.publish(nc, token.opaque, payload)
+        except CallFailed as exc:
+            return SettleUnknown(f"not sent: {exc}")
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(EVIDENCE_WAIT):
+                await waiter.wait()
+        if waiter.is_set():
+            return True
+        failed = await _barrier(c, nc, token, BARRIER)
+        if failed is not None:
+            return failed
+        await ev.caught_up()
+        return waiter.is_set() or ev.seen[nak].pop(key[1:]) is not None
+    finally:
+        ev.waiting.pop(key, None)
+
+
+async def _barrier(c: Client, nc: Any, token: DeliveryToken, payload: bytes) -> SettleAnswer | None:
+    """``payload`` as a request on the token's ack subject; None once answered."""
+    try:
+        await _api.request(nc, token.opaque, payload, c.request_timeout)
+    except NoResponders:
+        return SettleStale("the subscription's consumer no longer exists")
+    except CallFailed as exc:
+        return SettleUnknown(f"no confirmation: {exc}")
+    return None
+
+
+async def nudge(c: Client, st: SubState) -> bool:
+    """A pull that can deliver nothing (``max_bytes: 1``): the server then processes its
+    redelivery queue, deciding at once a message whose last attempt was just given back.
+    True when the server answered."""
+    nc = await c.conn()
+    subject = f"$JS.API.CONSUMER.MSG.NEXT.{st.stream}.{st.consumer}"
+    body = _api.encode({"batch": 1, "max_bytes": 1, "no_wait": True})
+    try:
+        await _api.request(nc, subject, body, c.request_timeout)
+    except CallFailed:
+        return False
+    return True
+
+
+def _check(token: DeliveryToken, outcome: SettleOutcome, settlement_id: str) -> None:
+    if not settlement_id:
+        raise ValidationError("settlement_id must be non-empty", field="settlement_id")
+    if not isinstance(outcome, (Completed, Retry, Terminal)):
+        raise ValidationError(f"unknown settle outcome {outcome!r}", field="outcome")
+    if not token.opaque.startswith("$JS.ACK."):
+        raise ValidationError("token was not issued by a JetStream receive", field="token")
+
+
+def _repeat(st: SubState, seq: int, settlement_id: str) -> SettleConfirmed | None:
+    """The answer to a settlement id already applied (idempotent), or None."""
+    prior = st.settlements.get(settlement_id)
+    if prior is None:
+        return None
+    if prior != seq:
+        raise ValidationError(
+            f"settlement_id {settlement_id!r} was used for sequence {prior}",
+            field="settlement_id",
+        )
+    return SettleConfirmed(seq, duplicate=True)
+
+
+def _nak(outcome: Retry, final: bool) -> bytes:
+    """``-NAK``, with the delay unless no redelivery follows anyway (the final attempt)."""
+    if outcome.delay_seconds > 0 and not final:
+        return b"-NAK " + _api.encode({"delay": int(outcome.delay_seconds * NS)})
+    return b"-NAK"
+
+
+async def settle(
+    c: Client, token: DeliveryToken, outcome: SettleOutcome, settlement_id: str
+) -> SettleAnswer:
+    _check(token, outcome, settlement_id)
+    st = await sub(c, token.subscription)
+    seq = token.sequence
+    repeated = _repeat(st, seq, settlement_id)
+    if repeated is not None:
+        return repeated
+    now = loop_time()
+    stale = stale_reason(st, token, now)
+    if stale is not None:
+        return SettleStale(stale)
+    retry = outcome if isinstance(outcome, Retry) else None
+    final = retry is not None and st.spec.max_deliver != -1 and token.attempt >= st.spec.max_deliver
+    if isinstance(outcome, Terminal):
+        failed = await dead_letter(c, st, token, outcome.reason)
+        if failed is not None:
+            return failed
+    payload = ACK if retry is None else _nak(retry, final)
+    res = await _send(c, st, token, payload, nak=retry is not None)
+    if res is False:
+        _gone(st, seq)
+        return SettleStale(NOT_PENDING)
+    if res is not True:
+        assert not isinstance(res, bool)
+        return res
+    st.leases.pop(seq, None)
+    if retry is None:
+        st.settled.put(seq, token.attempt)
+    elif final:
+        st.final_retry[seq] = await nudge(c, st)
+    else:
+        st.retry_wait[seq] = now + retry.delay_seconds
+    st.settlements.put(settlement_id, seq)
+    return SettleConfirmed(seq)
+
+
+async def resettle(c: Client, st: SubState, d: Delivery) -> None:
+    """Settle again a message the server redelivered after confirming this client's settle
+    (it lost the settle in a crash): the new delivery is acked, not handed out, and the event
+    is recorded (``settle_forgotten`` in the backend's observation log)."""
+    res = await _send(c, st, d.token, ACK, nak=False)
+    st.leases.pop(d.sequence, None)
+    st.resettled += 1
+    c.record(
+        "settle_forgotten",
+        st.id.name,
+        str(d.sequence),
+        attempt=d.attempt,
+        resettled=res is True,
+    )
+    if res is not True:
+        # not confirmed this time: forget the settle, so the next delivery is handed out
+        st.settled.pop(d.sequence)
+
+
+async def renew(c: Client, token: DeliveryToken) -> LeaseObservation:
+    if not token.opaque.startswith("$JS.ACK."):
+        raise ValidationError("token was not issued by a JetStream receive", field="token")
+    st = await sub(c, token.subscription)
+    now = loop_time()
+    stale = stale_reason(st, token, now)
+    if stale is not None:
+        return LeaseObservation(False, None, token.attempt, stale)
+    wait = int(st.spec.ack_wait_seconds * NS)
+    res = await _send(c, st, token, b"-NAK " + _api.encode({"delay": wait}), nak=True)
+    if res is False:
+        _gone(st, token.sequence)
+        return LeaseObservation(False, None, token.attempt, NOT_PENDING)
+    if res is not True:
+        assert not isinstance(res, bool)
+        return LeaseObservation(False, None, token.attempt, f"renewal unconfirmed: {res}")
+    deadline = now + st.spec.ack_wait_seconds
+    st.leases[token.sequence] = (token.attempt, deadline)
+    return LeaseObservation(True, deadline, token.attempt)
+
+
+async def dead_letter(
+    c: Client, st: SubState, token: DeliveryToken, reason: str
+) -> SettleAnswer | None:
+    """Store the dead letter (dedup by consumer and sequence); None when stored, else the
+    answer to give (nothing was settled)."""
+    chs = st.chan
+    try:
+        got = await c.api(f"STREAM.MSG.GET.{chs.stream}", {"seq": token.sequence})
+    except ApiError as exc:
+        if exc.err_code == _api.NO_MESSAGE_FOUND:
+            return SettleStale("message no longer retained")
+        return SettleUnknown(f"dead letter not stored ({exc.description}); nothing settled")
+    except CallFailed as exc:
+        return SettleUnknown(f"dead letter not stored ({exc}); nothing settled")
+    m = got["message"]
+    body = base64.b64decode(m.get("data", "") or "")
+    src = _codec.parse_headers(base64.b64decode(m.get("hdrs", "") or ""))
+    orig = _codec.envelope(c.names, chs.id, m["subject"], body, src, token.sequence)
+    h = dict(orig.headers)
+    h.update(
+        {
+            "dlq-reason": reason,
+            "dlq-origin-seq": str(token.sequence),
+            "dlq-origin-kind": orig.kind,
+            "dlq-consumer": token.subscription.consumer,
+        }
+    )
+    env = Envelope(
+        channel=chs.id,
+        publication_id=f"{orig.publication_id}~dlq~{token.subscription.consumer}",
+        body=body,
+        event_id=orig.event_id,
+        kind="dlq",
+        partition_key=orig.partition_key,
+        event_ts=orig.event_ts,
+        source_epoch=orig.source_epoch,
+        source_offset=orig.source_offset,
+        headers=h,
+    )
+    hdrs = _codec.headers(env, True)
+    subject = c.names.dlq_subject(token.subscription, orig.partition_key)
+    nc = await c.conn()
+    try:
+        msg = await _api.request(nc, subject, body, c.request_timeout, headers=hdrs)
+        ack = _api.decode(msg.data)
+    except (CallFailed, msgspec.DecodeError) as exc:
+        return SettleUnknown(f"dead letter not stored ({exc}); nothing settled")
+    if ack.get("error"):
+        desc = ack["error"].get("description")
+        return SettleUnknown(f"dead letter not stored ({desc}); nothing settled")
+    return None
