@@ -36,6 +36,7 @@ class Context:
 
 
 ProgramFunc = Callable[[Context], Awaitable[None]]
+"""A program: an async function of its :class:`Context` that raises when its property fails."""
 F = TypeVar("F", bound=ProgramFunc)
 
 
@@ -49,6 +50,7 @@ class Program:
 
 
 PROGRAMS: dict[str, Program] = {}
+"""Every registered program by ID (see :func:`program`)."""
 
 
 def program_rng(seed: int) -> random.Random:

@@ -31,7 +31,9 @@ from ._program import Context, Program, program_rng
 from ._recording import RecordingMemoryProvider
 
 Outcome = Literal["pass", "fail", "faulted", "skip"]
+"""What a run came to (see :class:`Run`)."""
 Target = Case | Program
+"""What the explorer runs: a conformance case or a program."""
 
 #: what an injected fault may legitimately cause in a case written without faults in mind:
 #: its own checks failing, the crash itself, a wait that can never end, a timeout, an error

@@ -29,6 +29,7 @@ from collections.abc import Sequence
 from hypothesis import strategies as st
 
 MAX_SEED = 2**32 - 1
+"""The largest seed :func:`seeds` draws by default."""
 
 
 def seeds(max_value: int = MAX_SEED) -> st.SearchStrategy[int]:
