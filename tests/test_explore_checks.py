@@ -150,10 +150,10 @@ def _case(body: str) -> Case:
 
 @pytest.mark.parametrize("backend", ["asyncio", "trio"])
 def test_a_case_failing_after_an_injected_fault_is_faulted_not_failed(backend: Backend) -> None:
-    run = explore.run_case(_case("check"), backend, 1, fault_rate=1.0)
+    run = explore.run_target(_case("check"), backend, 1, fault_rate=1.0)
     assert run.injected and run.outcome == "faulted", run.reason
-    assert explore.run_case(_case("check"), backend, 1).outcome == "fail"
-    bug = explore.run_case(_case("keyerror"), backend, 2, fault_rate=1.0)
+    assert explore.run_target(_case("check"), backend, 1).outcome == "fail"
+    bug = explore.run_target(_case("keyerror"), backend, 2, fault_rate=1.0)
     crashed = [f for f in bug.injected if f.kind == "crash"]
     assert bug.outcome == ("faulted" if crashed else "fail"), (bug.injected, bug.reason)
     paused = next(
@@ -161,8 +161,8 @@ def test_a_case_failing_after_an_injected_fault_is_faulted_not_failed(backend: B
         for s in range(50)
         if all(
             f.kind == "pause"
-            for f in explore.run_case(_case("check"), backend, s, fault_rate=1.0).injected
+            for f in explore.run_target(_case("check"), backend, s, fault_rate=1.0).injected
         )
     )
-    unexplained = explore.run_case(_case("keyerror"), backend, paused, fault_rate=1.0)
+    unexplained = explore.run_target(_case("keyerror"), backend, paused, fault_rate=1.0)
     assert unexplained.outcome == "fail" and "KeyError" in unexplained.reason

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import random
 
-import anyio
 import pytest
 from hypothesis import HealthCheck, given, settings
 
 import _planted
+from _vtime_helpers import wake_order
 from videoflow_aio import explore, vtime
 from videoflow_aio.explore.strategies import schedules, seeds
 from videoflow_aio.observe import ObservationLog
@@ -38,19 +38,6 @@ def test_a_failing_seed_is_found_and_shrunk(backend: Backend) -> None:
     assert shrunk[0] <= min(seed for seed, ok in tried if not ok)
 
 
-async def _three_in_order() -> list[int]:
-    order: list[int] = []
-
-    async def step(i: int) -> None:
-        await anyio.sleep(1)
-        order.append(i)
-
-    async with anyio.create_task_group() as tg:
-        for i in range(3):
-            tg.start_soon(step, i)
-    return order
-
-
 @pytest.mark.parametrize("backend", ["asyncio", "trio"])
 def test_a_failing_schedule_shrinks_to_one_swap(backend: Backend) -> None:
     seen: list[list[int]] = []
@@ -64,7 +51,7 @@ def test_a_failing_schedule_shrinks_to_one_swap(backend: Backend) -> None:
     )
     @given(schedule=schedules())
     def prop(schedule: random.Random) -> None:
-        order = vtime.run(_three_in_order, backend=backend, clock=VirtualClock(seed=schedule))
+        order = vtime.run(wake_order, 3, backend=backend, clock=VirtualClock(seed=schedule))
         seen.append(order)
         assert order == [0, 1, 2]
 

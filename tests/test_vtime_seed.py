@@ -16,6 +16,7 @@ from typing import Any
 import anyio
 import pytest
 
+from _vtime_helpers import wake_order
 from videoflow_aio import vtime
 from videoflow_aio.contracts.errors import ValidationError
 from videoflow_aio.vtime import Backend, VirtualClock
@@ -23,31 +24,17 @@ from videoflow_aio.vtime import Backend, VirtualClock
 BACKENDS: tuple[Backend, ...] = ("asyncio", "trio")
 
 
-async def _wakers(n: int) -> list[int]:
-    """n tasks started in order, each sleeping 1 s, recording when it runs."""
-    order: list[int] = []
-
-    async def task(i: int) -> None:
-        await anyio.sleep(1)
-        order.append(i)
-
-    async with anyio.create_task_group() as tg:
-        for i in range(n):
-            tg.start_soon(task, i)
-    return order
-
-
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_the_same_seed_gives_the_same_order_and_seeds_reach_every_order(backend: Backend) -> None:
-    seen = {tuple(vtime.run(_wakers, 3, backend=backend, seed=s)) for s in range(60)}
+    seen = {tuple(vtime.run(wake_order, 3, backend=backend, seed=s)) for s in range(60)}
     assert seen == {(0, 1, 2), (0, 2, 1), (1, 0, 2), (1, 2, 0), (2, 0, 1), (2, 1, 0)}
     for s in (0, 7, 4711):
-        first = vtime.run(_wakers, 8, backend=backend, seed=s)
-        assert all(vtime.run(_wakers, 8, backend=backend, seed=s) == first for _ in range(3))
+        first = vtime.run(wake_order, 8, backend=backend, seed=s)
+        assert all(vtime.run(wake_order, 8, backend=backend, seed=s) == first for _ in range(3))
 
 
 def test_unseeded_asyncio_stays_fifo() -> None:
-    assert all(vtime.run(_wakers, 8) == list(range(8)) for _ in range(3))
+    assert all(vtime.run(wake_order, 8) == list(range(8)) for _ in range(3))
 
 
 class _Zeros(random.Random):
@@ -60,7 +47,7 @@ class _Zeros(random.Random):
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_draws_of_zero_give_the_canonical_order(backend: Backend) -> None:
     # what a Hypothesis-controlled random shrinks to: tasks in the order they were started
-    assert vtime.run(_wakers, 8, backend=backend, clock=VirtualClock(seed=_Zeros())) == list(
+    assert vtime.run(wake_order, 8, backend=backend, clock=VirtualClock(seed=_Zeros())) == list(
         range(8)
     )
 
@@ -221,7 +208,7 @@ def test_a_seed_that_is_not_a_non_negative_int_is_refused(seed: Any) -> None:
         VirtualClock(seed=seed)
     assert err.value.field == "seed"
     with pytest.raises(ValidationError):
-        vtime.run(_wakers, 1, seed=seed)
+        vtime.run(wake_order, 1, seed=seed)
 
 
 @pytest.mark.parametrize("jitter", [-0.1, math.nan, math.inf, "0.1", True])
@@ -235,9 +222,9 @@ def test_jitter_needs_a_seed_and_run_takes_a_seed_or_a_clock() -> None:
     with pytest.raises(ValidationError, match="needs a seed"):
         VirtualClock(jitter=0.1)
     with pytest.raises(ValidationError, match="both a clock and seed"):
-        vtime.run(_wakers, 1, clock=VirtualClock(), seed=1)
+        vtime.run(wake_order, 1, clock=VirtualClock(), seed=1)
     with pytest.raises(ValidationError, match="both a clock and jitter"):
-        vtime.run(_wakers, 1, clock=VirtualClock(seed=1), jitter=0.1)
+        vtime.run(wake_order, 1, clock=VirtualClock(seed=1), jitter=0.1)
 
 
 def test_the_clock_says_its_seed_and_jitter() -> None:

@@ -10,6 +10,7 @@ import pytest
 import trio
 from trio._core import _run as trio_run
 
+from _vtime_helpers import wake_order
 from videoflow_aio import vtime
 from videoflow_aio.vtime import _trio_schedule
 
@@ -29,19 +30,6 @@ def test_trio_still_shuffles_each_batch_with_its_module_prng_under_the_flag() ->
     assert "deadline_to_sleep_time" in source  # the clock hook virtual time relies on
 
 
-async def _order() -> list[int]:
-    order: list[int] = []
-
-    async def task(i: int) -> None:
-        await trio.sleep(1)
-        order.append(i)
-
-    async with trio.open_nursery() as nursery:
-        for i in range(6):
-            nursery.start_soon(task, i)
-    return order
-
-
 def test_a_seeded_run_hands_trio_its_own_prng_back_even_when_it_fails() -> None:
     original, flag = trio_run._r, trio_run._ALLOW_DETERMINISTIC_SCHEDULING
 
@@ -49,7 +37,7 @@ def test_a_seeded_run_hands_trio_its_own_prng_back_even_when_it_fails() -> None:
         await trio.sleep(1)
         raise KeyError("boom")
 
-    vtime.run(_order, backend="trio", seed=1)
+    vtime.run(wake_order, 6, backend="trio", seed=1)
     assert trio_run._r is original and trio_run._ALLOW_DETERMINISTIC_SCHEDULING is flag
     with pytest.raises(KeyError):
         vtime.run(boom, backend="trio", seed=1)
@@ -62,12 +50,12 @@ def test_another_trio_run_meanwhile_keeps_trio_s_own_order() -> None:
 
     def plain_runs() -> set[tuple[int, ...]]:
         clock = trio.testing.MockClock(autojump_threshold=0)
-        return {tuple(trio.run(_order, clock=clock)) for _ in range(30)}
+        return {tuple(trio.run(wake_order, 6, clock=clock)) for _ in range(30)}
 
     async def seeded() -> tuple[list[int], set[tuple[int, ...]]]:
-        first = await _order()
+        first = await wake_order(6)
         others = await anyio.to_thread.run_sync(plain_runs)
-        return first + await _order(), others
+        return first + await wake_order(6), others
 
     alone = vtime.run(seeded, backend="trio", seed=3)
     again = vtime.run(seeded, backend="trio", seed=3)
@@ -80,4 +68,4 @@ def test_a_trio_without_the_hooks_is_refused_loudly(monkeypatch: pytest.MonkeyPa
     with pytest.raises(RuntimeError, match="seeded schedules on trio need"):
         _trio_schedule.check_trio()
     with pytest.raises(RuntimeError, match="seeded schedules on trio need"):
-        vtime.run(_order, backend="trio", seed=1)
+        vtime.run(wake_order, 6, backend="trio", seed=1)

@@ -10,7 +10,8 @@ Barriers live in a :class:`Barriers` registry. The module-level functions use th
 of the current context (``isolated()`` installs a fresh one), falling back to a process-wide
 default.
 
-Faults can also come from a seed: ``barriers().inject(rate, seed=...)`` makes every barrier
+Faults can also come from a seed: ``barriers().inject(FaultInjector(rate, seed=...))`` makes
+every barrier
 a task reaches (that no test armed) a fault with probability ``rate`` — a crash, or a pause
 of a seeded virtual duration — drawn from a PRNG seeded with ``seed``, so the same seed and
 the same schedule inject the same faults at the same points (see :class:`FaultInjector`).
@@ -177,21 +178,14 @@ class Barriers:
         self._armed: dict[str, Barrier] = {}
         self._injector: FaultInjector | None = None
 
-    def inject(
-        self,
-        rate: float,
-        *,
-        seed: int | random.Random,
-        crash: float = 0.5,
-        max_pause: float = 1.0,
-        barriers: Collection[str] | None = None,
-    ) -> FaultInjector:
-        """Inject seeded random faults at the barriers reached from now on (see
-        :class:`FaultInjector`); a barrier a test armed behaves as armed. Replaces any
-        earlier injector; ``uninject()`` stops it."""
-        injector = FaultInjector(
-            rate, seed=seed, crash=crash, max_pause=max_pause, barriers=barriers
-        )
+    def inject(self, injector: FaultInjector) -> FaultInjector:
+        """Inject ``injector``'s seeded faults at the barriers reached from now on; a barrier
+        a test armed behaves as armed. Replaces any earlier injector; ``uninject()`` stops
+        it. Returns ``injector`` (its ``injected`` lists what it did)."""
+        if not isinstance(injector, FaultInjector):
+            raise ValidationError(
+                f"inject() takes a FaultInjector, not {injector!r}", field="injector"
+            )
         self._injector = injector
         return injector
 

@@ -305,7 +305,7 @@ def execute(
     async def body() -> None:
         with faults.isolated() as registry, anyio.CancelScope() as outer:
             if seed is not None and fault_rate:
-                injectors.append(registry.inject(fault_rate, seed=fault_prng(seed)))
+                injectors.append(registry.inject(fault_injector(seed, fault_rate)))
             watchdog.arm(outer)
             try:
                 async with provider.harness(case) as harness:
@@ -370,10 +370,10 @@ def execute(
     return Execution(result(outcome, reason, virtual, round(wall, 6)), trace, error, injected)
 
 
-def fault_prng(seed: int) -> random.Random:
-    """The PRNG a run's injected faults draw from: derived from the run's ``seed``, apart
+def fault_injector(seed: int, rate: float) -> faults.FaultInjector:
+    """The fault injector of a run under ``seed``: its PRNG is derived from the seed, apart
     from the clock's (so the same seed does not pair each fault with a scheduling draw)."""
-    return random.Random(f"videoflow-faults/{seed}")
+    return faults.FaultInjector(rate, seed=random.Random(f"videoflow-faults/{seed}"))
 
 
 def _schedule(provider: Provider, seed: int | None, jitter: float, fault_rate: float) -> None:
@@ -389,7 +389,7 @@ def _schedule(provider: Provider, seed: int | None, jitter: float, fault_rate: f
             raise ValidationError(
                 "injected faults need a seed", field="fault_rate", value=fault_rate
             )
-        faults.FaultInjector(fault_rate, seed=0)  # the injector's own checks
+        faults.FaultInjector(fault_rate, seed=0)  # the injector's own checks, up front
 
 
 def run_case(

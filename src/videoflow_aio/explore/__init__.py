@@ -16,7 +16,7 @@ from ._checks import log_violations, messaging_violations
 from ._explorer import Exploration, explore, find_target, load, select_targets
 from ._program import PROGRAMS, Context, Program, ProgramFunc, program, program_rng
 from ._recording import RecordingMemoryProvider
-from ._run import Outcome, Run, Target, replay_command, run_case, run_program, run_target
+from ._run import Outcome, Run, Target, replay_command, run_target
 
 __all__ = [
     "PROGRAMS",
@@ -36,8 +36,6 @@ __all__ = [
     "program",
     "program_rng",
     "replay_command",
-    "run_case",
-    "run_program",
     "run_target",
     "select_targets",
 ]

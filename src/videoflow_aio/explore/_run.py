@@ -21,7 +21,7 @@ import trio
 
 from .. import faults
 from ..conformance import Case, CaseFailure
-from ..conformance._runner import VIRTUAL_LIMIT, describe, execute, fault_prng
+from ..conformance._runner import VIRTUAL_LIMIT, describe, execute, fault_injector
 from ..contracts.errors import VideoflowError
 from ..observe import ObservationLog
 from ..vtime import Backend, VirtualClock, VirtualTimeDeadlock
@@ -65,9 +65,9 @@ class Run:
     seed: int
     jitter: float
     fault_rate: float
-    outcome: Outcome
-    reason: str
-    log: ObservationLog
+    outcome: Outcome = "pass"
+    reason: str = ""
+    log: ObservationLog = field(default_factory=ObservationLog)
     injected: list[faults.InjectedFault] = field(default_factory=list)
     virtual_seconds: float = 0.0
     wall_seconds: float = 0.0
@@ -107,97 +107,54 @@ def _explained_by_faults(error: BaseException | None) -> bool:
     return isinstance(error, _FAULT_CONSEQUENCES)
 
 
-def run_case(
-    case: Case,
-    backend: Backend,
-    seed: int,
-    *,
-    jitter: float = 0.0,
-    fault_rate: float = 0.0,
-    provider: RecordingMemoryProvider | None = None,
-) -> Run:
-    """Run conformance ``case`` on the memory models under ``seed``."""
-    provider = provider if provider is not None else RecordingMemoryProvider()
+def _case(run: Run, case: Case, provider: RecordingMemoryProvider) -> None:
+    """Run a conformance case on the memory models; a failure after an injected fault that
+    the fault explains is ``faulted``."""
     ex = execute(
-        case, provider, backend, seed=seed, jitter=jitter, fault_rate=fault_rate, wall_limit=None
+        case,
+        provider,
+        run.backend,
+        seed=run.seed,
+        jitter=run.jitter,
+        fault_rate=run.fault_rate,
+        wall_limit=None,
     )
     result = ex.result
-    log = provider.log
-    outcome: Outcome = result.outcome
-    reason = result.reason
-    trace = ex.traceback
-    if outcome != "skip":
-        violations = log_violations(log)
-        if violations:
-            outcome, reason = "fail", f"log invariant: {violations[0]}"
-        elif outcome == "fail" and ex.injected and _explained_by_faults(ex.error):
-            outcome = "faulted"
-    return Run(
-        case.id,
-        backend,
-        seed,
-        jitter,
-        fault_rate,
-        outcome,
-        reason,
-        log,
-        ex.injected,
-        result.virtual_seconds,
-        result.wall_seconds,
-        trace,
-    )
+    run.log, run.injected, run.traceback = provider.log, ex.injected, ex.traceback
+    run.outcome, run.reason = result.outcome, result.reason
+    run.virtual_seconds, run.wall_seconds = result.virtual_seconds, result.wall_seconds
+    if run.outcome == "fail" and ex.injected and _explained_by_faults(ex.error):
+        run.outcome = "faulted"
 
 
-def run_program(
-    program: Program, backend: Backend, seed: int, *, jitter: float = 0.0, fault_rate: float = 0.0
-) -> Run:
-    """Run ``program`` under ``seed``: any exception it raises is a failure."""
-    log = ObservationLog()
-    clock = VirtualClock(seed=seed, jitter=jitter)
-    context = Context(seed, program_rng(seed), log, backend)
+def _program(run: Run, program: Program) -> None:
+    """Run a program: any exception it raises is a failure."""
+    clock = VirtualClock(seed=run.seed, jitter=run.jitter)
+    context = Context(run.seed, program_rng(run.seed), run.log, run.backend)
     injectors: list[faults.FaultInjector] = []
     capped = [False]
 
     async def body() -> None:
         with faults.isolated() as registry:
-            if fault_rate:
-                injectors.append(registry.inject(fault_rate, seed=fault_prng(seed)))
+            if run.fault_rate:
+                injectors.append(registry.inject(fault_injector(run.seed, run.fault_rate)))
             with anyio.move_on_after(VIRTUAL_LIMIT) as scope:
                 await program.func(context)
             capped[0] = scope.cancelled_caught
 
-    outcome: Outcome = "pass"
-    reason = trace = ""
     wall0 = time.perf_counter()  # wall-clock: reports the wall time a run took
     try:
-        vrun(body, backend=backend, clock=clock)
+        vrun(body, backend=run.backend, clock=clock)
     except KeyboardInterrupt:
         raise
     except BaseException as exc:  # the property failed: a result, not a crash
-        outcome, reason = "fail", describe(exc)
-        trace = "".join(traceback.format_exception(exc))
-    wall = time.perf_counter() - wall0  # wall-clock: as above
-    if outcome == "pass":
-        violations = log_violations(log)
-        if capped[0]:
-            outcome, reason = "fail", f"still running after {VIRTUAL_LIMIT:g} virtual seconds"
-        elif violations:
-            outcome, reason = "fail", f"log invariant: {violations[0]}"
-    injected = injectors[0].injected if injectors else []
-    return Run(
-        program.id,
-        backend,
-        seed,
-        jitter,
-        fault_rate,
-        outcome,
-        reason,
-        log,
-        injected,
-        round(clock.elapsed, 9),
-        round(wall, 6),
-        trace,
-    )
+        run.outcome, run.reason = "fail", describe(exc)
+        run.traceback = "".join(traceback.format_exception(exc))
+    run.wall_seconds = round(time.perf_counter() - wall0, 6)  # wall-clock: as above
+    run.virtual_seconds = round(clock.elapsed, 9)
+    run.injected = injectors[0].injected if injectors else []
+    if capped[0] and run.outcome == "pass":
+        run.outcome, run.reason = "fail", f"still running after {VIRTUAL_LIMIT:g} virtual seconds"
 
 
 def run_target(
@@ -209,9 +166,15 @@ def run_target(
     fault_rate: float = 0.0,
     provider: RecordingMemoryProvider | None = None,
 ) -> Run:
-    """Run a case or a program (see :func:`run_case`, :func:`run_program`)."""
+    """Run a conformance case (on the memory models; ``provider`` reuses one) or a program
+    under ``seed``; then check the log's invariants (a violation fails the run)."""
+    run = Run(target.id, backend, seed, jitter, fault_rate)
     if isinstance(target, Case):
-        return run_case(
-            target, backend, seed, jitter=jitter, fault_rate=fault_rate, provider=provider
-        )
-    return run_program(target, backend, seed, jitter=jitter, fault_rate=fault_rate)
+        _case(run, target, provider if provider is not None else RecordingMemoryProvider())
+    else:
+        _program(run, target)
+    if run.outcome in ("pass", "fail", "faulted"):
+        violations = log_violations(run.log)
+        if violations and run.outcome != "fail":
+            run.outcome, run.reason = "fail", f"log invariant: {violations[0]}"
+    return run

@@ -6,7 +6,8 @@ The loop keeps its timers in a ``(when, seq, handle)`` heap (equal deadlines fir
 and replaces asyncio's run-once step with a tight loop that never calls ``select()``
 while callbacks are ready unless real I/O is registered. When nothing is ready it decides
 (see ``_vt_idle``): wait for worker threads, wait for real I/O, jump to the next deadline,
-or report a deadlock.
+or report a deadlock. On a seeded clock each round is permuted from the clock's PRNG
+(``_vt_permute``) and every jump goes through ``_vt_idle`` (which adds the jitter).
 """
 
 from __future__ import annotations
@@ -392,9 +393,6 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
     # -- the run loop --------------------------------------------------------------------
     def _run_once(self) -> None:
         """Run rounds until ``stop()``: each round runs the callbacks ready at its start."""
-        if self.virtual_clock._rng is not None:
-            self._vt_run_seeded()
-            return
         ready = self._ready
         heap = self._vt_heap
         clock = self.virtual_clock
@@ -407,6 +405,8 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
         workers_key = _threadpool_workers
         sleep_done = _futures_set_result_unless_cancelled
         inf = math.inf
+        rng = clock._rng  # seeded: each round is permuted (see _vt_permute), no inlined jumps
+        seeded = rng is not None
         spin_at = math.nan  # the instant of the current run of busy rounds, and its length
         spins = 0
         while True:
@@ -430,6 +430,8 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
                         timer._scheduled = False
                         append(timer)
                 timer = None
+                if seeded and len(ready) > 1 and len(fds) <= base_fds:
+                    self._vt_permute(rng)
                 for _ in range(len(ready)):
                     handle = popleft()
                     if handle._cancelled:
@@ -454,6 +456,7 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
                 and not (anyio_vars and anyio_vars.get(workers_key))
                 and not heap[0][2]._cancelled
                 and heap[0][0] != inf  # a deadline of inf is never: see _vt_idle
+                and not seeded  # seeded: _vt_idle jumps (jitter) and the round permutes
             ):
                 # the common case, inlined: nothing external pending → jump to the deadline
                 # and run the timers due there (ready is empty, so running them now is
@@ -507,7 +510,7 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
         if self._vt_real_io() and not self._vt_wait_real_io(when, jumpable):
             return
         if jumpable:
-            if clock._rng is not None:
+            if clock._rng is not None and when > clock._now:
                 when = clock._jump_target(when)
             clock._set_now(when)
             ready = self._ready
@@ -521,68 +524,16 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
             return
         clock._deadlock(clock._describe_wait(when), self._vt_deliver)
 
-    def _vt_run_seeded(self) -> None:
-        """``_run_once`` under a seed: each round is a batch — the callbacks ready at its
-        start plus the timers due by then — put in a canonical order (handles that are not
-        task steps in the order they were scheduled, then task steps by task creation, so
-        no memory address decides) and permuted from the clock's PRNG. Jumps overshoot by
-        the clock's jitter. While real I/O is registered rounds keep FIFO order (asyncio's
-        transports rely on it, and real I/O is not reproducible anyway)."""
-        ready = self._ready
-        heap = self._vt_heap
-        clock = self.virtual_clock
-        assert clock._rng is not None
-        draw = clock._rng.random
-        fds = self._vt_fds
-        base_fds = self._vt_base_fds
-        heappop = heapq.heappop
-        spin_at = math.nan
-        spins = 0
-        while True:
-            now = clock._now
-            if heap and heap[0][0] <= now:
-                while heap and heap[0][0] <= now:
-                    timer = heappop(heap)[2]
-                    if timer._cancelled:
-                        self._vt_cancelled -= 1
-                    else:
-                        timer._scheduled = False
-                        ready.append(timer)
-                timer = None
-            if ready:
-                if len(fds) > base_fds:
-                    self._process_events(self._selector.select(0))
-                if now != spin_at:
-                    spin_at = now
-                    spins = 0
-                else:
-                    spins += 1
-                    if spins >= clock._spin_limit:
-                        spins = 0
-                        spin_at = self._vt_spin_jump(now)
-                        continue  # take the timers due at the new instant into this round
-                batch = list(ready)
-                ready.clear()
-                if len(batch) > 1 and len(fds) <= base_fds:
-                    batch.sort(key=_batch_order)
-                    shuffle(batch, draw)
-                for handle in batch:
-                    if handle._cancelled:
-                        continue
-                    try:
-                        handle._context.run(handle._callback, *handle._args)
-                    except (SystemExit, KeyboardInterrupt):
-                        raise
-                    except BaseException as exc:
-                        _report_callback_error(handle, exc)
-                handle = batch = None  # break reference cycles when a callback raised
-                if self._stopping:
-                    return
-            elif self._stopping:
-                return
-            else:
-                spins = 0
-                self._vt_idle()
+    def _vt_permute(self, rng: Any) -> None:
+        """Seeded: put this round's handles in a canonical order (handles that are not task
+        steps in the order scheduled, then task steps by task creation, so no memory address
+        decides) and permute them from the clock's PRNG. Not while real I/O is registered:
+        asyncio's transports rely on FIFO order, and real I/O is not reproducible anyway."""
+        batch = list(self._ready)
+        batch.sort(key=_batch_order)
+        shuffle(batch, rng.random)
+        self._ready.clear()
+        self._ready.extend(batch)
 
     def _vt_wait_real_io(self, when: float, jumpable: bool) -> bool:
         """Wait for real I/O; True when the jump to ``when`` may go ahead.
