@@ -13,6 +13,7 @@ from videoflow_aio import explore, faults
 from videoflow_aio.conformance import Case, RuntimeStoreHarness
 from videoflow_aio.contracts.runtime_store import CAS_READ_AFTER
 from videoflow_aio.explore.properties import cas, obligations
+from videoflow_aio.memory._allocation_cluster import Cluster
 from videoflow_aio.memory.messaging._channel import Channel
 from videoflow_aio.memory.payload import MemoryPayloadStore
 from videoflow_aio.memory.runtime_store import MemoryRuntimeStore
@@ -166,3 +167,18 @@ def test_a_case_failing_after_an_injected_fault_is_faulted_not_failed(backend: B
     )
     unexplained = explore.run_target(_case("keyerror"), backend, paused, fault_rate=1.0)
     assert unexplained.outcome == "fail" and "KeyError" in unexplained.reason
+
+
+def test_the_ownership_property_catches_a_node_write_without_cas(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    assert not _fails("PROP-ALC-ONE-OWNER", fault_rate=0.3)
+    cas_node = Cluster.cas_node
+
+    def blind(self: Cluster, node: Any, expected: int, *args: Any) -> int:
+        return cas_node(self, node, node.resource_version, *args)  # ignores what was read
+
+    monkeypatch.setattr(Cluster, "cas_node", blind)
+    failures = _fails("PROP-ALC-ONE-OWNER", fault_rate=0.3)
+    assert failures, "a blind CAS went unnoticed"
+    assert "held by" in failures[0].reason or "does not own" in failures[0].reason

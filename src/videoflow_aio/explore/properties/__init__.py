@@ -4,4 +4,4 @@ Importing this package registers them."""
 
 from __future__ import annotations
 
-from . import cas, nothing_lost, obligations  # noqa: F401  (each registers its program)
+from . import cas, nothing_lost, obligations, ownership  # noqa: F401  (each registers its program)

@@ -1,7 +1,8 @@
-"""PROP-MSG-NOTHING-LOST: publishers, competing consumers and an operator pausing acceptance
-all at once on one channel of the messaging model; at the end every accepted publication
-has exactly one recorded fate per subscription that sees it, or is still retained, and the
-model's own counts agree with the log.
+"""PROP-MSG-NOTHING-LOST: publishers, competing consumers and an operator pausing acceptance,
+deleting messages, purging and restarting the (persistent) server, all at once on one
+channel of the messaging model; at the end every accepted publication has exactly one
+recorded fate per subscription that sees it, or is still retained, and the model's own
+counts agree with the log.
 
 The seed draws the channel's profile and each task's plan (its own PRNG, drawn up front,
 so the plans do not depend on the schedule); the schedule decides how they interleave.
@@ -62,15 +63,24 @@ async def _consumer(
 
 
 async def _operator(b: MemoryMessagingBackend, cid: ChannelId, rng: random.Random) -> None:
+    """Pauses and resumes acceptance, cancels held publications, and (an administrator,
+    out of band) deletes a message or purges the channel."""
     for _ in range(rng.randint(0, 4)):
         await anyio.sleep(rng.choice((0.5, 2.0)))
-        action = rng.choice(("pause", "resume", "cancel"))
+        actions = ("pause", "resume", "cancel", "pause", "resume", "delete", "purge", "restart")
+        action = rng.choice(actions)
         if action == "pause":
             b.pause_acceptance(cid)
         elif action == "resume":
             b.resume_acceptance(cid)
-        else:
+        elif action == "cancel":
             b.cancel_publication(cid, f"p{rng.randint(0, 2)}-{rng.randint(0, 3)}")
+        elif action == "delete":
+            b.delete_message(cid, rng.randint(1, 12))
+        elif action == "purge":
+            b.purge(cid)
+        else:  # the channel is persistent: it keeps everything across a restart
+            b.restart_server()
     b.resume_acceptance(cid)
 
 
@@ -84,12 +94,12 @@ async def nothing_lost(ctx: Context) -> None:
     retention = rng.choice(RETENTIONS)
     cid = ChannelId("f", "r", "n")
     sids = {name: SubscriptionId(cid, name) for name in SUBS}
-    b = MemoryMessagingBackend(log=ctx.log, dedup_window_seconds=1_000_000)
+    b = MemoryMessagingBackend(log=ctx.log, dedup_window_seconds=1_000_000, persistent=True)
     spec = make_channel(
         "f", "r", "n", "work", retention,
         required=tuple(sids.values()) if retention == "interest" else (),
         max_msgs=rng.randint(2, 8), per_subject_limits=rng.random() < 0.5,
-        dedup_window_seconds=1_000_000,
+        dedup_window_seconds=1_000_000, persistence=True,
     )  # fmt: skip
     await b.ensure_channel(spec, "op")
     max_deliver = rng.choice((1, 2, 3, -1))
