@@ -1,13 +1,17 @@
-"""A fresh downstream project shows each trap of the old plugin fixed (issue 13).
+"""A fresh downstream project shows each trap of the old plugin fixed (issue 13), and the
+package works as installed (issue 11's "a new user" run).
 
-One venv per session, built once: this repo's package (installed from the worktree, as a
-user installs it), pytest, anyio, trio and pytest-asyncio from the package index. Each
-project below is a temp dir with its own pytest config, run by that venv's pytest in a
-subprocess; the assertions are on each test's outcome.
+One venv per session, built once: this repo's package (installed from the worktree as a
+built wheel, not editable — as a user installs it), pytest, anyio, trio and pytest-asyncio
+from the package index. Each project below is a temp dir with its own pytest config, run by
+that venv's pytest in a subprocess; the assertions are on each test's outcome. The
+installed command (``videoflow-aio``, the README's first command) runs from that venv too,
+which catches packaging mistakes: package data, entry points, undeclared dependencies.
 """
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import time
@@ -197,3 +201,93 @@ def test_pytest_asyncio_auto_mode_conflict_fails_clearly_and_never_hangs(
         message = run.message(test_id)
         assert "asyncio_mode = auto" in message and "strict" in message, message
     assert run.result("test_asyncio_auto.py::test_pytest_asyncio_keeps_its_tests") == "passed"
+
+
+_STRICT_WITH_INI = {
+    "pyproject.toml": "[tool.pytest.ini_options]\nvtime = true\n"
+    'asyncio_default_fixture_loop_scope = "function"\n',
+    "conftest.py": _INI_PROJECT["conftest.py"],
+    "test_lease.py": _INI_PROJECT["test_lease.py"],
+    "test_asyncio_strict.py": _ASYNCIO_STRICT,
+}
+
+
+def test_the_ini_option_beside_pytest_asyncio_in_strict_mode(
+    downstream_python: Path, tmp_path: Path
+) -> None:
+    """The documented way to use both plugins: ``vtime = true`` puts the anyio tests on
+    virtual time and leaves pytest-asyncio's own tests to pytest-asyncio (they errored as a
+    conflict: the ini option claimed every test)."""
+    run = run_pytest(downstream_python, _project(tmp_path, _STRICT_WITH_INI))
+    _assert_lease_tests_passed(run, ("",))
+    assert run.result("test_asyncio_strict.py::test_pytest_asyncio_keeps_its_tests") == "passed"
+    assert len(run.outcomes) == 4, run.output
+
+
+def _command(python: Path, *args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(python.parent / "videoflow-aio"), *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+def test_the_installed_command_runs_the_conformance_suite(
+    downstream_python: Path, tmp_path: Path
+) -> None:
+    """The README's first command, from the installed wheel: every case on the models (MIG
+    cases need the package's data files), the file store, a JSON report; a provider whose
+    extra is not installed is named with the extra to install, and exits non-zero."""
+    version = _command(downstream_python, "--version", cwd=tmp_path)
+    assert version.returncode == 0 and version.stdout.startswith("videoflow-aio "), version
+    report = tmp_path / "report.json"
+    run = _command(
+        downstream_python,
+        "conformance",
+        "--provider",
+        "memory,file",
+        "--json",
+        str(report),
+        cwd=tmp_path,
+    )
+    assert run.returncode == 0, run.stdout + run.stderr
+    summary = json.loads(report.read_text())["summary"]
+    assert summary["fail"] == 0 and summary["pass"] > 250, summary
+    missing = _command(
+        downstream_python,
+        "conformance",
+        "--provider",
+        "nats",
+        "--select",
+        "MSG-001",
+        "--json",
+        "-",
+        cwd=tmp_path,
+    )
+    assert missing.returncode == 1, missing.stdout + missing.stderr  # nothing ran
+    reasons = {case["reason"] for case in json.loads(missing.stdout)["cases"]}
+    assert reasons and all("pip install 'videoflow-aio[nats]'" in r for r in reasons), reasons
+
+
+def test_the_installed_package_carries_its_data(downstream_python: Path, tmp_path: Path) -> None:
+    code = (
+        "import importlib.resources as r\n"
+        "from videoflow_aio.gpu import check_layout\n"
+        "assert r.files('videoflow_aio.gpu').joinpath('mig_profiles.json').is_file()\n"
+        "print(check_layout('NVIDIA A100-SXM4-40GB', {'1g.5gb': 7}))\n"
+        "import videoflow_aio, pathlib\n"
+        "print(pathlib.Path(videoflow_aio.__file__).parent)\n"
+    )
+    proc = subprocess.run(
+        [str(downstream_python), "-c", code],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert lines[0] == "[]", proc.stdout
+    assert "site-packages" in lines[1], proc.stdout  # the wheel, not this checkout

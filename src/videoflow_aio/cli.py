@@ -3,13 +3,19 @@
     videoflow-aio conformance [--provider memory,file,...|all] [--backend asyncio,trio]
                               [--select PATTERN] [--json PATH|-] [--list]
                               [--nats-url URL] [--redis-url URL] [--etcd-url URL]
-                              [--option PROVIDER.KEY=VALUE] [--allow-skipped]
+                              [--option PROVIDER.KEY=VALUE] [--allow-skipped] [--secure]
     videoflow-aio explore [--select PATTERN] [--seeds N] [--backend asyncio,trio]
                           [--jitter S] [--faults P] [--load MODULE] [--list]
     videoflow-aio explore --replay ID --seed N --backend B [--jitter S] [--faults P]
                           [--log PATH]
+    videoflow-aio simulate SPEC.toml [--json PATH|-] [--plot PATH] [--seed N] [--duration S]
     videoflow-aio bench [NAME [ARGS...]]
     videoflow-aio --version
+
+Credentials are never taken from the command line (``ps`` shows it): ``--secure`` runs the
+secured variant of each real provider (``redis-secure``, …), which reads TLS settings and
+credentials from ``VIDEOFLOW_<ENGINE>_SECURE_*`` environment variables or the files they name
+(``providers._secure``); a URL with user info or a secret ``--option`` is refused.
 
 Exit status: 0 when nothing failed, 1 when a case failed, none matched, or every selected run
 was skipped (unless ``--allow-skipped``), 2 on bad usage.
@@ -47,6 +53,9 @@ from .conformance._report import (
 from .conformance._runner import CaseResult, plan
 
 URL_FLAGS = ("nats", "redis", "etcd")  # --<name>-url URL passes url=URL to that provider
+SECURE = "-secure"  # --secure: the provider "<name>-secure" instead of "<name>"
+# option names that carry a secret: refused on the command line
+SECRET_OPTIONS = frozenset({"password", "token", "secret", "key_password", "nkey_seed", "creds"})
 
 
 class UsageError(Exception):
@@ -68,6 +77,25 @@ def _value(text: str) -> Any:
         return text
 
 
+def _refuse_secrets(name: str, key: str, value: Any) -> None:
+    """A secret on the command line is a UsageError (the message never repeats it)."""
+    from .adapters._security import split_url
+
+    engine = name.removesuffix(SECURE).upper()
+    where = f"VIDEOFLOW_{engine}_SECURE_PASSWORD or …_PASSWORD_FILE (see --secure)"
+    if key.lower() in SECRET_OPTIONS or key.lower().endswith(("password", "token")):
+        raise UsageError(
+            f"option {name}.{key}: secrets are not taken from the command line; {where}"
+        )
+    if isinstance(value, str) and "://" in value:
+        _, user, password = split_url(value)
+        if user is not None or password is not None:
+            raise UsageError(
+                f"option {name}.{key}: a URL with user info is not taken from the command line "
+                f"(ps shows it); give the URL without it and set {where}"
+            )
+
+
 def provider_options(args: argparse.Namespace, chosen: Sequence[str]) -> dict[str, dict[str, Any]]:
     """``{provider: {option: value}}`` from the environment, ``--<name>-url`` and ``--option``."""
     options: dict[str, dict[str, Any]] = {name: env_options(name) for name in chosen}
@@ -75,7 +103,10 @@ def provider_options(args: argparse.Namespace, chosen: Sequence[str]) -> dict[st
     for name in URL_FLAGS:
         url = getattr(args, f"{name}_url", None)
         if url:
-            given.append((name, "url", url))
+            secure = f"{name}{SECURE}"
+            given.append(
+                (secure if secure in options and name not in options else name, "url", url)
+            )
     for item in args.option or ():
         target, sep, value = item.partition("=")
         name, dot, key = target.partition(".")
@@ -83,6 +114,7 @@ def provider_options(args: argparse.Namespace, chosen: Sequence[str]) -> dict[st
             raise UsageError(f"--option {item!r}: expected PROVIDER.KEY=VALUE")
         given.append((name, key, _value(value)))
     for name, key, value in given:
+        _refuse_secrets(name, key, value)
         if name not in options:
             raise UsageError(f"option {name}.{key} given, but provider {name} is not selected")
         options[name][key] = value
@@ -94,6 +126,10 @@ def _build_providers(args: argparse.Namespace) -> list[Provider]:
     chosen = _split(args.provider) or ["memory"]
     if "all" in chosen:
         chosen = list(dict.fromkeys([n for n in chosen if n != "all"] + known))
+    if getattr(args, "secure", False):  # each provider that has a secured variant becomes it
+        chosen = list(
+            dict.fromkeys(f"{n}{SECURE}" if f"{n}{SECURE}" in known else n for n in chosen)
+        )
     unknown = [n for n in chosen if n not in known]
     if unknown:
         raise UsageError(f"unknown provider(s) {', '.join(unknown)}; known: {', '.join(known)}")
@@ -329,6 +365,12 @@ def build_parser() -> argparse.ArgumentParser:
             f"--{name}-url", metavar="URL", help=f"use the {name} server at URL (url= option)"
         )
     conf.add_argument(
+        "--secure",
+        action="store_true",
+        help="run the secured variant of each real provider (TLS, least-privilege users; "
+        "credentials from VIDEOFLOW_<ENGINE>_SECURE_* variables or files, never arguments)",
+    )
+    conf.add_argument(
         "--option",
         "-o",
         action="append",
@@ -407,6 +449,9 @@ def build_parser() -> argparse.ArgumentParser:
     exp.add_argument("--seed", type=int, metavar="N", help="the seed to replay")
     exp.add_argument("--log", metavar="PATH", help="replay: write the observation log (JSON lines)")
     exp.add_argument("--traceback", action="store_true", help="replay: print the traceback")
+    from .sim._cli import add_parser as add_simulate
+
+    add_simulate(sub)
 
     bench = sub.add_parser("bench", help="list or run the benchmark scripts")
     bench.add_argument("name", nargs="?", help="benchmark to run (omit to list them)")
@@ -440,6 +485,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             return cmd_conformance(args)
         if args.command == "explore":
             return cmd_explore(args)
+        if args.command == "simulate":
+            from .sim._cli import cmd_simulate
+
+            return cmd_simulate(args, make_console(sys.stdout), make_console(sys.stderr))
         return cmd_bench(args, make_console(sys.stdout))
     except UsageError as exc:
         make_console(sys.stderr).print(f"videoflow-aio: error: {exc}", markup=False)

@@ -3,11 +3,17 @@
 Backends record events (publish, deliver, settle, drop, put, release, reserve, …). Checking
 "nothing lost" becomes a list comparison over ``events(kind)``. The log exports and imports
 as JSON lines through msgspec.
+
+Latency helpers: :func:`latencies` pairs two event kinds for the same message (per stage:
+``publish`` → ``settle`` on one channel; end to end: the source channel's ``publish`` → the
+last stage's ``settle``, keyed by event id), :func:`percentiles` and :func:`summarize` read
+the distribution exactly (nearest rank).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+import math
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 
 import anyio
@@ -125,4 +131,82 @@ class ObservationLog:
         return cls.from_jsonl(Path(path).read_bytes())
 
 
-__all__ = ["AttrValue", "Event", "ObservationLog"]
+def ident_key(event: Event) -> str:
+    """The key :func:`latencies` matches on by default: the event's ``ident`` (for messaging
+    events, the publication id)."""
+    return event.ident
+
+
+def event_key(event: Event) -> str:
+    """The message's event id under the pipeline toolkit's naming: a stage forwards event
+    ``e`` as publication ``e@stage``, so the part before the first ``@`` names the event
+    on every channel it crosses."""
+    return event.ident.partition("@")[0]
+
+
+def latencies(
+    log: ObservationLog,
+    start: str,
+    end: str,
+    *,
+    start_subject: str | None = None,
+    end_subject: str | None = None,
+    key: Callable[[Event], str] = ident_key,
+) -> dict[str, float]:
+    """Seconds from the first ``start`` event to the first ``end`` event at or after it, per
+    message (``key`` of the events), over the events whose subject matches.
+
+    Messages with a start and no end (in flight, dropped, unresolved) are absent from the
+    result; compare its keys with the starts to find them. Example, per stage:
+    ``latencies(log, "publish", "settle", start_subject=ch, end_subject=ch)``.
+    """
+    started: dict[str, float] = {}
+    for e in log.events(start, subject=start_subject):
+        started.setdefault(key(e), e.at)
+    out: dict[str, float] = {}
+    for e in log.events(end, subject=end_subject):
+        k = key(e)
+        t0 = started.get(k)
+        if t0 is not None and k not in out and e.at >= t0:
+            out[k] = e.at - t0
+    return out
+
+
+def percentiles(values: Iterable[float], qs: Sequence[float]) -> list[float]:
+    """Exact nearest-rank percentiles: for each fraction ``q`` in ``qs``, the sample of rank
+    ``ceil(q * n)`` (at least 1) in sorted order. NaN for each when there are no values."""
+    data = sorted(values)
+    for q in qs:
+        if not 0.0 <= q <= 1.0:
+            raise ValueError(f"a quantile must be in [0, 1], got {q!r}")
+    if not data:
+        return [math.nan for _ in qs]
+    n = len(data)
+    return [data[max(1, math.ceil(q * n)) - 1] for q in qs]
+
+
+def summarize(values: Iterable[float], scale: float = 1.0) -> dict[str, float | None]:
+    """``count`` and ``mean, p50, p90, p99, p999, max`` times ``scale`` (exact; None for each
+    statistic when there are no values)."""
+    data = sorted(values)
+    names = ("mean", "p50", "p90", "p99", "p999", "max")
+    out: dict[str, float | None] = {"count": float(len(data))}
+    if not data:
+        out.update(dict.fromkeys(names))
+        return out
+    p50, p90, p99, p999 = percentiles(data, (0.5, 0.9, 0.99, 0.999))
+    stats = (math.fsum(data) / len(data), p50, p90, p99, p999, data[-1])
+    out.update({name: v * scale for name, v in zip(names, stats, strict=True)})
+    return out
+
+
+__all__ = [
+    "AttrValue",
+    "Event",
+    "ObservationLog",
+    "event_key",
+    "ident_key",
+    "latencies",
+    "percentiles",
+    "summarize",
+]

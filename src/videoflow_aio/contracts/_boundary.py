@@ -2,8 +2,8 @@
 
 Every contract ABC derives from :class:`Boundary`. When a provider class is defined, each
 contract method it implements is replaced by a wrapper that checks the arguments against the
-*contract's* hints before the implementation runs, and each public method of the provider's
-own (a model control) against its own hints. A wrong type or value raises
+*contract's* hints before the implementation runs, and the provider's constructor and each
+public method of its own (a model control) against their own hints. A wrong type or value raises
 :class:`~videoflow_aio.contracts.errors.ValidationError` naming the parameter (dotted into
 Structs and indexed into containers: ``envelope.channel.node``, ``owned[2]``) and the value;
 nothing of the implementation has run, so state is unchanged. The memory models, the file
@@ -98,6 +98,7 @@ def _make_wrapper(impl: Callable[..., Any], hints: dict[str, Any], is_async: boo
     wrapper = names.ns[impl.__name__]
     for attr in ("__module__", "__qualname__", "__doc__"):
         setattr(wrapper, attr, getattr(impl, attr, None))
+    wrapper.__annotations__ = dict(getattr(impl, "__annotations__", {}))  # get_type_hints
     wrapper.__wrapped__ = impl
     setattr(wrapper, _WRAPPED, True)
     return wrapper
@@ -142,9 +143,9 @@ class Boundary:
     """Base of every contract ABC: a subclass's methods are checked at the boundary.
 
     For a provider class (any subclass of a contract), every contract method it implements is
-    wrapped with the check compiled from the contract's hints, and every public method of its
-    own (model controls) with the check compiled from its own hints. Already-wrapped methods
-    (inherited from a provider base) are left as they are.
+    wrapped with the check compiled from the contract's hints, and its constructor and every
+    public method of its own (model controls) with the check compiled from their own hints.
+    Already-wrapped methods (inherited from a provider base) are left as they are.
     """
 
     _vf_contract: ClassVar[type[Boundary] | None] = None
@@ -173,6 +174,9 @@ def _install(cls: type[Boundary]) -> None:
         if impl is contract_fn or not inspect.isfunction(impl) or getattr(impl, _WRAPPED, False):
             continue
         _wrap(cls, name, impl, _contract_hints(contract_fn, impl))
+    init = vars(cls).get("__init__")
+    if inspect.isfunction(init) and not getattr(init, _WRAPPED, False):
+        _wrap(cls, "__init__", init, _hints_of(init))  # the provider's constructor: its own hints
     above = set(contract.__mro__)
     for klass in cls.__mro__:
         if klass in above:

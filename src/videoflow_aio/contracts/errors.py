@@ -100,3 +100,45 @@ class BackendUnavailable(VideoflowError):
 
     def __init__(self, message: str, *, backend: str, **fields: Any) -> None:
         super().__init__(message, backend=backend, **fields)
+
+
+class AuthenticationFailed(BackendUnavailable):
+    """The server and the client could not establish who the other is; nothing was sent.
+
+    ``reason`` says which check failed, so a caller can tell a wrong password from a
+    certificate problem without parsing text: ``"bad-credentials"`` (wrong password, unknown
+    user or token: servers do not say which), ``"credentials-required"`` (none given, the
+    server wants some), ``"auth-not-enabled"`` (credentials given, the server has no
+    authentication), ``"server-certificate-untrusted"`` / ``"server-certificate-expired"`` /
+    ``"server-certificate-mismatch"`` (the client refused the server's certificate),
+    ``"client-certificate-refused"`` (the server refused the client's certificate, or wanted
+    one), ``"tls-required"`` (a plain client on a TLS port), ``"tls-not-offered"`` (a TLS client
+    on a plain port). Retrying does not help. Never carries a secret.
+    """
+
+    reason: str
+    applied: bool
+
+    def __init__(self, message: str, *, backend: str, reason: str, **fields: Any) -> None:
+        fields.setdefault("applied", False)
+        super().__init__(message, backend=backend, reason=reason, **fields)
+
+
+class AccessDenied(BackendUnavailable):
+    """The server knows the client but refused this operation (ACL, role, subject permission);
+    the operation did not apply.
+
+    ``operation`` is what was refused; ``resource`` the key, prefix or subject when the server
+    says (else ``""``). Raised on the operation that was refused, also when a permission is
+    withdrawn while the adapter runs. Never carries a secret.
+    """
+
+    operation: str
+    resource: str
+    applied: bool
+
+    def __init__(
+        self, message: str, *, backend: str, operation: str, resource: str = "", **fields: Any
+    ) -> None:
+        fields.setdefault("applied", False)
+        super().__init__(message, backend=backend, operation=operation, resource=resource, **fields)

@@ -5,6 +5,7 @@ Every method here does file I/O and is meant to run in a worker thread. Layout u
     store.json         {"format": 2, "next": N, "crc": ...}: the next version number not yet
                        handed to any process (outside kv/, so losing kv/ cannot reset it)
     store.lock         flock'ed while store.json is created or advanced
+    upgrade.json       only while a root of the previous format is being adopted (below)
     kv/<name>.json     one record per live key: {"key", "n", "value": b64, "crc"}
     kv/<name>.tmp      the next version being written (at most one per key)
     locks/<name>.lock  flock'ed around every write of a key; removed with the key
@@ -30,6 +31,18 @@ compare, write ``<name>.tmp``, fsync it, ``os.replace`` it over ``<name>.json``,
 directory, unlock. A reader (no lock) sees the old or the new file, never a torn one. Delete
 removes the record and then its lock file (still holding it). A write that fails removes its
 ``.tmp``.
+
+A root of the previous format (no ``store.json``; per-key counters, tombstones with a null
+value, no checksums; logs as now) is adopted at open, under ``store.lock``: every record is
+read and checked first (anything else in ``kv/`` refuses the root, unchanged); the next number
+— above every number found, tombstones' included — is made durable in ``upgrade.json``; each
+live record is rewritten with its number and a checksum, each tombstone removed; then
+``store.json`` is written and ``upgrade.json`` removed. Each step is atomic and the numbers
+are durable before anything changes, so an adoption killed at any point is finished by the
+next open. Versions of the old store keep their numbers (a client's version still compares
+equal) and none is handed out again. Records with checksums but no ``store.json`` and no
+``upgrade.json`` are a current store that lost its counter: refused, as is a root with logs
+but no records (it cannot be told apart from one).
 
 Compaction (:meth:`FileStoreCore.compact`, run at open and on demand) removes what crashes
 leave: ``.tmp`` files nobody is writing, lock files of keys with no record, torn last lines of
@@ -74,6 +87,15 @@ class Record(msgspec.Struct, frozen=True):
     crc: str
 
 
+class LegacyRecord(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """A record of the previous format: a per-key counter, no checksum, ``value`` None for a
+    tombstone (a deleted key keeping its counter)."""
+
+    key: str
+    n: Annotated[int, msgspec.Meta(ge=1)]
+    value: bytes | None
+
+
 class Header(msgspec.Struct, frozen=True):
     """``store.json``: the format and the next version number no process has reserved."""
 
@@ -96,6 +118,7 @@ class Compaction(msgspec.Struct, frozen=True):
 _encode = msgspec.json.Encoder().encode
 _decode_record = msgspec.json.Decoder(Record).decode
 _decode_header = msgspec.json.Decoder(Header).decode
+_decode_legacy = msgspec.json.Decoder(LegacyRecord).decode
 
 
 def record_crc(key: str, n: int, value: bytes) -> str:
@@ -135,14 +158,15 @@ def encode_line(record: bytes) -> bytes:
 
 
 def decode_line(line: bytes, where: str) -> bytes:
+    """The record of one log line, exactly as :func:`encode_line` writes it (8 lower-case
+    hex digits of its CRC32, a space, canonical base64); anything else is CorruptRecord."""
     try:
-        crc = int(line[:8], 16)
         if len(line) < 9 or line[8:9] != b" ":
             raise ValueError("no separator")
         record = binascii.a2b_base64(line[9:], strict_mode=True) if line[9:] else b""
     except (ValueError, binascii.Error) as exc:
         raise CorruptRecord(f"undecodable log line in {where}: {exc}", resource=where) from None
-    if zlib.crc32(record) != crc:
+    if line[:8] != b"%08x" % zlib.crc32(record):  # not int(..., 16): it reads "+d0e 9b1" too
         raise CorruptRecord(f"log line with a bad checksum in {where}", resource=where)
     return record
 
@@ -185,6 +209,7 @@ class FileStoreCore:
         self.locks = os.path.join(root, "locks")
         self.logs = os.path.join(root, "logs")
         self.header = os.path.join(root, "store.json")
+        self.upgrade = os.path.join(root, "upgrade.json")
         self.compact_at_open = compact_at_open
         self.block = block
         self.opened: Compaction | None = None
@@ -226,18 +251,16 @@ class FileStoreCore:
         lock = self._root_lock()
         try:
             _unlink_quietly(self.header + ".tmp")  # an advance that died before its rename
-            if not os.path.exists(self.header):
-                for sub in (self.kv, self.logs):
-                    if os.path.isdir(sub) and os.listdir(sub):
-                        raise CorruptRecord(
-                            f"file store {self.root} holds data but no store.json (written by "
-                            "an older format, or its version counter was lost): refusing to "
-                            "hand out versions that may have been used",
-                            resource=self.header,
-                        )
-                self._write_header(1)
-            else:
+            _unlink_quietly(self.upgrade + ".tmp")
+            if os.path.exists(self.header):
                 self._read_header()
+                _unlink_quietly(self.upgrade)  # an adoption that died after its last step
+            elif os.path.exists(self.upgrade) or any(
+                os.path.isdir(sub) and os.listdir(sub) for sub in (self.kv, self.logs)
+            ):
+                self._adopt()
+            else:
+                self._write_header(1)
             created = False
             for path in (self.kv, self.locks, self.logs):
                 if not os.path.isdir(path):
@@ -248,26 +271,26 @@ class FileStoreCore:
         finally:
             os.close(lock)
 
-    def _read_header(self) -> Header:
+    def _read_header(self, path: str | None = None) -> Header:
+        path = path or self.header
         try:
-            with open(self.header, "rb", buffering=0) as f:
+            with open(path, "rb", buffering=0) as f:
                 data = f.readall()
             header = _decode_header(data)
         except FileNotFoundError:
             raise CorruptRecord(
-                f"file store {self.root} lost its store.json", resource=self.header
+                f"file store {self.root} lost its {os.path.basename(path)}", resource=path
             ) from None
         except msgspec.DecodeError as exc:
-            raise CorruptRecord(f"undecodable {self.header}: {exc}", resource=self.header) from None
+            raise CorruptRecord(f"undecodable {path}: {exc}", resource=path) from None
         if header.format != FORMAT or header.crc != _header_crc(header.format, header.next):
-            raise CorruptRecord(
-                f"{self.header} is damaged or of another format", resource=self.header
-            )
+            raise CorruptRecord(f"{path} is damaged or of another format", resource=path)
         return header
 
-    def _write_header(self, nxt: int) -> None:
+    def _write_header(self, nxt: int, path: str | None = None) -> None:
         """Atomically make ``nxt`` the next unreserved number; durable before returning."""
-        tmp = self.header + ".tmp"
+        path = path or self.header
+        tmp = path + ".tmp"
         try:
             fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | _O_CLOEXEC, 0o644)
             try:
@@ -275,13 +298,75 @@ class FileStoreCore:
                 os.fsync(fd)
             finally:
                 os.close(fd)
-            os.replace(tmp, self.header)
+            os.replace(tmp, path)
             _fsync_dir(self.root)
         except OSError as exc:  # no number of the block is used: nothing can be reissued
             _unlink_quietly(tmp)
             raise BackendUnavailable(
                 f"file store {self.root}: cannot reserve version numbers: {exc}", backend="file"
             ) from exc
+
+    # -- adopting a root of the previous format --------------------------------------------
+    def _adopt(self) -> None:
+        """Turn a root of the previous format into a current one (see the module docstring);
+        under the root lock, with no ``store.json``. Refuses anything else, unchanged."""
+        resuming = os.path.exists(self.upgrade)
+        found = self._legacy_records()
+        if not resuming and not any(legacy for _, _, legacy in found):
+            raise CorruptRecord(
+                f"file store {self.root} holds data but no store.json, and no record of the "
+                "format before store.json (its version counter was lost): refusing to hand "
+                "out versions that may have been used",
+                resource=self.header,
+            )
+        nxt = max((rec.n for _, rec, _ in found), default=0) + 1
+        if resuming:
+            nxt = max(nxt, self._read_header(self.upgrade).next)
+        else:
+            self._write_header(nxt, self.upgrade)  # durable before anything changes
+        removed = False
+        for name, rec, legacy in found:
+            if not legacy:
+                continue
+            path = os.path.join(self.kv, name + ".json")
+            if rec.value is None:  # a tombstone: its number is kept by nxt
+                self._remove(path, "upgrade")
+                removed = True
+            else:
+                self._write(name, path, make_record(rec.key, rec.n, rec.value), "upgrade")
+        if removed:
+            self._made_durable("upgrade")
+        self._write_header(nxt)
+        _unlink_quietly(self.upgrade)
+
+    def _legacy_records(self) -> list[tuple[str, Record | LegacyRecord, bool]]:
+        """Every record file of ``kv/`` as ``(name, record, of the previous format)``, each
+        checked (checksum, or the old format's fields; the key of its file name)."""
+        try:
+            with os.scandir(self.kv) as entries:
+                names = sorted(e.name[:-5] for e in entries if e.name.endswith(".json"))
+        except FileNotFoundError:
+            return []
+        found: list[tuple[str, Record | LegacyRecord, bool]] = []
+        for name in names:
+            path = os.path.join(self.kv, name + ".json")
+            with open(path, "rb", buffering=0) as f:
+                data = f.readall()
+            rec: Record | LegacyRecord
+            try:
+                rec = _decode_legacy(data)
+                legacy = True
+            except msgspec.DecodeError:
+                current = self._read(path, None)
+                if current is None:
+                    continue
+                rec, legacy = current, False
+            if file_name(rec.key) != name:
+                raise CorruptRecord(
+                    f"record file {path} holds key {rec.key!r} of another file", resource=path
+                )
+            found.append((name, rec, legacy))
+        return found
 
     def _number(self) -> int:
         """A version number never handed out before in this store."""
@@ -373,6 +458,15 @@ class FileStoreCore:
             ) from exc
         self._made_durable(operation)
 
+    def _remove(self, path: str, operation: str) -> None:
+        """Unlink a record file; an OS error is BackendUnavailable (nothing changed)."""
+        try:
+            os.unlink(path)
+        except OSError as exc:
+            raise BackendUnavailable(
+                f"file store {self.root}: {operation} failed: {exc}", backend="file"
+            ) from exc
+
     def _made_durable(self, operation: str) -> None:
         try:
             _fsync_dir(self.kv)
@@ -431,12 +525,7 @@ class FileStoreCore:
                 return False
             if expected is not None and rec.n != expected:
                 return False
-            try:
-                os.unlink(path)
-            except OSError as exc:
-                raise BackendUnavailable(
-                    f"file store {self.root}: delete failed: {exc}", backend="file"
-                ) from exc
+            self._remove(path, "delete")
             self._made_durable("delete")
             self._drop_lock(name)
             return True

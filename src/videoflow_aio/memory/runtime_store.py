@@ -25,7 +25,7 @@ from typing import Any, TypeVar
 import anyio.to_thread
 
 from .. import faults
-from ..contracts.errors import BackendUnavailable
+from ..contracts.errors import BackendUnavailable, ValidationError
 from ..contracts.runtime_store import (
     CAS_READ_AFTER,
     DELETE_READ_AFTER,
@@ -175,6 +175,8 @@ class FileRuntimeStore(RuntimeStore):
 
     def __init__(self, root: str | os.PathLike[str], *, compact_at_open: bool = True) -> None:
         self.root = os.fspath(root)
+        if not self.root:
+            raise ValidationError("root must name a directory, got ''", field="root", value=root)
         self._core = FileStoreCore(self.root, compact_at_open=compact_at_open)
 
     async def compact(self) -> Compaction:

@@ -5,7 +5,8 @@ A test runs on virtual time when, in this order of precedence:
 1. its closest ``vtime`` marker says so: ``@pytest.mark.vtime`` / ``vtime(True)`` opts in,
    ``vtime(False)`` opts out; keyword arguments (merged from module to class to function,
    the closest winning) configure the test's :class:`VirtualClock`;
-2. the ``vtime`` ini option is true (every anyio test of the project);
+2. the ``vtime`` ini option is true and it is an anyio test (one that uses
+   ``anyio_backend``: a test run by another async plugin is left alone);
 3. it requests the ``vclock`` fixture.
 
 ``--vtime-seeds N`` runs every such test under seeds ``0..N-1`` (one test item per seed,
@@ -90,8 +91,8 @@ def _resolve(item: pytest.Item) -> Choice:
                 f"it accepts {', '.join(CLOCK_OPTIONS)}"
             )
         return Choice(marker_enabled(closest), options, "marker", PREFIX + error if error else None)
-    if item.config.getini(INI):
-        return Choice(True, {}, "ini")
+    if item.config.getini(INI) and "anyio_backend" in getattr(item, "fixturenames", ()):
+        return Choice(True, {}, "ini")  # every anyio test; not another async plugin's tests
     if "vclock" in getattr(item, "fixturenames", ()):
         return Choice(True, {}, "vclock")
     return Choice(False, {}, "")

@@ -41,6 +41,7 @@ __all__ = ["vclock"]
 
 _CURRENT = pytest.StashKey[pytest.Item]()
 _BACKEND_ARG = "anyio_backend"
+_ANYIO_PLUGIN = "anyio"  # the name anyio's pytest11 entry point registers
 
 
 def _positive_int(text: str) -> int:
@@ -85,19 +86,37 @@ def _own_or_closest_vtime(collector: pytest.Collector, obj: object) -> pytest.Ma
     return collector.get_closest_marker(MARKER)
 
 
+def _requests_vclock(collector: pytest.Collector, obj: object, inner: object) -> bool:
+    """The test names ``vclock`` as an argument or in a ``usefixtures`` marker."""
+    try:
+        if "vclock" in inspect.signature(inner).parameters:  # type: ignore[arg-type]
+            return True
+    except (TypeError, ValueError):
+        pass
+    marks = [m for m in getattr(obj, "pytestmark", ()) if getattr(m, "name", None) == "usefixtures"]
+    marks += collector.iter_markers("usefixtures")
+    return any("vclock" in m.args for m in marks)
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_pycollect_makeitem(
     collector: pytest.Module | pytest.Class, name: str, obj: object
 ) -> None:
-    """An async test marked ``vtime`` is an anyio test (no separate anyio marker needed)."""
+    """An async test marked ``vtime``, or requesting ``vclock``, is an anyio test (no
+    separate anyio marker needed)."""
     if not collector.istestfunction(obj, name):
         return
     inner = getattr(getattr(obj, "hypothesis", None), "inner_test", obj)
     if not inspect.iscoroutinefunction(inner):
         return
     mark = _own_or_closest_vtime(collector, obj)
-    if mark is None or not marker_enabled(mark):
+    if mark is None:
+        if not _requests_vclock(collector, obj, inner):
+            return
+    elif not marker_enabled(mark):
         return
+    if not collector.config.pluginmanager.has_plugin(_ANYIO_PLUGIN):
+        return  # refused at collection's end, saying why (see pytest_collection_modifyitems)
     own_anyio = any(getattr(m, "name", None) == "anyio" for m in getattr(obj, "pytestmark", ()))
     if not own_anyio and collector.get_closest_marker("anyio") is None:
         pytest.mark.anyio(obj)
@@ -125,8 +144,19 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     """A virtual-time test that pytest-asyncio also claims would run on pytest-asyncio's
     real-time loop, trio items included: it fails at setup, saying what to change."""
     auto = _asyncio_auto_mode(config)
+    no_anyio = not config.pluginmanager.has_plugin(_ANYIO_PLUGIN)
     for item in items:
-        if not isinstance(item, pytest.Function) or item.get_closest_marker("asyncio") is None:
+        if not isinstance(item, pytest.Function):
+            continue
+        if no_anyio and inspect.iscoroutinefunction(item.function) and choice(item).enabled:
+            refuse(
+                item,
+                "this async test asks for virtual time, which runs through anyio's pytest "
+                "plugin, but that plugin is not active (-p no:anyio?). Enable it, or mark "
+                "the test pytest.mark.vtime(False) and run it with another plugin.",
+            )
+            continue
+        if item.get_closest_marker("asyncio") is None:
             continue
         if not choice(item).enabled:
             continue
@@ -176,12 +206,15 @@ def pytest_fixture_setup(
     if item is None:
         return (yield)
     try:
-        if fixturedef.scope != "function" and inspect.isasyncgenfunction(func):
+        if fixturedef.scope != "function":
+            kind = (
+                "async generator fixture" if inspect.isasyncgenfunction(func) else "async fixture"
+            )
             pytest.fail(
-                f"{PREFIX}async generator fixture {fixturedef.argname!r} has scope "
-                f"{fixturedef.scope!r}, so anyio keeps one event loop running for all the tests "
-                "that share it, but each virtual-time test runs on its own fresh clock. Make "
-                "it function-scoped, or mark those tests pytest.mark.vtime(False).",
+                f"{PREFIX}{kind} {fixturedef.argname!r} has scope {fixturedef.scope!r}, so "
+                "anyio keeps one event loop running for all the tests that share it (for as "
+                "long as the fixture lives), but each virtual-time test runs on its own fresh "
+                "clock. Make it function-scoped, or mark those tests pytest.mark.vtime(False).",
                 pytrace=False,
             )
         backend = request.getfixturevalue(_BACKEND_ARG)

@@ -37,12 +37,13 @@ import os
 import shutil
 import signal
 import socket
+import ssl
 import subprocess
 import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
@@ -115,6 +116,9 @@ class ServerProcess:
     url: str
     dir: Path
     monitor_url: str | None = None
+    plain_url: str | None = None
+    """A second, plain (non-TLS) client URL of the same server, when it has one
+    (``RedisServer(tls=…, plain_port=True)``)."""
     options: Server | None = field(default=None, repr=False)
     _popen: subprocess.Popen[bytes] | None = field(default=None, repr=False)
     _log: Any = field(default=None, repr=False)
@@ -231,16 +235,143 @@ def _launch(
 
 
 # -- probes -----------------------------------------------------------------------------------
-def _http_ok(url: str, path: str, want: Callable[[int, bytes], bool]) -> bool:
+def _http_ok(
+    url: str,
+    path: str,
+    want: Callable[[int, bytes], bool],
+    context: ssl.SSLContext | None = None,
+) -> bool:
     hostport = url.split("//", 1)[1].rstrip("/")
     host, _, port = hostport.partition(":")
-    conn = http.client.HTTPConnection(host, int(port), timeout=0.5)
+    conn: http.client.HTTPConnection
+    if context is None:
+        conn = http.client.HTTPConnection(host, int(port), timeout=0.5)
+    else:
+        conn = http.client.HTTPSConnection(host, int(port), timeout=0.5, context=context)
     try:
         conn.request("GET", path)
         resp = conn.getresponse()
         return want(resp.status, resp.read())
     finally:
         conn.close()
+
+
+# -- certificates -------------------------------------------------------------------------------
+CLIENT_NAME = "videoflow-client"
+"""The common name of the client certificate :meth:`Certificates.make` issues (etcd takes it as
+the user under ``--client-cert-auth``)."""
+
+
+@dataclass
+class Certificates:
+    """A throwaway CA with a server certificate (127.0.0.1, localhost) and a client certificate
+    (common name :data:`CLIENT_NAME`), written as PEM files into ``dir`` by ``trustme`` (a test
+    dependency). Never commit them; :meth:`make` writes into a fresh temporary directory.
+
+    :meth:`issue_client` signs further client certificates (another name, already expired);
+    :meth:`client_tls` gives the :class:`~videoflow_aio.adapters.TLSConfig` a client uses.
+    """
+
+    dir: Path
+    ca_file: Path
+    server_cert: Path
+    server_key: Path
+    client_cert: Path
+    client_key: Path
+    _ca: Any = field(default=None, repr=False)
+
+    @classmethod
+    def make(cls, dir: str | Path | None = None, *, expired_server: bool = False) -> Certificates:
+        """Generate the CA and both certificates (``expired_server``: the server's expired a
+        year ago, for the failure tests)."""
+        import trustme
+
+        path = Path(dir) if dir is not None else Path(tempfile.mkdtemp(prefix="videoflow-pki-"))
+        path.mkdir(parents=True, exist_ok=True)
+        ca = trustme.CA()
+        span = _expired_span() if expired_server else {}
+        server = ca.issue_cert(HOST, "localhost", **span)
+        ca.cert_pem.write_to_path(str(path / "ca.pem"))
+        server.cert_chain_pems[0].write_to_path(str(path / "server.crt"))
+        server.private_key_pem.write_to_path(str(path / "server.key"))
+        (path / "server.key").chmod(0o600)
+        certs = cls(
+            path,
+            path / "ca.pem",
+            path / "server.crt",
+            path / "server.key",
+            path / "client.crt",
+            path / "client.key",
+            _ca=ca,
+        )
+        certs.issue_client(CLIENT_NAME, "client")
+        return certs
+
+    def issue_client(self, name: str, stem: str, *, expired: bool = False) -> tuple[Path, Path]:
+        """Sign a client certificate with common name ``name``; returns ``(cert, key)`` paths
+        ``<stem>.crt`` / ``<stem>.key``."""
+        span = _expired_span() if expired else {}
+        leaf = self._ca.issue_cert(name, common_name=name, **span)
+        cert, key = self.dir / f"{stem}.crt", self.dir / f"{stem}.key"
+        leaf.cert_chain_pems[0].write_to_path(str(cert))
+        leaf.private_key_pem.write_to_path(str(key))
+        key.chmod(0o600)
+        return cert, key
+
+    def client_tls(self, *, client_cert: bool = True, **options: Any) -> Any:
+        """The :class:`~videoflow_aio.adapters.TLSConfig` trusting this CA, presenting the
+        client certificate unless ``client_cert=False``."""
+        from ..adapters import TLSConfig
+
+        if not client_cert:
+            return TLSConfig(ca_file=str(self.ca_file), **options)
+        return TLSConfig(
+            ca_file=str(self.ca_file),
+            cert_file=str(self.client_cert),
+            key_file=str(self.client_key),
+            **options,
+        )
+
+    def context(self, *, client: bool = False, verify: bool = True) -> ssl.SSLContext:
+        """An ``ssl.SSLContext`` trusting this CA (with the client certificate if ``client``;
+        ``verify=False`` checks nothing: the readiness probes, which must also reach a server
+        whose certificate is expired on purpose)."""
+        ctx = ssl.create_default_context(cafile=str(self.ca_file))
+        if not verify:
+            ctx.check_hostname = False
+            ctx.verify_mode = ssl.CERT_NONE
+        if client:
+            ctx.load_cert_chain(str(self.client_cert), str(self.client_key))
+        return ctx
+
+    def remove(self) -> None:
+        """Delete the directory and every key in it."""
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def _expired_span() -> dict[str, Any]:
+    import datetime
+
+    now = datetime.datetime.now(datetime.UTC)  # wall-clock: certificate validity is wall time
+    return {
+        "not_before": now - datetime.timedelta(days=400),
+        "not_after": now - datetime.timedelta(days=365),
+    }
+
+
+@contextlib.contextmanager
+def _probe_socket(port: int, tls: Certificates | None, client: bool) -> Iterator[socket.socket]:
+    sock = socket.create_connection((HOST, port), timeout=0.5)
+    try:
+        if tls is None:
+            yield sock
+        else:
+            ctx = tls.context(client=client, verify=False)
+            wrapped = ctx.wrap_socket(sock, server_hostname=HOST)
+            sock = wrapped
+            yield wrapped
+    finally:
+        sock.close()
 
 
 # -- servers ----------------------------------------------------------------------------------
@@ -341,13 +472,36 @@ class RedisServer(Server):
     policy: str | None = None
     appendonly: bool = False
     appendfsync: str | None = None
+    tls: Certificates | None = None
+    """Serve TLS only (``rediss://``) with these certificates."""
+    tls_client_auth: bool = False
+    """With ``tls``: require a client certificate signed by the CA (mTLS)."""
+    plain_port: bool = False
+    """With ``tls``: also listen in plain text on a second port (``ServerProcess.plain_url``)."""
+    acl: Sequence[str] | None = None
+    """ACL file lines (``user NAME on >password ~keys +@cmds``); the file lives in the server's
+    directory. ``user default off`` makes every client authenticate."""
 
     kind: ClassVar[str] = "redis"
     binary: ClassVar[str] = "redis-server"
 
     def _argv(self, tmp: Path, port: int) -> list[str]:
         dd = _data_dir(self.data_dir, tmp)
-        argv = ["--port", str(port), "--bind", HOST, "--dir", str(dd), "--save", ""]
+        argv = ["--bind", HOST, "--dir", str(dd), "--save", ""]
+        if self.tls is None:
+            argv += ["--port", str(port)]
+        else:
+            self._plain = free_port() if self.plain_port else 0
+            argv += ["--port", str(self._plain), "--tls-port", str(port)]
+            argv += ["--tls-cert-file", str(self.tls.server_cert)]
+            argv += ["--tls-key-file", str(self.tls.server_key)]
+            argv += ["--tls-ca-cert-file", str(self.tls.ca_file)]
+            argv += ["--tls-auth-clients", "yes" if self.tls_client_auth else "no"]
+        if self.acl is not None:
+            aclfile = tmp / "users.acl"
+            aclfile.write_text("".join(f"{line}\n" for line in self.acl))
+            aclfile.chmod(0o600)
+            argv += ["--aclfile", str(aclfile)]
         argv += ["--appendonly", "yes" if self.appendonly else "no", "--daemonize", "no"]
         if self.appendfsync:
             argv += ["--appendfsync", self.appendfsync]
@@ -358,12 +512,18 @@ class RedisServer(Server):
         return argv
 
     def _url(self, port: int) -> str:
-        return f"redis://{HOST}:{port}"
+        return f"{'redis' if self.tls is None else 'rediss'}://{HOST}:{port}"
+
+    def _discover(self, srv: ServerProcess) -> bool:
+        plain = getattr(self, "_plain", 0)
+        srv.plain_url = f"redis://{HOST}:{plain}" if self.tls is not None and plain else None
+        return True
 
     def _probe(self, srv: ServerProcess) -> bool:
-        with socket.create_connection((HOST, srv.port), timeout=0.5) as s:
+        with _probe_socket(srv.port, self.tls, self.tls_client_auth) as s:
             s.sendall(b"PING\r\n")
-            return s.recv(64).startswith(b"+PONG")
+            # a server with ACLs answers NOAUTH before AUTH: it is up
+            return s.recv(64).startswith((b"+PONG", b"-NOAUTH"))
 
 
 @dataclass(kw_only=True)
@@ -375,6 +535,12 @@ class EtcdServer(Server):
 
     max_request_bytes: int | None = None
     startup_timeout: float = 20.0
+    tls: Certificates | None = None
+    """Serve clients over TLS only (``https://``) with these certificates (peers stay plain:
+    a single member has none)."""
+    client_cert_auth: bool = False
+    """With ``tls``: require a client certificate signed by the CA (mTLS); with auth enabled,
+    etcd takes the certificate's common name as the user."""
 
     kind: ClassVar[str] = "etcd"
     binary: ClassVar[str] = "etcd"
@@ -382,7 +548,7 @@ class EtcdServer(Server):
     def _argv(self, tmp: Path, port: int) -> list[str]:
         peer = free_port()
         purl = f"http://{HOST}:{peer}"
-        curl = f"http://{HOST}:{port}"
+        curl = self._url(port)
         argv = [
             "--name", "default",
             "--data-dir", str(_data_dir(self.data_dir, tmp / "data")),
@@ -394,16 +560,24 @@ class EtcdServer(Server):
         ]  # fmt: skip
         if self.max_request_bytes is not None:
             argv += ["--max-request-bytes", str(self.max_request_bytes)]
+        if self.tls is not None:
+            argv += ["--cert-file", str(self.tls.server_cert)]
+            argv += ["--key-file", str(self.tls.server_key)]
+            if self.client_cert_auth:  # --trusted-ca-file alone makes etcd 3.4 require one
+                argv += ["--client-cert-auth", "--trusted-ca-file", str(self.tls.ca_file)]
         return argv
 
     def _url(self, port: int) -> str:
-        return f"http://{HOST}:{port}"
+        return f"{'http' if self.tls is None else 'https'}://{HOST}:{port}"
 
     def _probe(self, srv: ServerProcess) -> bool:
         def ok(status: int, body: bytes) -> bool:
             return status == 200 and json.loads(body or b"{}").get("health") == "true"
 
-        return _http_ok(srv.url, "/health", ok)
+        context = None
+        if self.tls is not None:
+            context = self.tls.context(client=self.client_cert_auth, verify=False)
+        return _http_ok(srv.url, "/health", ok, context)
 
 
 @dataclass(kw_only=True)
@@ -416,6 +590,13 @@ class NatsServer(Server):
     """
 
     jetstream: bool = True
+    tls: Certificates | None = None
+    """Require TLS from clients with these certificates (a ``tls {}`` block)."""
+    tls_verify: bool = False
+    """With ``tls``: require a client certificate signed by the CA (mTLS)."""
+    config: str = ""
+    """Further configuration text (``authorization {…}``, ``accounts {…}``), written with the
+    ``tls`` block into ``server.conf`` in the server's directory."""
 
     kind: ClassVar[str] = "nats"
     binary: ClassVar[str] = "nats-server"
@@ -424,6 +605,20 @@ class NatsServer(Server):
         argv = ["-a", HOST, "-p", "-1", "-m", "-1", "--ports_file_dir", str(tmp)]
         if self.jetstream:
             argv += ["-js", "-sd", str(_data_dir(self.data_dir, tmp / "js"))]
+        conf = self.config
+        if self.tls is not None:
+            c = self.tls
+            conf += (
+                f"\ntls {{\n  cert_file: {json.dumps(str(c.server_cert))}\n"
+                f"  key_file: {json.dumps(str(c.server_key))}\n"
+                f"  ca_file: {json.dumps(str(c.ca_file))}\n"
+                f"  verify: {'true' if self.tls_verify else 'false'}\n  timeout: 2\n}}\n"
+            )
+        if conf:
+            path = tmp / "server.conf"
+            path.write_text(conf)
+            path.chmod(0o600)
+            argv = ["-c", str(path), *argv]
         return argv
 
     def _discover(self, srv: ServerProcess) -> bool:
@@ -462,8 +657,10 @@ def start_nats(**options: Any) -> ServerProcess:
 
 
 __all__ = [
+    "CLIENT_NAME",
     "HOST",
     "REQUIRE_ENV",
+    "Certificates",
     "EtcdServer",
     "NatsServer",
     "RedisServer",

@@ -11,8 +11,10 @@ from __future__ import annotations
 import asyncio
 import heapq
 import math
+import numbers
 import random
 import sys
+import time
 import warnings
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -42,6 +44,24 @@ _MAX_DELIVERIES = 1000
 #: deliver(root_task_or_None, message) -> True when VirtualTimeDeadlock was raised into
 #: at least one blocked task (the loop's / trio clock's part of a deadlock report)
 Deliver = Callable[[object | None, str], bool]
+
+
+class RealWait:
+    """Real seconds a loop has been stuck (idle, or spinning) at one virtual instant: with
+    real I/O pending, a jump of ``d`` virtual seconds waits until this reaches ``d``."""
+
+    __slots__ = ("_at", "_since")
+
+    def __init__(self) -> None:
+        self._at = math.nan
+        self._since = 0.0
+
+    def waited(self, now: float) -> float:
+        """Real seconds since the first call at virtual instant ``now``."""
+        real_now = time.perf_counter()  # wall-clock: real I/O is measured in real time
+        if self._at != now:
+            self._at, self._since = now, real_now
+        return real_now - self._since
 
 
 @dataclass(eq=False)
@@ -89,13 +109,16 @@ class VirtualClock:
         self._seed = seed
         #: the PRNG every seeded decision draws from (None: FIFO, as without a seed)
         self._rng: random.Random | None = rng
-        start = float(start)
-        if not math.isfinite(start) or not math.isfinite(float(wall_start)):
+        start = _seconds(start, "start")
+        wall_start = _seconds(wall_start, "wall_start")
+        if not math.isfinite(start) or not math.isfinite(wall_start):
             raise ValueError("start and wall_start must be finite")
+        if not isinstance(autojump, bool):  # "false" would be truthy: autojump on
+            raise TypeError(f"autojump must be True or False, not {autojump!r}")
         self._spin_limit = _NEVER
         self.spin_threshold = spin_threshold
         self._start = start
-        self._wall_start = float(wall_start)
+        self._wall_start = wall_start
         self._now = start
         #: in manual mode the loop may jump up to this instant (raised by advance()).
         self._horizon = start
@@ -149,8 +172,9 @@ class VirtualClock:
         A task that polls with ``await sleep(0)`` never lets the loop go idle, so time
         would never move. After this many consecutive iterations at one virtual instant in
         which tasks were always ready, the loop treats them as spinning: it jumps to the
-        next deadline as if they had taken that long (never past a worker thread or
-        pending real I/O, nor past what ``advance()`` allows in manual mode).
+        next deadline as if they had taken that long (never while a worker thread runs,
+        never ahead of real time while real I/O is pending, nor past what ``advance()``
+        allows in manual mode).
         """
         return None if self._spin_limit == _NEVER else self._spin_limit
 
@@ -239,7 +263,7 @@ class VirtualClock:
         trio and standalone it runs when the clock reaches its deadline (from the run loop
         on trio: it must not block or await).
         """
-        delay = float(seconds_from_now)
+        delay = _seconds(seconds_from_now, "delay")
         if math.isnan(delay):
             raise ValueError("delay must not be NaN")
         when = self._now + max(delay, 0.0)
@@ -300,7 +324,7 @@ class VirtualClock:
         seed's ``FakeClock.advance(s)``; the returned awaitable is already complete.
         On a clock whose event loop is open but not running, it raises ``RuntimeError``.
         """
-        seconds = float(seconds)
+        seconds = _seconds(seconds, "seconds")
         if not math.isfinite(seconds) or seconds < 0:
             raise ValueError(f"cannot advance by {seconds!r} seconds (need finite, >= 0)")
         if not math.isfinite(self._now + seconds):
@@ -401,6 +425,17 @@ if TYPE_CHECKING:
     from trio.abc import Clock as trio_abc_Clock
 else:
     trio_abc_Clock = Any
+
+
+def _seconds(value: object, name: str) -> float:
+    """``value`` as a float of seconds: an int or float (not a bool or a str, which
+    ``float()`` would take); TypeError for another type, ValueError past the float range."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{name} must be a number of seconds, not {value!r}")
+    try:
+        return float(value)
+    except OverflowError:
+        raise ValueError(f"{name} {value!r} is out of the float range") from None
 
 
 def _running_loop() -> asyncio.AbstractEventLoop | None:

@@ -19,14 +19,13 @@ import contextvars
 import heapq
 import math
 import selectors
-import time
 import weakref
 from asyncio import events, format_helpers
 from asyncio.futures import _set_result_unless_cancelled as _futures_set_result_unless_cancelled
 from collections.abc import Callable
 from typing import Any
 
-from ._clock import VirtualClock, VirtualTimeDeadlock
+from ._clock import RealWait, VirtualClock, VirtualTimeDeadlock
 from ._seeded import shuffle
 
 try:  # AnyIO keeps its worker threads per event loop, in a "run var" dict keyed by the loop
@@ -139,12 +138,16 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
     """
 
     def __init__(self, clock: VirtualClock | None = None) -> None:
+        if clock is not None and not isinstance(clock, VirtualClock):
+            self._closed = True  # nothing to close: BaseEventLoop.__del__ looks at this
+            raise TypeError(f"clock must be a VirtualClock, not {clock!r}")
         self._vt_heap: list[tuple[float, int, asyncio.TimerHandle]] = []
         self._vt_seq = 0
         self._vt_cancelled = 0
         self._vt_threads = 0
         self._vt_serving = 0  # from_thread calls being served (their threads wait on us)
-        self._vt_anchor: tuple[float, float] | None = None
+        self._vt_serving_tasks: weakref.WeakSet[asyncio.Task[Any]] = weakref.WeakSet()
+        self._vt_real_wait = RealWait()  # real time stuck at one instant (real I/O pending)
         self._vt_children: weakref.WeakSet[Any] = weakref.WeakSet()
         self._vt_nchildren = 0
         # task -> the task that created it, and the task run_until_complete runs: where a
@@ -195,6 +198,8 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
         if self._debug:
             self._check_thread()
             self._check_callback(callback, "call_at")
+        if type(when) is not float:  # a non-number would break the heap's comparisons later
+            when = when + 0.0  # TypeError here, at the call, for None, a str, an object
         return self._vt_push(when, callback, args, context)
 
     def call_later(
@@ -298,6 +303,7 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
         code = getattr(coro, "cr_code", None)
         if code is not None and code.co_qualname == _ANYIO_FROM_THREAD:
             self._vt_serving += 1
+            self._vt_serving_tasks.add(task)
             task.add_done_callback(self._vt_served)
         return task
 
@@ -341,7 +347,11 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
         """Raise VirtualTimeDeadlock in every blocked leaf task under ``root`` (default:
         the task ``run_until_complete`` runs): a task none of whose own tasks is still
         pending, waiting on a future — the future gets the exception, so the task sees it
-        at that await. True when at least one task got it."""
+        at that await. True when at least one task got it.
+
+        A worker thread blocked in ``from_thread.run`` waits for a task the loop runs for it
+        (no parent task): that task's leaves get the report first, so it travels back
+        through the thread to the task awaiting the thread."""
         if root is None:
             root = self._vt_main
         if root is None or root.done():
@@ -353,8 +363,17 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
             parent = ref() if ref is not None else None
             if parent is not None:
                 children.setdefault(parent, []).append(task)
+        served = [task for task in self._vt_serving_tasks if not task.done()]
+        if served and self._vt_raise_in_leaves(served, children, message):
+            return True
+        return self._vt_raise_in_leaves([root], children, message)
+
+    @staticmethod
+    def _vt_raise_in_leaves(
+        roots: list[Any], children: dict[Any, list[asyncio.Task[Any]]], message: str
+    ) -> bool:
         delivered = False
-        stack = [root]
+        stack = list(roots)
         while stack:
             task = stack.pop()
             kids = children.get(task)
@@ -383,7 +402,7 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
             or when <= now
             or not self.virtual_clock._may_jump_to(when)
             or self._vt_threads_busy()
-            or self._vt_real_io()
+            or (self._vt_real_io() and self._vt_real_wait.waited(now) < when - now)
         ):
             return now
         clock = self.virtual_clock
@@ -546,11 +565,7 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
             self._process_events(selector.select(_WAIT_SLICE))
             return False
         now = self.virtual_clock._now
-        real_now = time.perf_counter()  # wall-clock: real I/O is measured in real time
-        anchor = self._vt_anchor
-        if anchor is None or anchor[0] != now:
-            anchor = self._vt_anchor = (now, real_now)
-        remaining = (when - now) - (real_now - anchor[1])
+        remaining = (when - now) - self._vt_real_wait.waited(now)
         if remaining <= 0:
             return True
         events_ = selector.select(min(remaining, _WAIT_SLICE))

@@ -23,6 +23,8 @@ Backend = Literal["asyncio", "trio"]
 
 def backend_options(backend: str, clock: VirtualClock) -> dict[str, Any]:
     """anyio backend options that put ``backend`` on ``clock``."""
+    if not isinstance(clock, VirtualClock):
+        raise TypeError(f"clock must be a VirtualClock, not {clock!r}")
     if backend == "trio":
         return {"clock": clock.trio_clock()}
     if backend == "asyncio":

@@ -14,7 +14,6 @@ spinning on ``sleep(0)``) are counted from the run loop's own ``current_time()``
 from __future__ import annotations
 
 import math
-import time
 from collections.abc import Iterator
 from typing import Any, NoReturn
 
@@ -22,7 +21,7 @@ import trio
 import trio.testing
 from trio._core._run import GLOBAL_RUN_CONTEXT
 
-from ._clock import VirtualClock, VirtualTimeDeadlock
+from ._clock import RealWait, VirtualClock, VirtualTimeDeadlock
 
 _WAIT_SLICE = 0.25
 _FOREVER = 86400.0 * 365
@@ -108,7 +107,7 @@ class TrioVirtualClock(trio.abc.Clock):
     def __init__(self, owner: VirtualClock) -> None:
         self.virtual_clock = owner
         self._runner: Any = None
-        self._anchor: tuple[float, float] | None = None
+        self._real_wait = RealWait()  # real time stuck at one instant (real I/O pending)
         # busy-loop detection: clock reads, then run-loop iterations, since trio last idled
         self._reads = 0
         self._iters = 0
@@ -118,7 +117,7 @@ class TrioVirtualClock(trio.abc.Clock):
 
     def start_clock(self) -> None:
         runner = self._runner = GLOBAL_RUN_CONTEXT.runner
-        self._anchor = None
+        self._real_wait = RealWait()
         self._reads = self._iters = 0
         rng = self.virtual_clock._rng
         if rng is not None:  # seeded: this run's batches follow the clock's PRNG
@@ -162,7 +161,7 @@ class TrioVirtualClock(trio.abc.Clock):
             or when <= now
             or not owner._may_jump_to(when)
             or _threads_working(runner)
-            or _io_waiters(runner)
+            or (_io_waiters(runner) and self._real_wait.waited(now) < when - now)
         ):
             return now
         owner._set_now(owner._jump_target(when) if owner._rng is not None else when)
@@ -227,11 +226,7 @@ class TrioVirtualClock(trio.abc.Clock):
         if _io_waiters(runner):
             if not jumpable:
                 return _WAIT_SLICE
-            real_now = time.perf_counter()  # wall-clock: real I/O is measured in real time
-            anchor = self._anchor
-            if anchor is None or anchor[0] != now:
-                anchor = self._anchor = (now, real_now)
-            remaining = (when - now) - (real_now - anchor[1])
+            remaining = (when - now) - self._real_wait.waited(now)
             if remaining > 0:
                 return min(remaining, _WAIT_SLICE)
         # before jumping or declaring a deadlock, take in any I/O already delivered (trio's

@@ -1,13 +1,16 @@
-"""etcd adapter (aetcd's asyncio gRPC client; trio through a trio-asyncio bridge): RuntimeStore."""
+"""etcd adapter (aetcd's asyncio gRPC stubs; trio through a trio-asyncio bridge): RuntimeStore,
+and the authentication set-up through the client API (:func:`enable_auth`,
+:func:`grant_prefix`: a user whose role is limited to one store namespace)."""
 
 from __future__ import annotations
 
 from .._extras import explain
 
 try:
+    from ._admin import enable_auth, grant_prefix, prefix_range, revoke_prefix
     from .runtime_store import EtcdRuntimeStore
 except ModuleNotFoundError as _exc:  # aetcd missing: name the extra that installs it
     explain("etcd", _exc)
     raise
 
-__all__ = ["EtcdRuntimeStore"]
+__all__ = ["EtcdRuntimeStore", "enable_auth", "grant_prefix", "prefix_range", "revoke_prefix"]

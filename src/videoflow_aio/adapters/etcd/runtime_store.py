@@ -16,6 +16,11 @@
   loop per ``trio.run``; needs ``trio-asyncio``).
 - Every gRPC error is mapped onto ``videoflow_aio.contracts.errors`` in one place,
   :meth:`EtcdRuntimeStore._errors`.
+- Security (``_channel``): ``https://`` or ``tls=`` (a :class:`TLSConfig`: CA, client
+  certificate for mTLS), ``username``/``password`` (etcd's auth; the token is renewed when it
+  expires). A refused connection is ``AuthenticationFailed``, a key outside the user's roles
+  ``AccessDenied``; :func:`~videoflow_aio.adapters.etcd.grant_prefix` sets up a user whose
+  role is limited to the adapter's namespace.
 """
 
 from __future__ import annotations
@@ -24,14 +29,17 @@ import asyncio
 import contextlib
 import uuid
 from collections.abc import Iterator
+from functools import partial
 from types import TracebackType
 from typing import Any
 
 import anyio
 import grpc  # type: ignore[import-untyped]
-from aetcd import Client, rpc
+from aetcd import rpc
 
 from ...contracts.errors import (
+    AccessDenied,
+    AuthenticationFailed,
     BackendUnavailable,
     OutcomeUnknown,
     ValidationError,
@@ -47,7 +55,9 @@ from ...contracts.runtime_store import (
     make_version,
     version_number,
 )
+from .._security import Credentials, Secret, TLSConfig, as_secret, split_url
 from .._trio_bridge import Affinity, bridged
+from ._channel import EtcdChannel, classify, token_expired
 
 DEFAULT_MAX_REQUEST_BYTES = 1_572_864  # etcd --max-request-bytes default (1.5 MiB)
 _OVERHEAD = 1024  # txn framing, marker key, compare entries
@@ -119,16 +129,47 @@ class EtcdRuntimeStore(RuntimeStore):
         timeout: float = 5.0,
         max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES,
         outcome_window_seconds: float = 60.0,
+        tls: TLSConfig | None = None,
+        username: str | None = None,
+        password: str | Secret | None = None,
     ) -> None:
+        url, url_user, url_password = split_url(url)
+        if url_user is not None or url_password is not None:
+            raise ValidationError(
+                "etcd credentials go in username=/password=, not in the URL", field="url"
+            )
+        scheme = url.split("://", 1)[0].lower() if "://" in url else "http"
+        if tls is not None and not isinstance(tls, TLSConfig):
+            raise ValidationError(
+                "etcd takes a TLSConfig (gRPC needs the PEM files, not an ssl.SSLContext)",
+                field="tls",
+                value=type(tls).__name__,
+            )
+        if tls is None and scheme == "https":
+            tls = TLSConfig()  # the system's trust store
+        if (username is None) != (password is None):
+            raise ValidationError(
+                "etcd authentication takes both username and password (or neither: no auth, "
+                "or the client certificate's common name under --client-cert-auth)",
+                field="username" if username is None else "password",
+            )
+        creds = Credentials(username=username, password=as_secret(password, "password"))
         hostport = url.split("//", 1)[-1].rstrip("/")
         host, _, port = hostport.rpartition(":")
         self.url = url
+        self.username = username
         self._timeout = timeout
         self._max_request = max_request_bytes
         # larger values are refused up front: etcd would answer "request is too large"
         self._max_value = _max_value(max_request_bytes)
         self._window = max(2, int(outcome_window_seconds))
-        self._client = Client(host or "127.0.0.1", int(port or 2379), timeout=timeout)
+        self._client = EtcdChannel(
+            f"{host or '127.0.0.1'}:{int(port or 2379)}",
+            tls=tls,
+            credentials=creds,
+            timeout=timeout,
+        )
+        self._tls = tls is not None
         self.namespace = namespace
         self._ns = namespace.encode()
         self._k = self._ns + b"/k/"
@@ -146,14 +187,21 @@ class EtcdRuntimeStore(RuntimeStore):
             try:
                 with anyio.fail_after(self._timeout):
                     await self._client.connect()
+            except (AuthenticationFailed, AccessDenied):
+                await self._client.close()
+                raise
             except Exception as exc:
-                raise BackendUnavailable(f"etcd connect failed: {exc}", backend="etcd") from exc
+                await self._client.close()
+                raise BackendUnavailable(
+                    f"etcd connect failed: {type(exc).__name__}: {exc}",
+                    backend="etcd",
+                    applied=False,
+                ) from exc
             self._connected = True
         return self._client.kvstub
 
     async def aclose(self) -> None:
-        with contextlib.suppress(Exception):
-            await self._client.close()
+        await self._client.close()
         self._connected = False
 
     async def __aenter__(self) -> EtcdRuntimeStore:
@@ -180,6 +228,9 @@ class EtcdRuntimeStore(RuntimeStore):
         try:
             yield
         except grpc.aio.AioRpcError as exc:
+            typed = classify(exc, what, tls=self._tls)
+            if typed is not None:  # refused before applying: nothing to resolve
+                raise typed from exc
             details = exc.details() or ""
             if "request is too large" in details or "larger than max" in details:
                 raise ValidationError(
@@ -199,9 +250,11 @@ class EtcdRuntimeStore(RuntimeStore):
         """A read-only RPC (or a definite one) with the deadline; errors mapped."""
         stub = await self._stub()
         with self._errors(what):
-            return await _rpc(
-                getattr(stub, method)(
-                    request, timeout=self._timeout, metadata=self._client.metadata
+            return await self._client.call(
+                lambda: _rpc(
+                    getattr(stub, method)(
+                        request, timeout=self._timeout, metadata=self._client.metadata
+                    )
                 )
             )
 
@@ -215,11 +268,13 @@ class EtcdRuntimeStore(RuntimeStore):
                 return self._lease
             await self._stub()
             with self._errors("lease grant"):
-                resp = await _rpc(
-                    self._client.leasestub.LeaseGrant(
-                        rpc.LeaseGrantRequest(TTL=2 * self._window),
-                        timeout=self._timeout,
-                        metadata=self._client.metadata,
+                resp = await self._client.call(
+                    lambda: _rpc(
+                        self._client.leasestub.LeaseGrant(
+                            rpc.LeaseGrantRequest(TTL=2 * self._window),
+                            timeout=self._timeout,
+                            metadata=self._client.metadata,
+                        )
                     )
                 )
             self._lease = int(resp.ID)
@@ -247,6 +302,17 @@ class EtcdRuntimeStore(RuntimeStore):
             with self._errors(what, write=True):
                 # shielded: a cancelled caller leaves the RPC running, so its outcome can be
                 # settled
+                try:
+                    return await asyncio.shield(call)
+                except grpc.aio.AioRpcError as exc:
+                    if not token_expired(exc):
+                        raise
+                # the token expired: etcd refused the Txn before proposing it; the same
+                # request (same marker) goes again with a fresh token
+                await self._client.authenticate()
+                call = asyncio.ensure_future(
+                    stub.Txn(request, timeout=self._timeout, metadata=self._client.metadata)
+                )
                 return await asyncio.shield(call)
         except ReplyLost as lost:
             cause = lost.__cause__ or lost
@@ -280,16 +346,13 @@ class EtcdRuntimeStore(RuntimeStore):
     async def _resolve(self, marker: bytes, lease: int) -> int | None:
         """Fence ``marker`` if absent (→ None) or return the revision that applied it."""
         stub = await self._stub()
-        resp = await _rpc(
-            stub.Txn(
-                rpc.TxnRequest(
-                    compare=[_compare(marker, "create", 0)],
-                    success=[_put(marker, b"f", lease)],
-                    failure=[_range(marker)],
-                ),
-                timeout=self._timeout,
-                metadata=self._client.metadata,
-            )
+        request = rpc.TxnRequest(
+            compare=[_compare(marker, "create", 0)],
+            success=[_put(marker, b"f", lease)],
+            failure=[_range(marker)],
+        )
+        resp = await self._client.call(
+            lambda: _rpc(stub.Txn(request, timeout=self._timeout, metadata=self._client.metadata))
         )
         if resp.succeeded:
             return None
@@ -350,15 +413,18 @@ class EtcdRuntimeStore(RuntimeStore):
             request = rpc.RangeRequest(limit=limit, **fields)
             with self._errors(what):
                 try:
-                    resp = await _rpc(
-                        stub.Range(request, timeout=self._timeout, metadata=self._client.metadata)
-                    )
+                    resp = await self._client.call(partial(self._range_rpc, stub, request))
                 except grpc.aio.AioRpcError as exc:
                     if exc.code() != grpc.StatusCode.RESOURCE_EXHAUSTED or limit == 1:
                         raise
                     limit = max(1, limit // 2)
                     continue
             return resp, limit
+
+    async def _range_rpc(self, stub: Any, request: Any) -> Any:
+        return await _rpc(
+            stub.Range(request, timeout=self._timeout, metadata=self._client.metadata)
+        )
 
     async def scan(self, prefix: str) -> list[tuple[str, bytes, str]]:
         start = self._k + check_prefix(prefix).encode()

@@ -6,11 +6,19 @@
   no leases, bounded client queues with slow-consumer drops reported.
 * :class:`JetStreamAdmin` — an administrator's own connection: purge, delete a message or a
   subscription's consumer, read the server's raw state (out of band, as the ``nats`` CLI).
+* :func:`jetstream_permissions` / :func:`core_permissions` — the least-privilege permissions
+  a backend's user needs (``docs/security.md``).
 """
 
 from __future__ import annotations
 
 from .._extras import explain
+from ._permissions import (
+    core_permissions,
+    jetstream_permissions,
+    merge_permissions,
+    permissions_config,
+)
 
 try:
     from .admin import JetStreamAdmin
@@ -20,4 +28,12 @@ except ModuleNotFoundError as _exc:  # nats-py missing: name the extra that inst
     explain("nats", _exc)
     raise
 
-__all__ = ["CoreNatsMessagingBackend", "JetStreamAdmin", "JetStreamMessagingBackend"]
+__all__ = [
+    "CoreNatsMessagingBackend",
+    "JetStreamAdmin",
+    "JetStreamMessagingBackend",
+    "core_permissions",
+    "jetstream_permissions",
+    "merge_permissions",
+    "permissions_config",
+]

@@ -20,6 +20,7 @@ import msgspec
 import nats.errors
 
 from ...contracts.errors import BackendUnavailable, IncompatibleProfile, VideoflowError
+from . import _security
 
 _json_encode = msgspec.json.Encoder().encode
 _json_decode = msgspec.json.Decoder().decode
@@ -117,10 +118,13 @@ async def request(
     nc: Any, subject: str, payload: bytes, seconds: float, headers: Any = None
 ) -> Any:
     """``nc.request`` with nats-py's exceptions mapped to :class:`CallFailed` (hot path: a
-    plain ``try``, the mapping only runs on failure)."""
+    plain ``try``, the mapping only runs on failure); a request the server refused for the
+    user's permissions is :class:`AccessDenied` instead of no answer."""
+    start = _security.mark(nc)
     try:
         return await nc.request(subject, payload, timeout=seconds, headers=headers)
     except nats.errors.Error as exc:
+        _security.raise_if_denied(nc, subject, start, "request")
         raise call_failed(exc, subject, seconds) from exc
 
 
@@ -135,10 +139,11 @@ async def publish(
 
 
 async def flushed(nc: Any, seconds: float) -> None:
-    """``nc.flush`` (a round trip: the server has everything sent before) with nats-py's
-    exceptions, and a bare timeout, mapped to :class:`CallFailed`."""
+    """A round trip (the server has everything sent before: ``_security.round_trip``, as
+    nats-py's ``flush`` alone can overtake commands still queued) with nats-py's exceptions,
+    and a bare timeout, mapped to :class:`CallFailed`."""
     try:
-        await nc.flush(timeout=seconds)
+        await _security.round_trip(nc, seconds)
     except (nats.errors.Error, TimeoutError) as exc:
         raise call_failed(exc, "flush", seconds) from exc
 

@@ -3,6 +3,9 @@
 * :func:`connect` fails fast and names the cause: every seed URL is tried once within
   ``connect_timeout`` each; when all failed, :class:`BackendUnavailable` names the URLs and the
   last error (nats-py alone would keep retrying an unreachable server for as long as allowed).
+  A refused client (credentials, certificates, TLS on one side only) is
+  :class:`AuthenticationFailed` at the first refusal, with TLS and credentials from a
+  :class:`~._security.NatsAuth` (``_security``).
 * :class:`Client` holds the connection (made on first use, on the loop of that use), the pull
   inbox, the per-channel and per-subscription state, and the administrator watch:
   :class:`AuditWatch` follows the server's JetStream API audit advisories live and remembers,
@@ -25,10 +28,10 @@ import nats
 import nats.errors
 import sniffio
 
-from ...contracts.errors import BackendUnavailable, Unsupported
+from ...contracts.errors import AuthenticationFailed, BackendUnavailable, Unsupported
 from ...contracts.messaging import ChannelId, SubscriptionId
 from ...observe import ObservationLog
-from . import _api
+from . import _api, _security
 from ._api import ApiError
 from ._ledger import parse_ts
 from ._names import AUDIT, Names
@@ -60,9 +63,15 @@ class _GiveUp(Exception):
     """Raised from nats-py's error callback once every seed URL failed its first attempt."""
 
 
-async def connect(opts: dict[str, Any], servers: Sequence[str], connect_timeout: float) -> Any:
+async def connect(
+    opts: dict[str, Any],
+    servers: Sequence[str],
+    connect_timeout: float,
+    auth: _security.NatsAuth | None = None,
+) -> Any:
     """``nats.connect`` that tries each of ``servers`` once (``connect_timeout`` each) and
-    raises :class:`BackendUnavailable` naming the URLs and the cause when none answers.
+    raises :class:`BackendUnavailable` naming the URLs and the cause when none answers, or
+    :class:`AuthenticationFailed` when one refused the client (``auth``: TLS, credentials).
 
     ``opts['error_cb']``, if given, still sees every error; after the connection is made the
     reconnect policy in ``opts`` applies as usual.
@@ -70,8 +79,11 @@ async def connect(opts: dict[str, Any], servers: Sequence[str], connect_timeout:
     causes: list[str] = []
     user_cb = opts.get("error_cb")
     connected = False
+    auth = auth or _security.NatsAuth()
+    nc = _security.new_client(auth)
 
     async def on_error(exc: Exception) -> None:
+        _security.on_error(nc, exc, auth, connected=connected)
         if user_cb is not None:
             await user_cb(exc)
         if connected:
@@ -84,13 +96,18 @@ async def connect(opts: dict[str, Any], servers: Sequence[str], connect_timeout:
     where = ", ".join(servers)
     try:
         with anyio.fail_after(budget):
-            nc = await nats.connect(**{**opts, "error_cb": on_error})
+            await nc.connect(**{**opts, **auth.options(), "error_cb": on_error})
+    except AuthenticationFailed:
+        await _security.discard(nc)
+        raise
     except TimeoutError as exc:
+        await _security.discard(nc)
         cause = causes[-1] if causes else f"no answer within {budget:g} s"
         raise BackendUnavailable(
             f"cannot connect to NATS at {where}: {cause}", backend="nats"
         ) from exc
     except Exception as exc:  # nats-py raises assorted errors (OSError, NoServersError…)
+        await _security.discard(nc)
         cause = causes[-1] if causes else f"{type(exc).__name__}: {exc}"
         raise BackendUnavailable(
             f"cannot connect to NATS at {where}: {cause}", backend="nats"
@@ -182,8 +199,10 @@ class Client:
         buffer_while_disconnected: bool,
         connect_options: dict[str, Any],
         log: ObservationLog | None,
+        auth: _security.NatsAuth | None = None,
     ) -> None:
         self.servers = servers
+        self.auth = auth
         self.names = names
         self.request_timeout = request_timeout
         self.connect_timeout = connect_timeout
@@ -232,11 +251,20 @@ class Client:
             if not self.buffer_while_disconnected:
                 opts["pending_size"] = 0
             opts.update(self.connect_options)
-            nc = await connect(opts, self.servers, self.connect_timeout)
+            nc = await connect(opts, self.servers, self.connect_timeout, self.auth)
             self.inbox = nc.new_inbox()
             try:
+                start = _security.mark(nc)
                 self.inbox_sub = await nc.subscribe(f"{self.inbox}.*", cb=self.on_pull_reply)
                 await self.audit.start(nc)
+                # the server refuses a subscription only asynchronously: confirm both
+                await _security.check_subscribe(
+                    nc, (f"{self.inbox}.*", AUDIT), start, "subscribe", self.request_timeout
+                )
+            except BackendUnavailable:  # refused, or not confirmed
+                with contextlib.suppress(Exception):
+                    await nc.close()
+                raise
             except nats.errors.Error as exc:
                 with contextlib.suppress(Exception):
                     await nc.close()

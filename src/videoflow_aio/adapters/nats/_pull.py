@@ -23,7 +23,7 @@ import nats.errors
 
 from ...contracts.errors import BackendUnavailable, NotFound, ValidationError
 from ...contracts.messaging import Delivery, DeliveryToken, SubscriptionId
-from . import _api, _codec, _settle
+from . import _api, _codec, _security, _settle
 from ._api import unavailable
 from ._connection import Client, loop_time
 from ._ledger import parse_ts
@@ -111,6 +111,7 @@ async def pull(
     body = {"batch": batch, "max_bytes": max_bytes, "no_wait": True, "expires": int(expires * NS)}
     subject = f"$JS.API.CONSUMER.MSG.NEXT.{st.stream}.{st.consumer}"
     limit = now + expires + c.request_timeout
+    start = _security.mark(nc)
     try:
         await nc.publish(subject, _api.encode(body), reply=f"{c.inbox}.{token}")
         await _until(p.first, limit)
@@ -118,6 +119,8 @@ async def pull(
             # the rest of a burst arrives together; a request blocked by the shared credit
             # (max_ack_pending) would wait for its expiry, so do not wait for its status
             await _until(p.done, min(limit, loop_time() + LINGER))
+        if p.status is None and not p.msgs:  # an empty pull may be a refused one
+            _security.raise_if_denied(nc, subject, start, "receive")
     except nats.errors.Error as exc:
         p.status = ("error", f"{type(exc).__name__}: {exc}")
     finally:

@@ -35,7 +35,7 @@ from typing import Any
 
 import msgspec
 
-from ...contracts.errors import ValidationError
+from ...contracts.errors import AccessDenied, ValidationError
 from ...contracts.messaging import (
     Completed,
     Delivery,
@@ -50,7 +50,7 @@ from ...contracts.messaging import (
     SettleUnknown,
     Terminal,
 )
-from . import _api, _codec
+from . import _api, _codec, _security
 from ._api import ApiError, CallFailed, NoResponders
 from ._connection import Client, loop_time
 from ._names import ADV_NAKED, METRIC_ACK
@@ -83,12 +83,19 @@ class Evidence:
         self.waiting: dict[tuple[bool, int, int], asyncio.Event] = {}
         self.subs: list[Any] = []
 
-    async def start(self, nc: Any, stream: str, consumer: str) -> None:
-        for subject, nak in (
-            (f"{METRIC_ACK}.{stream}.{consumer}", False),
-            (f"{ADV_NAKED}.{stream}.{consumer}", True),
-        ):
+    async def start(self, nc: Any, stream: str, consumer: str, seconds: float) -> None:
+        subjects = (f"{METRIC_ACK}.{stream}.{consumer}", f"{ADV_NAKED}.{stream}.{consumer}")
+        start = _security.mark(nc)
+        for subject, nak in zip(subjects, (False, True), strict=True):
             self.subs.append(await nc.subscribe(subject, cb=self._recorder(nak)))
+        # refused (permissions), the evidence never comes and every settle would look stale
+        try:
+            await _security.check_subscribe(nc, subjects, start, "subscribe", seconds, strict=False)
+        except AccessDenied:
+            for s in self.subs:
+                with contextlib.suppress(Exception):
+                    await s.unsubscribe()
+            raise
 
     def _recorder(self, nak: bool) -> Any:
         async def record(msg: Any) -> None:  # no await inside: one queue item at a time
@@ -118,7 +125,7 @@ async def evidence(c: Client, st: SubState) -> Evidence:
     if ev is None:
         nc = await c.conn()
         ev = Evidence()
-        await ev.start(nc, st.stream, st.consumer)
+        await ev.start(nc, st.stream, st.consumer, c.request_timeout)
         st.evidence = ev
     assert isinstance(ev, Evidence)
     return ev

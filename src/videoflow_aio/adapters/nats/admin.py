@@ -11,14 +11,17 @@ From trio it runs on the run's trio-asyncio loop like the backends (``_trio_brid
 
 from __future__ import annotations
 
+import ssl
 from collections.abc import Sequence
 from typing import Any
 
 from ...contracts.messaging import ChannelId, SubscriptionId
+from .._security import Secret, TLSConfig
 from .._trio_bridge import Affinity, bridged
 from . import _api, _channels
 from ._connection import connect, on_asyncio_side
 from ._names import Names
+from ._security import NatsAuth
 
 
 @bridged
@@ -33,8 +36,22 @@ class JetStreamAdmin:
         stream_prefix: str = "VF",
         subject_prefix: str = "vf",
         request_timeout: float = 5.0,
+        tls: TLSConfig | ssl.SSLContext | None = None,
+        username: str | None = None,
+        password: str | Secret | None = None,
+        token: str | Secret | None = None,
+        nkey_seed_file: str | None = None,
+        creds_file: str | None = None,
     ) -> None:
-        self.servers = [url] if isinstance(url, str) else list(url)
+        self.servers, self._auth = NatsAuth.from_args(
+            [url] if isinstance(url, str) else list(url),
+            tls=tls,
+            username=username,
+            password=password,
+            token=token,
+            nkey_seed_file=nkey_seed_file,
+            creds_file=creds_file,
+        )
         self.names = Names(stream_prefix, subject_prefix)
         self.request_timeout = request_timeout
         self._nc: Any = None
@@ -44,7 +61,7 @@ class JetStreamAdmin:
         on_asyncio_side()
         if self._nc is None or self._nc.is_closed:
             opts = {"servers": self.servers, "allow_reconnect": True, "max_reconnect_attempts": -1}
-            self._nc = await connect(opts, self.servers, min(self.request_timeout, 2.0))
+            self._nc = await connect(opts, self.servers, min(self.request_timeout, 2.0), self._auth)
         return self._nc
 
     async def _api(self, subject: str, body: dict[str, Any] | None = None) -> dict[str, Any]:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import ssl
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -24,6 +25,7 @@ import nats.errors
 
 from ...contracts import Known, Unknown
 from ...contracts.errors import (
+    AccessDenied,
     BackendUnavailable,
     NotFound,
     Unsupported,
@@ -61,11 +63,13 @@ from ...contracts.messaging import (
     check_immutable,
     matches,
 )
+from .._security import Secret, TLSConfig
 from .._trio_bridge import Affinity, bridged
-from . import _api
+from . import _api, _security
 from ._api import CallFailed, NotSent
 from ._connection import connect, loop_time, on_asyncio_side
 from ._names import Names
+from ._security import NatsAuth
 
 
 @dataclass
@@ -103,7 +107,9 @@ class _CoreChan:
 
 @bridged
 class CoreNatsMessagingBackend(MessagingBackend):
-    """The messaging contract's ``core_only`` profile on plain NATS at ``url``."""
+    """The messaging contract's ``core_only`` profile on plain NATS at ``url``; security
+    arguments as :class:`~videoflow_aio.adapters.nats.JetStreamMessagingBackend`'s (least
+    privilege: :func:`~videoflow_aio.adapters.nats.core_permissions`)."""
 
     def __init__(
         self,
@@ -113,12 +119,26 @@ class CoreNatsMessagingBackend(MessagingBackend):
         client_queue_limit: int = 64,
         max_payload_bytes: int = 8388608,
         request_timeout: float = 5.0,
+        tls: TLSConfig | ssl.SSLContext | None = None,
+        username: str | None = None,
+        password: str | Secret | None = None,
+        token: str | Secret | None = None,
+        nkey_seed_file: str | None = None,
+        creds_file: str | None = None,
     ) -> None:
         if client_queue_limit < 1:
             raise ValidationError("client_queue_limit must be >= 1", field="client_queue_limit")
         if max_payload_bytes < 1:
             raise ValidationError("max_payload_bytes must be >= 1", field="max_payload_bytes")
-        self.servers = [url] if isinstance(url, str) else list(url)
+        self.servers, self._auth = NatsAuth.from_args(
+            [url] if isinstance(url, str) else list(url),
+            tls=tls,
+            username=username,
+            password=password,
+            token=token,
+            nkey_seed_file=nkey_seed_file,
+            creds_file=creds_file,
+        )
         self.names = Names("VF", subject_prefix)
         self.client_queue_limit = client_queue_limit
         self.max_payload_bytes = max_payload_bytes
@@ -143,7 +163,7 @@ class CoreNatsMessagingBackend(MessagingBackend):
             "error_cb": self._on_error,
             "reconnected_cb": self._on_reconnected,
         }
-        self._nc = await connect(opts, self.servers, min(self.request_timeout, 2.0))
+        self._nc = await connect(opts, self.servers, min(self.request_timeout, 2.0), self._auth)
         return self._nc
 
     async def _on_error(self, exc: Exception) -> None:
@@ -231,6 +251,7 @@ class CoreNatsMessagingBackend(MessagingBackend):
         subject = self.names.filter(spec.channel, spec.kind, spec.partition)
         queue = self.names.consumer(spec.id) if spec.competing else ""
         sub = _CoreSub(spec)
+        start = _security.mark(nc)
         try:
             try:
                 sub.nsub = await nc.subscribe(
@@ -245,10 +266,13 @@ class CoreNatsMessagingBackend(MessagingBackend):
             # attached means the server has it: a publication from another connection after
             # this returns reaches the subscription (the SUB alone may still be in flight)
             await _api.flushed(nc, self.request_timeout)
-        except CallFailed as exc:
+            _security.raise_if_denied(nc, subject, start, "subscribe")  # refused asynchronously
+        except (CallFailed, AccessDenied) as exc:
             if sub.nsub is not None:
                 with contextlib.suppress(Exception):
                     await sub.nsub.unsubscribe()
+            if isinstance(exc, AccessDenied):
+                raise
             raise BackendUnavailable(f"cannot subscribe {spec.id}: {exc}", backend="nats") from exc
         self._subs[spec.id] = sub
         self._by_sid[sub.nsub._id] = sub
@@ -273,13 +297,17 @@ class CoreNatsMessagingBackend(MessagingBackend):
         hdrs = {"Vf-Pid": pid}
         if envelope.event_id != pid:
             hdrs["Vf-Event"] = envelope.event_id
+        start = _security.mark(nc)
         try:
             await _api.publish(nc, subject, envelope.body, headers=hdrs)
             await _api.flushed(nc, max(deadline - now, 0.001))
         except NotSent as exc:
             return Rejected(pid, str(exc))
         except CallFailed as exc:
+            _security.raise_if_denied(nc, subject, start, "publish")
             return PublicationUnknown(pid, f"no flush confirmation before the deadline: {exc}")
+        # the server drops a refused publish and says so before its answer to the round trip
+        _security.raise_if_denied(nc, subject, start, "publish")
         ch.seq += 1
         for sub in self._subs.values():
             if sub.spec.channel == envelope.channel and matches(sub.spec, envelope):

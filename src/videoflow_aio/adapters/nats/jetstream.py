@@ -27,6 +27,7 @@ and the advisory followers live.
 
 from __future__ import annotations
 
+import ssl
 from collections.abc import Sequence
 from typing import Any
 
@@ -55,10 +56,12 @@ from ...contracts.messaging import (
     validate_control_write,
 )
 from ...observe import ObservationLog
+from .._security import Secret, TLSConfig
 from .._trio_bridge import Affinity, bridged
 from . import _channels, _observe, _profiles, _publish, _pull, _settle, _subscriptions
 from ._connection import Client
 from ._names import Names
+from ._security import NatsAuth
 
 
 @bridged
@@ -84,6 +87,11 @@ class JetStreamMessagingBackend(MessagingBackend):
     * ``replication_factor``: the most replicas a channel may ask for (the cluster's size).
     * ``log``: an observation log for what the contract's answers cannot carry (a settle the
       server lost and the adapter re-applied: ``settle_forgotten``).
+    * security: ``tls`` (a :class:`~videoflow_aio.adapters.TLSConfig` or ``ssl.SSLContext``;
+      ``tls://`` URLs imply it), and one of ``username``/``password``, ``token``,
+      ``nkey_seed_file``, ``creds_file`` (or the URL's user info, taken out of it). A refused
+      connection is ``AuthenticationFailed``; a subject the user may not use ``AccessDenied``
+      (``adapters.nats._security``; least privilege: :func:`jetstream_permissions`).
     """
 
     def __init__(
@@ -104,6 +112,12 @@ class JetStreamMessagingBackend(MessagingBackend):
         buffer_while_disconnected: bool = False,
         connect_options: dict[str, Any] | None = None,
         log: ObservationLog | None = None,
+        tls: TLSConfig | ssl.SSLContext | None = None,
+        username: str | None = None,
+        password: str | Secret | None = None,
+        token: str | Secret | None = None,
+        nkey_seed_file: str | None = None,
+        creds_file: str | None = None,
     ) -> None:
         for name, value in (
             ("request_timeout", request_timeout),
@@ -119,7 +133,15 @@ class JetStreamMessagingBackend(MessagingBackend):
         ):
             if value < low:
                 raise ValidationError(f"{name} must be >= {low}", field=name, value=value)
-        servers = [url] if isinstance(url, str) else list(url)
+        servers, auth = NatsAuth.from_args(
+            [url] if isinstance(url, str) else list(url),
+            tls=tls,
+            username=username,
+            password=password,
+            token=token,
+            nkey_seed_file=nkey_seed_file,
+            creds_file=creds_file,
+        )
         self.names = Names(stream_prefix, subject_prefix)
         self.request_timeout = float(request_timeout)
         self.max_payload_bytes = max_payload_bytes
@@ -137,6 +159,7 @@ class JetStreamMessagingBackend(MessagingBackend):
             buffer_while_disconnected=buffer_while_disconnected,
             connect_options=dict(connect_options or {}),
             log=log,
+            auth=auth,
         )
         self._c.on_pull_reply = _pull.on_reply(self._c)
         self._side = Affinity()  # asyncio: direct; trio: across the trio-asyncio bridge

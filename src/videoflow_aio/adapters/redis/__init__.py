@@ -1,9 +1,10 @@
 """Redis adapters (redis-py asyncio client; trio through a trio-asyncio bridge): RuntimeStore and
-PayloadStore."""
+PayloadStore, and :func:`acl_rules`, the least-privilege ACL they run under."""
 
 from __future__ import annotations
 
 from .._extras import explain
+from ._acl import acl_commands, acl_rules
 
 try:
     from .payload import RedisPayloadStore
@@ -12,4 +13,4 @@ except ModuleNotFoundError as _exc:  # redis-py missing: name the extra that ins
     explain("redis", _exc)
     raise
 
-__all__ = ["RedisPayloadStore", "RedisRuntimeStore"]
+__all__ = ["RedisPayloadStore", "RedisRuntimeStore", "acl_commands", "acl_rules"]

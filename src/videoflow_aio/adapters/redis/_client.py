@@ -6,6 +6,12 @@
   adapter's decision to make; writes are resolved instead (:meth:`RedisConnection.write`).
 - Every redis-py exception is mapped onto ``videoflow_aio.contracts.errors`` (cause chained)
   in one place, :func:`map_exceptions`.
+- Security (``_security``): TLS from ``rediss://`` or ``tls=`` (a :class:`TLSConfig` or an
+  ``ssl.SSLContext``), ACL user and password from arguments or the URL's user info (the URL
+  kept and printed is stripped of it). A connection that cannot be opened (refused, TLS
+  handshake, AUTH) fails inside the pool, before any command is sent: the refusal is
+  classified there (:class:`AuthenticationFailed` with its ``reason``) and a write is known
+  not to have applied. A command the ACL refuses is :class:`AccessDenied`.
 
 Ambiguous writes: every write script takes a request id and leaves a short-lived marker key
 ``<ns>:op:<rid>`` when it applies (``c``, or a result such as a log number). A write whose
@@ -20,17 +26,37 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
+import socket
+import ssl
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import anyio
 from redis import exceptions as rexc
 from redis.asyncio import ConnectionPool, Redis
+from redis.asyncio.connection import Connection
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 
-from ...contracts.errors import BackendUnavailable, OutcomeUnknown
+from ...contracts.errors import (
+    AccessDenied,
+    AuthenticationFailed,
+    BackendUnavailable,
+    OutcomeUnknown,
+    ValidationError,
+)
+from .._security import (
+    PROBE_SECONDS,
+    Credentials,
+    Secret,
+    TLSConfig,
+    as_secret,
+    diagnose_tls,
+    probe_seconds,
+    split_url,
+    tls_failure,
+)
 from .._trio_bridge import Affinity
 from .._watchdog import Watchdog
 
@@ -48,6 +74,26 @@ return false
 
 _POOL_EXHAUSTED = "No connection available"
 _CONNECT_FAILED = "connecting to"  # redis-py: "Error 111 connecting to host:port. …"
+# what Redis answers to AUTH / HELLO … AUTH, by AuthenticationFailed reason
+_AUTH_TEXTS = (
+    ("without any password configured", "auth-not-enabled"),
+    ("invalid username-password", "bad-credentials"),
+    ("invalid password", "bad-credentials"),
+    ("authentication required", "credentials-required"),
+    ("already authenticated", "credentials-required"),
+)
+# a command (or a script's command) the ACL refused
+_DENIED_TEXTS = ("no permissions to", "user executing the script can't", "NOPERM")
+
+
+class NotSent(rexc.ConnectionError):
+    """Internal: no connection could be had (refused, TLS, AUTH, pool exhausted); no command
+    was sent. ``security`` is the AuthenticationFailed reason when the server or the TLS
+    stack refused the client, else None."""
+
+    def __init__(self, message: str, security: str | None = None) -> None:
+        super().__init__(message)
+        self.security = security
 
 
 class ReplyLost(Exception):
@@ -82,14 +128,51 @@ class WaitingConnectionPool(ConnectionPool):
                 async with asyncio.timeout(self.wait_timeout):
                     await self._slots.acquire()
             except TimeoutError as err:
-                raise rexc.ConnectionError(f"{_POOL_EXHAUSTED}.") from err
+                raise NotSent(f"{_POOL_EXHAUSTED}.") from err
         else:
             await self._slots.acquire()
         try:
             return await super().get_connection(*args, **kwargs)  # type: ignore[no-untyped-call]
+        except (rexc.RedisError, OSError) as exc:
+            self._slots.release()
+            reason = await self._diagnose(exc)
+            raise NotSent(f"{type(exc).__name__}: {exc}", reason) from exc
         except BaseException:
             self._slots.release()
             raise
+
+    async def ensure_connection(self, connection: Any) -> None:
+        try:
+            await super().ensure_connection(connection)  # type: ignore[no-untyped-call]
+        except BaseException:
+            # a refused handshake (TLS) can leave the socket open in redis-py
+            with contextlib.suppress(Exception):
+                await connection.disconnect(nowait=True)
+            raise
+
+    async def _diagnose(self, exc: BaseException) -> str | None:
+        """Why opening a connection failed, when it is a security refusal (else None)."""
+        if isinstance(exc, rexc.AuthenticationError):
+            text = str(exc).lower()
+            return next((r for t, r in _AUTH_TEXTS if t in text), "bad-credentials")
+        reason = tls_failure(exc)
+        if reason is not None:
+            return reason
+        kw = self.connection_kwargs
+        tls = kw.get("tls_context") is not None
+        host, port = kw["host"], kw["port"]
+        timed_out = isinstance(exc, rexc.TimeoutError | TimeoutError) or (
+            "handshake is taking longer" in str(exc)
+        )
+        seconds = probe_seconds(self.wait_timeout)
+        if tls and timed_out:
+            # a plain server waits for a command end that a TLS ClientHello never sends
+            return "tls-not-offered" if await _answers_plain(host, port, seconds) else None
+        # a TLS server drops a plain client; TLS 1.3: a refused client certificate's alert
+        # races the first command and may arrive as a reset
+        return await diagnose_tls(
+            host, port, kw.get("tls_context"), kw.get("server_hostname") or None, seconds
+        )
 
     async def release(self, connection: Any) -> None:
         try:
@@ -98,7 +181,121 @@ class WaitingConnectionPool(ConnectionPool):
             self._slots.release()
 
 
-def make_client(url: str, *, protocol: int, max_connections: int, timeout: float) -> Redis:
+_PROBE_SECONDS = PROBE_SECONDS
+
+
+async def _answers_plain(host: str, port: int, seconds: float) -> bool:
+    """True when the server at ``host:port`` answers a plain-text PING (a reply or an error)."""
+    try:
+        async with asyncio.timeout(seconds):
+            reader, writer = await asyncio.open_connection(host, port)
+            try:
+                writer.write(b"PING\r\n")
+                first = await reader.read(1)
+            finally:
+                writer.close()
+                with contextlib.suppress(OSError):
+                    await writer.wait_closed()
+    except (OSError, TimeoutError):
+        return False
+    return first in (b"+", b"-")
+
+
+class TLSConnection(Connection):
+    """A redis.asyncio connection over TLS with a given ``ssl.SSLContext`` (redis-py's own
+    ``SSLConnection`` builds its context from file names only)."""
+
+    def __init__(
+        self, *, tls_context: ssl.SSLContext, server_hostname: str | None = None, **kw: Any
+    ) -> None:
+        super().__init__(**kw)
+        self.tls_context = tls_context
+        self.server_hostname = server_hostname
+
+    def _connection_arguments(self) -> Mapping[str, Any]:
+        kwargs = dict(super()._connection_arguments())
+        kwargs["ssl"] = self.tls_context
+        if self.server_hostname is not None:
+            kwargs["server_hostname"] = self.server_hostname
+        return kwargs
+
+    async def _connect(self) -> None:
+        # asyncio's own handshake timeout closes the socket; a cancelled handshake (redis-py
+        # wraps the whole connect in a timeout) leaks it
+        limit = float(self.socket_connect_timeout or 5.0)
+        async with asyncio.timeout(limit + _PROBE_SECONDS):
+            reader, writer = await asyncio.open_connection(
+                **self._connection_arguments(), ssl_handshake_timeout=limit
+            )
+        self._reader, self._writer = reader, writer
+        sock = writer.transport.get_extra_info("socket")
+        if sock is not None:
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+    async def disconnect(self, nowait: bool = False, **kwargs: Any) -> None:  # type: ignore[override]
+        # a graceful TLS close waits for the server's close_notify (redis-py bounds the wait
+        # and then leaves the socket to the garbage collector): every reply was read, so the
+        # transport is aborted instead
+        writer = self._writer
+        if writer is not None:
+            writer.transport.abort()
+        await super().disconnect(nowait=True, **kwargs)
+
+
+def client_settings(
+    url: str,
+    tls: TLSConfig | ssl.SSLContext | None,
+    username: str | None,
+    password: str | Secret | None,
+) -> tuple[str, ssl.SSLContext | None, str | None, Credentials]:
+    """``(URL without user info, TLS context, server name, credentials)`` from an adapter's
+    arguments: ``rediss://`` or ``tls=`` turns TLS on; user and password come from the
+    arguments or the URL (not both)."""
+    clean, url_user, url_password = split_url(url)
+    scheme = clean.split("://", 1)[0].lower()
+    if scheme not in ("redis", "rediss"):
+        raise ValidationError(
+            "url must be redis://… or rediss://… (unix sockets are not offered)",
+            field="url",
+            value=clean,
+        )
+    for name, arg, given in (
+        ("username", username, url_user),
+        ("password", password, url_password),
+    ):
+        if arg is not None and given is not None:
+            raise ValidationError(f"{name} given both as an argument and in the URL", field=name)
+    creds = Credentials(
+        username=username if username is not None else url_user,
+        password=as_secret(password if password is not None else url_password, "password"),
+    )
+    context: ssl.SSLContext | None
+    hostname = None
+    if isinstance(tls, ssl.SSLContext):
+        context = tls
+    elif isinstance(tls, TLSConfig):
+        context, hostname = tls.context(), tls.server_hostname
+    elif tls is None:
+        context = TLSConfig().context() if scheme == "rediss" else None
+    else:
+        raise ValidationError(
+            "tls must be a TLSConfig, an ssl.SSLContext or None", field="tls", value=type(tls)
+        )
+    if scheme == "rediss":
+        clean = "redis" + clean[len("rediss") :]
+    return clean, context, hostname, creds
+
+
+def make_client(
+    url: str,
+    *,
+    protocol: int,
+    max_connections: int,
+    timeout: float,
+    tls: ssl.SSLContext | None = None,
+    server_hostname: str | None = None,
+    credentials: Credentials | None = None,
+) -> Redis:
     """A redis.asyncio client on a waiting pool with retries off and ``protocol`` pinned.
 
     ``timeout`` bounds the wait for a pooled connection and the connect; each command's
@@ -107,6 +304,18 @@ def make_client(url: str, *, protocol: int, max_connections: int, timeout: float
     ``asyncio.wait_for``, a task per call; an anyio cancel scope per call cost about a quarter
     of CAS throughput here, ``asyncio.timeout`` about a tenth).
     """
+    extra: dict[str, Any] = {}
+    if tls is not None:
+        extra = {
+            "connection_class": TLSConnection,
+            "tls_context": tls,
+            "server_hostname": server_hostname,
+        }
+    creds = credentials or Credentials()
+    if creds.username is not None:
+        extra["username"] = creds.username
+    if creds.password is not None:
+        extra["password"] = creds.password.reveal()
     pool = WaitingConnectionPool.from_url(
         url,
         wait_timeout=timeout,
@@ -114,14 +323,37 @@ def make_client(url: str, *, protocol: int, max_connections: int, timeout: float
         protocol=protocol,
         retry=Retry(NoBackoff(), 0),
         health_check_interval=0,
-        socket_connect_timeout=timeout,
+        # over TLS, the rest of the deadline names a handshake a plain server never answers
+        # (_diagnose); a plain connect keeps all of it
+        socket_connect_timeout=(
+            timeout if tls is None else max(timeout / 2, timeout - probe_seconds(timeout))
+        ),
+        **extra,
     )
     return Redis(connection_pool=pool, protocol=protocol)
 
 
 def unavailable(exc: BaseException, what: str) -> BackendUnavailable:
     """Map a redis-py exception raised by a read or a definite refusal."""
+    text = str(exc)
+    if isinstance(exc, rexc.NoPermissionError) or any(t in text for t in _DENIED_TEXTS):
+        return AccessDenied(
+            f"redis {what}: refused by the server's ACL: {text}",
+            backend="redis",
+            operation=what,
+        )
     return BackendUnavailable(f"redis {what} failed: {type(exc).__name__}: {exc}", backend="redis")
+
+
+def not_sent(exc: NotSent, what: str) -> BackendUnavailable:
+    """Map a connection that could not be had (nothing sent, nothing applied)."""
+    if exc.security is not None:
+        return AuthenticationFailed(
+            f"redis {what}: the connection was refused ({exc.security}): {exc}",
+            backend="redis",
+            reason=exc.security,
+        )
+    return BackendUnavailable(f"redis {what}: not sent ({exc})", backend="redis", applied=False)
 
 
 @contextlib.contextmanager
@@ -129,9 +361,10 @@ def map_exceptions(what: str, *, timeout: float, write: bool = False) -> Iterato
     """Map what redis-py, the socket and the deadline raise in the block onto the contract.
 
     - never sent (no pooled connection free in time, none could be opened):
-      :class:`BackendUnavailable` with ``applied=False``;
+      :class:`BackendUnavailable` with ``applied=False``, or :class:`AuthenticationFailed`
+      when the server or TLS refused the client;
     - refused by the server (``ResponseError``: OOM, wrong type, script error): nothing
-      applied, :class:`BackendUnavailable`;
+      applied, :class:`BackendUnavailable` (:class:`AccessDenied` for the ACL);
     - anything else (deadline, connection lost, protocol error): for a read
       :class:`BackendUnavailable`; for a ``write`` :class:`ReplyLost`, since the request may
       have applied and only its marker can tell.
@@ -140,6 +373,8 @@ def map_exceptions(what: str, *, timeout: float, write: bool = False) -> Iterato
     """
     try:
         yield
+    except NotSent as exc:
+        raise not_sent(exc, what) from exc.__cause__
     except rexc.ResponseError as exc:
         raise unavailable(exc, what) from exc
     except (rexc.RedisError, OSError) as exc:  # TimeoutError is an OSError
@@ -173,15 +408,27 @@ class RedisConnection:
         protocol: int,
         max_connections: int,
         outcome_window_seconds: float,
+        tls: TLSConfig | ssl.SSLContext | None = None,
+        username: str | None = None,
+        password: str | Secret | None = None,
     ) -> None:
         if protocol not in (2, 3):
             raise ValueError("protocol must be 2 or 3")
-        self.url = url
+        clean, context, hostname, creds = client_settings(url, tls, username, password)
+        self.url = clean  # never the password
+        self.tls = context is not None
+        self.username = creds.username
         self.ns = namespace
         self.timeout = timeout
         self.window_ms = max(1, int(outcome_window_seconds * 1000))
         self.client = make_client(
-            url, protocol=protocol, max_connections=max_connections, timeout=timeout
+            clean,
+            protocol=protocol,
+            max_connections=max_connections,
+            timeout=timeout,
+            tls=context,
+            server_hostname=hostname,
+            credentials=creds,
         )
         self._resolve = self.client.register_script(RESOLVE)
         self.side = Affinity()  # the stores and controls on this client share it (bridged)
@@ -267,6 +514,8 @@ class RedisConnection:
                 f"failed ({exc}); it may or may not have applied",
                 operation=what,
                 request_id=rid,
+                # the read-back was refused (user deleted, password changed): say so
+                refused=getattr(exc, "reason", None) or getattr(exc, "operation", None),
             ) from cause
         if result is None or result is False or result == FENCED:
             return None

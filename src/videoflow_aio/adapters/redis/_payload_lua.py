@@ -29,6 +29,8 @@ from __future__ import annotations
 
 import re
 
+from ._acl import guard
+
 _SAFE_NS = re.compile(r"^[A-Za-z0-9_.:/-]{1,200}$")
 
 
@@ -49,7 +51,7 @@ def render(
         raise ValueError(f"namespace {ns!r} must match {_SAFE_NS.pattern}")
     if not _SAFE_NS.match(intent.rstrip("/")) or "'" in intent:
         raise ValueError(f"intent prefix {intent!r} is not a safe literal")
-    return (
+    rendered = (
         source.replace("__NS__", ns)
         .replace("__WINDOW__", str(int(window_ms)))
         .replace("__TIER__", "durable" if tier == "durable" else "evictable")
@@ -59,6 +61,7 @@ def render(
         .replace("__GRACE__", repr(float(grace_ms)))
         .replace("__INTENT__", intent)
     )
+    return guard(rendered, ns)
 
 
 _PRELUDE = """

@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import re
 
+from ._acl import guard
+
 _SAFE_NS = re.compile(r"^[A-Za-z0-9_.:/-]{1,200}$")
 
 
@@ -23,7 +25,7 @@ def render(source: str, *, ns: str, window_ms: int) -> str:
     """``source`` with ``__NS__`` and ``__WINDOW__`` filled in (``ns`` must be a safe name)."""
     if not _SAFE_NS.match(ns):
         raise ValueError(f"namespace {ns!r} must match {_SAFE_NS.pattern}")
-    return source.replace("__NS__", ns).replace("__WINDOW__", str(int(window_ms)))
+    return guard(source.replace("__NS__", ns).replace("__WINDOW__", str(int(window_ms))), ns)
 
 
 # ARGV: key, expected version number ('' = must not exist), value, request id

@@ -21,6 +21,7 @@ as in the model.
 
 from __future__ import annotations
 
+import ssl
 from types import TracebackType
 from typing import Any
 
@@ -30,6 +31,8 @@ import msgspec
 from ... import faults
 from ...contracts._base import Known, Unknown
 from ...contracts.errors import (
+    AccessDenied,
+    AuthenticationFailed,
     BackendUnavailable,
     ConflictError,
     IncompatibleProfile,
@@ -64,6 +67,7 @@ from ...contracts.payload import (
     validate_ref,
 )
 from ...observe import ObservationLog
+from .._security import Secret, TLSConfig
 from .._trio_bridge import bridged
 from . import _payload_lua as lua
 from ._client import FENCED, RedisConnection, glob_escape, new_request_id
@@ -95,7 +99,13 @@ def _list(value: Any) -> list[Any]:
 @bridged
 class RedisPayloadStore(PayloadStore):
     """See the module docstring. Constructor arguments follow ``MemoryPayloadStore`` plus the
-    connection (``url``, ``namespace``, ``timeout``, ``protocol``, ``max_connections``)."""
+    connection (``url``, ``namespace``, ``timeout``, ``protocol``, ``max_connections``) and its
+    security (``tls``: a :class:`~videoflow_aio.adapters.TLSConfig` or ``ssl.SSLContext``, also
+    implied by ``rediss://``; ``username``/``password``: the ACL user, also from the URL).
+
+    A refused connection raises :class:`~videoflow_aio.contracts.errors.AuthenticationFailed`
+    and a command the ACL refuses :class:`~videoflow_aio.contracts.errors.AccessDenied`, from
+    every method, ``read`` and ``inventory`` included (a refusal is not transient)."""
 
     def __init__(
         self,
@@ -113,6 +123,9 @@ class RedisPayloadStore(PayloadStore):
         protocol: int = 3,
         max_connections: int = 64,
         outcome_window_seconds: float = 60.0,
+        tls: TLSConfig | ssl.SSLContext | None = None,
+        username: str | None = None,
+        password: str | Secret | None = None,
         check_policy: bool = True,
     ) -> None:
         if tier not in TIERS:
@@ -144,6 +157,9 @@ class RedisPayloadStore(PayloadStore):
             protocol=protocol,
             max_connections=max_connections,
             outcome_window_seconds=outcome_window_seconds,
+            tls=tls,
+            username=username,
+            password=password,
         )
         self._side = self._conn.side
         ns = self.ns = namespace
@@ -232,6 +248,11 @@ class RedisPayloadStore(PayloadStore):
             return
         try:
             cfg = await self._conn.read("config", self._conn.client.config_get, "maxmemory-policy")
+        except AccessDenied:
+            # a least-privilege ACL user has no CONFIG (it would read every secret in the
+            # configuration): as on a managed server without CONFIG, trust the caller
+            self._policy_checked = True
+            return
         except BackendUnavailable as exc:
             if "CONFIG" in str(exc).upper() and "unknown" in str(exc).lower():
                 self._policy_checked = True  # managed server without CONFIG: trust the caller
@@ -447,6 +468,8 @@ class RedisPayloadStore(PayloadStore):
         key = ref.key
         try:
             data, _size, _digest, gen = await self._fetch(key)
+        except (AuthenticationFailed, AccessDenied):
+            raise  # a refusal, not a transient failure: retrying cannot help
         except BackendUnavailable as exc:
             return TransientFailure(key, str(exc))
         self._record("payload.read", key, reader=reader)
@@ -525,6 +548,8 @@ class RedisPayloadStore(PayloadStore):
                 ref = await self.ref_for_key(key)
                 if ref.size or ref.verifiable:
                     refs.append(ref)
+        except (AuthenticationFailed, AccessDenied):
+            raise
         except BackendUnavailable as exc:
             return Unknown(str(exc))
         return Known(tuple(refs))

@@ -8,6 +8,7 @@ request marker (on Cluster they would need one hash slot).
 
 from __future__ import annotations
 
+import ssl
 from types import TracebackType
 from typing import Any
 
@@ -23,6 +24,7 @@ from ...contracts.runtime_store import (
     make_version,
     version_number,
 )
+from .._security import Secret, TLSConfig
 from .._trio_bridge import bridged
 from . import _rts_lua
 from ._client import RedisConnection, new_request_id
@@ -48,6 +50,11 @@ class RedisRuntimeStore(RuntimeStore):
     A write whose reply is lost is resolved through its request marker (see ``_client``):
     it returns the true outcome, raises ``BackendUnavailable(applied=False)`` when it was
     fenced before applying, or ``OutcomeUnknown`` when even the read-back failed.
+
+    Security: ``tls`` (a :class:`~videoflow_aio.adapters.TLSConfig` or ``ssl.SSLContext``, also
+    implied by ``rediss://``), ``username``/``password`` (the ACL user, also from the URL);
+    :func:`~videoflow_aio.adapters.redis.acl_rules` gives the least-privilege ACL for it.
+    A refused connection is ``AuthenticationFailed``, a refused command ``AccessDenied``.
     """
 
     def __init__(
@@ -59,6 +66,9 @@ class RedisRuntimeStore(RuntimeStore):
         protocol: int = 3,
         max_connections: int = 64,
         outcome_window_seconds: float = 60.0,
+        tls: TLSConfig | ssl.SSLContext | None = None,
+        username: str | None = None,
+        password: str | Secret | None = None,
     ) -> None:
         self._conn = RedisConnection(
             url,
@@ -67,6 +77,9 @@ class RedisRuntimeStore(RuntimeStore):
             protocol=protocol,
             max_connections=max_connections,
             outcome_window_seconds=outcome_window_seconds,
+            tls=tls,
+            username=username,
+            password=password,
         )
         self._side = self._conn.side
         ns = namespace

@@ -51,7 +51,11 @@ class EtcdProvider(ServerProvider):
 
         if options:
             raise Skip(f"etcd runtime store takes no options {sorted(options)}")
-        return EtcdRuntimeStore(self.url(), namespace=namespace)
+        return EtcdRuntimeStore(self.url(), namespace=namespace, **self.connection_options())
+
+    def connection_options(self) -> dict[str, Any]:
+        """Constructor options every store gets (TLS, credentials: ``etcd-secure``)."""
+        return {}
 
 
 register_provider("etcd", EtcdProvider)

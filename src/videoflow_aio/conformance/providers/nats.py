@@ -38,6 +38,7 @@ import signal
 import tempfile
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -46,7 +47,7 @@ import anyio.to_thread
 
 from ...adapters._extras import missing
 from ...contracts.messaging import ChannelId, MessagingCapabilities, PublishOutcome, SubscriptionId
-from ...testing.servers import NatsServer, Server, start_nats
+from ...testing.servers import NatsServer, Server
 from .._capabilities import CapabilityStruct
 from .._case import Case
 from .._controls import offered_controls
@@ -92,7 +93,10 @@ class NatsControls:
             raise Skip("core NATS keeps nothing an administrator could purge or delete")
         names = b.names
         admin = JetStreamAdmin(
-            b.servers, stream_prefix=names.stream_prefix, subject_prefix=names.subject_prefix
+            b.servers,
+            stream_prefix=names.stream_prefix,
+            subject_prefix=names.subject_prefix,
+            **self._provider.connection_options(),
         )
         try:
             await act(admin)
@@ -178,6 +182,16 @@ class NatsProvider(ServerProvider):
     def contracts(self) -> frozenset[str]:
         return frozenset({"messaging"})
 
+    def connection_options(self) -> dict[str, Any]:
+        """Constructor options every backend and admin gets (TLS, credentials:
+        ``nats-secure``)."""
+        return {}
+
+    def subject_for(self, namespace: str) -> str:
+        """The subject prefix of a backend in ``namespace`` (``nats-secure``: under the root
+        its user may publish on)."""
+        return namespace
+
     def unavailable(self) -> str | None:
         return missing("nats") or super().unavailable()  # the extra named, then the binary
 
@@ -212,7 +226,8 @@ class NatsProvider(ServerProvider):
         with contextlib.suppress(ProcessLookupError):
             os.kill(old.pid, signal.SIGKILL)
         old.stop()  # reaps it; the store is not in its directory
-        self._started[MAIN] = start_nats(data_dir=self._store, args=["-p", str(old.port)])
+        options = old.options or NatsServer(data_dir=self._store)
+        self._started[MAIN] = replace(options, args=["-p", str(old.port)]).start()
 
     def _resume(self) -> None:
         server = self.started(MAIN)
@@ -255,15 +270,19 @@ class NatsProvider(ServerProvider):
         from ...adapters.nats import CoreNatsMessagingBackend, JetStreamMessagingBackend
 
         backend: Any
+        subjects, secured = self.subject_for(namespace), self.connection_options()
         if core:
-            backend = CoreNatsMessagingBackend(self.url(), subject_prefix=namespace, **options)
+            backend = CoreNatsMessagingBackend(
+                self.url(), subject_prefix=subjects, **options, **secured
+            )
         else:
             backend = JetStreamMessagingBackend(
                 self.url(),
                 stream_prefix=namespace,
-                subject_prefix=namespace,
+                subject_prefix=subjects,
                 request_timeout=max(1.0, 20 * self.scale),
                 **options,
+                **secured,
             )
         self._made[id(backend)] = (core, options)
         self.case_backends.append(backend)

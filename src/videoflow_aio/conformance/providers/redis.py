@@ -77,6 +77,10 @@ class RedisProvider(ServerProvider):
 
         return RedisPayloadControls(backend)
 
+    def connection_options(self) -> dict[str, Any]:
+        """Constructor options every store gets (TLS, credentials: ``redis-secure``)."""
+        return {}
+
     async def open_backend(self, case: Case, namespace: str, options: dict[str, Any]) -> Any:
         from ...adapters.redis import RedisPayloadStore, RedisRuntimeStore
 
@@ -85,11 +89,13 @@ class RedisProvider(ServerProvider):
         if case.contract == "runtime_store":
             if options:
                 raise Skip(f"redis runtime store takes no options {sorted(options)}")
-            return RedisRuntimeStore(self.url(), namespace=namespace)
+            return RedisRuntimeStore(self.url(), namespace=namespace, **self.connection_options())
         tier = options.get("tier", "durable")
         url = self.url(EVICTABLE if tier == "evictable" else MAIN)
         try:
-            store = RedisPayloadStore(url, namespace=namespace, store_id="redis", **options)
+            store = RedisPayloadStore(
+                url, namespace=namespace, store_id="redis", **options, **self.connection_options()
+            )
         except TypeError as exc:
             raise Skip(f"RedisPayloadStore cannot be configured with {options}: {exc}") from exc
         try:

@@ -181,8 +181,8 @@ class Channel:
         for sub in self.subs.values():  # _arrived(m), inlined: this is every publish
             if sub.kind == kind and (sub.pstr is None or sub.pstr == m.pkey):
                 sub.undelivered += 1
-                if sub.event is not None:
-                    sub.wake()
+                if sub.waiters:
+                    sub.wake_one()
         return m
 
     def append_dead_letter(self, env: Envelope, now: float) -> Msg:
@@ -199,19 +199,25 @@ class Channel:
         for sub in self.subs.values():
             if sub.kind == m.kind and (sub.pstr is None or sub.pstr == m.pkey):
                 sub.undelivered += 1
-                if sub.event is not None:
-                    sub.wake()
+                if sub.waiters:
+                    sub.wake_one()
 
     # -- removal ---------------------------------------------------------------------------
     def discard(self, m: Msg, reason: str, at: float | None = None) -> None:
         """Remove ``m``; record a ``drop`` naming every subscription that sees it and had not
         settled it (an ``evict`` when there is none)."""
         seq = m.seq
-        del self.msgs[seq]
+        msgs = self.msgs
+        del msgs[seq]
         if m.slot:
-            order = self.order
-            if order and order[0] == seq:
-                order.popleft()
+            # store-order queues drop their head when it leaves, and with it every entry
+            # behind it that left earlier (out of order): else, when messages are settled
+            # out of order (competing replicas, interest retention), they grow forever
+            for order in (self.order, self.kind_order.get(m.kind)):
+                if order and order[0] == seq:
+                    order.popleft()
+                    while order and order[0] not in msgs:
+                        order.popleft()
             self.count -= 1
             self.bytes -= m.size
             if self.per_kind:

@@ -133,6 +133,7 @@ class Leases:
         if left is not None and len(out) < n and sub.undelivered > 0:
             left = self._deliver_new(sub, out, n, left, deadline)
         if out:
+            sub.timer_added(deadline)  # the new leases' expiry
             return out
         return [] if left is None else None
 

@@ -109,8 +109,8 @@ class StreamBroker(Broker):
         else:
             assert isinstance(outcome, Terminal)
             self._dead_letter(sub, m, outcome.reason, now)
-        if sub.event is not None:
-            sub.wake()
+        if sub.waiters and len(sub.leased) + 1 >= sub.spec.item_credit:
+            sub.wake()  # the subscription's shared credit was exhausted: now there is room
         return SettleConfirmed(seq)
 
     def _complete(self, sub: Sub, m: Msg, attempt: int) -> None:

@@ -11,10 +11,9 @@ from collections import deque
 from heapq import heappush
 from typing import TYPE_CHECKING
 
-import anyio
-
 from ...contracts.messaging import SubscriptionSpec
 from ._records import Msg, Recent
+from ._waiters import Waiters
 
 if TYPE_CHECKING:
     from ._channel import Channel
@@ -48,7 +47,6 @@ class Sub:
         "cursor",
         "dead_lettered",
         "dropped",
-        "event",
         "fail_reason",
         "floor",
         "id",
@@ -66,6 +64,7 @@ class Sub:
         "timers",
         "undelivered",
         "unresolved",
+        "waiters",
     )
 
     def __init__(self, spec: SubscriptionSpec, channel: Channel) -> None:
@@ -91,7 +90,7 @@ class Sub:
         self.dropped = 0
         self.redelivered = 0
         self.dead_lettered = 0
-        self.event: anyio.Event | None = None
+        self.waiters = Waiters()
         self.receivers = 0
         self.fail_reason: str | None = None
         self.core_queue: deque[Msg] = deque()
@@ -115,17 +114,27 @@ class Sub:
         return self.undelivered + len(self.redeliver_set) + len(self.retry_wait)
 
     def wake(self) -> None:
-        """Wake the receive waiting on this subscription, if any."""
-        ev = self.event
-        if ev is not None:
-            self.event = None
-            ev.set()
+        """Wake every receive waiting on this subscription (something changed for all)."""
+        if self.waiters:
+            self.waiters.notify_all()
+
+    def wake_one(self) -> None:
+        """Wake the longest-waiting receive (one more message is available)."""
+        if self.waiters:
+            self.waiters.notify(1)
 
     def next_due(self) -> float | None:
         return self.timers[0][0] if self.timers else None
 
     def push_timer(self, due: float, seq: int, attempt: int, kind: int) -> None:
         heappush(self.timers, (due, seq, attempt, kind))
+        self.timer_added(due)
+
+    def timer_added(self, due: float) -> None:
+        """A timer due before a waiting receive's wake-up wakes it, so it fires on time."""
+        waiters = self.waiters
+        if waiters and due < waiters.earliest:
+            waiters.notify_all()
 
     def forget(self, seq: int) -> None:
         """Drop every trace of ``seq`` (it left the channel) except the settled marks."""

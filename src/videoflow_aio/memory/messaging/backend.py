@@ -181,6 +181,8 @@ class MemoryMessagingBackend(ModelControls, MessagingBackend):
                     now = woke_at  # the loop says this deadline passed
                 out = broker.take(sub, item_credit, byte_credit, now)
                 if out is not None:
+                    if not out:  # this call's byte credit is too small: another may fit it
+                        sub.wake_one()
                     return out
                 if now >= deadline:
                     return []
@@ -302,15 +304,12 @@ def _check_credits(item_credit: int, byte_credit: int) -> None:
 
 
 async def _wait(sub: Sub, deadline: float) -> float | None:
-    """Wait until something is published or settled for ``sub``, its next timer is due, or
-    ``deadline``. Returns the time the loop says passed when a timer woke it, else None."""
+    """Wait until ``sub`` has something for this receive (a new message, room under its
+    credit, a timer due: see ``Sub.wake_one``/``wake``/``timer_added``), its next timer is
+    due, or ``deadline``. Returns the time the loop says passed when a timer woke it, else
+    None."""
     wake = deadline
     nd = sub.next_due()
     if nd is not None and nd < wake:
         wake = nd
-    ev = sub.event
-    if ev is None:
-        ev = sub.event = anyio.Event()
-    with anyio.CancelScope(deadline=wake) as scope:
-        await ev.wait()
-    return wake if scope.cancelled_caught else None
+    return None if await sub.waiters.wait(wake) else wake

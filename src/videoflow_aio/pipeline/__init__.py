@@ -1,0 +1,66 @@
+"""The pipeline toolkit: stage workers and their set-up over the messaging and payload
+contracts, so the same stage code runs on the memory model (virtual time) and on NATS.
+
+* :func:`ensure_pipeline` creates a pipeline's channels and subscriptions (idempotent).
+* :class:`StageWorker` / :func:`run_stage` serve a stage: receive, handle, forward (keeping
+  ``event_ts``), settle, renew long leases, stop on ``eos``; cancellation-safe.
+  :func:`stage_worker` wires one from a :class:`Pipeline`.
+* :class:`Publisher` publishes with relative timeouts, payload bytes and idempotent retries;
+  :func:`deadline_in` turns a relative timeout into the contracts' absolute deadline.
+* :class:`LatencyHistogram` keeps latency statistics in constant memory.
+
+See ``docs/pipeline.md``.
+"""
+
+from __future__ import annotations
+
+from ._policy import ExceptionPolicy, GiveUp, RetryLater
+from ._publish import (
+    PAYLOAD_HEADER,
+    SENT_AT_HEADER,
+    PublishCounters,
+    Publisher,
+    decode_ref,
+    encode_ref,
+    sent_at,
+)
+from ._stats import LatencyHistogram
+from ._time import deadline_in, loop_clock
+from ._topology import EOS_SUFFIX, Node, Pipeline, ensure_pipeline, plan_pipeline
+from ._worker import (
+    Handler,
+    Observer,
+    Output,
+    StageCounters,
+    StageWorker,
+    run_stage,
+    stage_worker,
+)
+
+__all__ = [
+    "EOS_SUFFIX",
+    "PAYLOAD_HEADER",
+    "SENT_AT_HEADER",
+    "ExceptionPolicy",
+    "GiveUp",
+    "Handler",
+    "LatencyHistogram",
+    "Node",
+    "Observer",
+    "Output",
+    "Pipeline",
+    "PublishCounters",
+    "Publisher",
+    "RetryLater",
+    "StageCounters",
+    "StageWorker",
+    "deadline_in",
+    "decode_ref",
+    "encode_ref",
+    "ensure_pipeline",
+    "loop_clock",
+    "plan_pipeline",
+    "run_stage",
+    "sent_at",
+    "stage_worker",
+]

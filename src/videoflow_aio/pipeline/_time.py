@@ -1,0 +1,64 @@
+"""Relative deadlines and the running loop's own clock and sleep, without per-call dispatch.
+
+The contracts take absolute deadlines on the running loop's clock. :func:`deadline_in` turns
+a relative timeout into one. :func:`loop_clock` hands back the native ``time`` and ``sleep``
+of the running loop (asyncio's ``loop.time``/``asyncio.sleep``, trio's
+``trio.current_time``/``trio.sleep``): the same readings and the same cancellation as
+anyio's, without anyio's backend lookup on every call — a stage worker calls them for every
+message.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+from collections.abc import Awaitable, Callable
+
+import anyio
+import sniffio
+
+from ..contracts.errors import ValidationError
+
+Clock = Callable[[], float]
+Sleep = Callable[[float], Awaitable[None]]
+
+
+def deadline_in(seconds: float) -> float:
+    """The absolute deadline ``seconds`` from now on the running loop's clock.
+
+    Raises :class:`ValidationError` for a negative or NaN ``seconds`` (``inf`` is allowed:
+    no deadline).
+    """
+    if isinstance(seconds, bool) or not isinstance(seconds, int | float) or not seconds >= 0:
+        raise ValidationError("seconds must be a number >= 0", field="seconds", value=seconds)
+    return anyio.current_time() + seconds
+
+
+def check_seconds(value: float, field: str, *, positive: bool = False) -> float:
+    """``value`` as a float if it is a finite number >= 0 (> 0 with ``positive``)."""
+    ok = (
+        not isinstance(value, bool)
+        and isinstance(value, int | float)
+        and math.isfinite(value)
+        and (value > 0 if positive else value >= 0)
+    )
+    if not ok:
+        bound = "> 0" if positive else ">= 0"
+        raise ValidationError(f"{field} must be a finite number {bound}", field=field, value=value)
+    return float(value)
+
+
+def loop_clock() -> tuple[Clock, Sleep]:
+    """The running loop's ``(time, sleep)``: what ``anyio.current_time``/``anyio.sleep``
+    return and do, called directly."""
+    library = sniffio.current_async_library()
+    if library == "asyncio":
+        return asyncio.get_running_loop().time, asyncio.sleep
+    if library == "trio":
+        import trio
+
+        return trio.current_time, trio.sleep
+    return anyio.current_time, anyio.sleep  # pragma: no cover - anyio knows no third loop
+
+
+__all__ = ["Clock", "Sleep", "check_seconds", "deadline_in", "loop_clock"]

@@ -1,0 +1,574 @@
+"""Stage workers: receive → handle → forward → settle, on any messaging provider.
+
+A :class:`StageWorker` runs ``replicas`` worker tasks per input subscription (competing on
+it), one lease-renewal task, and — when given end-of-stream subscriptions — a task that
+stops the stage once every input has sent ``eos`` and the stage has drained, then forwards
+``eos`` downstream. No task is created per message.
+
+For each delivery a replica: reads the payload the envelope references (``vf-payload``), calls
+the handler, publishes the handler's outputs to the output channel (publication id
+``<event id>@<stage>``, ``#i`` appended for the i-th of several; ``event_ts`` carried over, so
+end-to-end latency can be measured at any stage), settles ``Completed`` — or what the
+:class:`~videoflow_aio.pipeline.ExceptionPolicy` says when the handler raised — and, once
+``Completed`` is confirmed, releases its payload obligation.
+
+Guarantees:
+
+* Nothing is settled that was not done: a worker cancelled (or crashed) at any await holds
+  its leases until they expire and the messages redeliver; outputs already published are
+  deduplicated when the redelivered message publishes them again under the same ids.
+* A lease held longer than half its length is renewed (by the renewal task, every quarter
+  lease), so a slow handler does not lose its message.
+* ``BaseException`` from a handler (cancellation, :class:`~videoflow_aio.faults.SimulatedCrash`)
+  kills the replica without settling; ``Exception`` is settled per the policy.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import anyio
+import msgspec
+
+from ..contracts import Known
+from ..contracts.errors import BackendUnavailable, ValidationError
+from ..contracts.messaging import (
+    Accepted,
+    ChannelId,
+    Completed,
+    Delivery,
+    Envelope,
+    MessagingBackend,
+    PublishOutcome,
+    Rejected,
+    Retry,
+    SettleConfirmed,
+    SettleOutcome,
+    SettleUnknown,
+    SubscriptionId,
+    Terminal,
+)
+from ..contracts.payload import (
+    ImmutablePayloadRef,
+    PayloadBytes,
+    PayloadStore,
+    TransientFailure,
+)
+from ..faults import SimulatedCrash
+from ._policy import ExceptionPolicy, RetryLater
+from ._publish import PAYLOAD_HEADER, Publisher, decode_ref
+from ._time import Clock, Sleep, check_seconds, loop_clock
+from ._topology import Pipeline
+
+
+class Output(msgspec.Struct, frozen=True, kw_only=True):
+    """One output of a handler: ``body`` goes in the envelope; ``data`` (if any) is put into
+    the payload store and referenced from it."""
+
+    body: bytes = b""
+    data: bytes | None = None
+    partition_key: str | None = None
+    headers: dict[str, str] = {}
+
+
+Result = Sequence[Output | bytes] | None
+Handler = Callable[[Delivery, bytes | None], Awaitable[Result]]
+"""``await handler(delivery, payload_bytes_or_None)`` → outputs to forward (or None)."""
+Observer = Callable[[Delivery, float], None]
+"""Called with each delivery whose ``Completed`` settle was confirmed, and the time."""
+
+_COMPLETED = Completed()
+_DEFAULT_POLICY = ExceptionPolicy()
+
+
+@dataclass(slots=True)
+class StageCounters:
+    """What a stage did. ``busy_seconds[i]``: time replica ``i`` held messages (from the
+    receive that returned them to the settle of the last); ``redelivered``: deliveries
+    with attempt > 1 this stage received."""
+
+    busy_seconds: list[float] = field(default_factory=list)
+    received: int = 0
+    redelivered: int = 0
+    completed: int = 0
+    retried: int = 0
+    terminal: int = 0
+    stale: int = 0
+    settle_unknown: int = 0
+    forwarded: int = 0
+    renewals: int = 0
+    crashes: int = 0
+    receive_errors: int = 0
+    payload_failures: int = 0
+
+    def as_dict(self) -> dict[str, object]:
+        return asdict(self)
+
+
+class _Replica:
+    __slots__ = (
+        "alive",
+        "busy",
+        "crash_pending",
+        "deadlines",
+        "died",
+        "index",
+        "kill_pending",
+        "leases",
+        "scope",
+        "sub",
+    )
+
+    def __init__(self, index: int, sub: SubscriptionId) -> None:
+        self.index = index
+        self.sub = sub
+        self.scope: anyio.CancelScope | None = None
+        self.alive = False
+        self.busy = False
+        self.crash_pending = False
+        self.kill_pending = False
+        self.leases: dict[int, Delivery] = {}  # sequence -> delivery held
+        self.deadlines: dict[int, float] = {}  # sequence -> renewed lease deadline
+        self.died: anyio.Event | None = None
+
+
+class StageWorker:
+    """One pipeline stage's workers. See the module docstring for what they guarantee.
+
+    ``subscription``: the data subscription(s) to serve (``replicas`` workers on each).
+    ``output``: the channel outputs go to (None: a sink; a handler's outputs are dropped).
+    ``readers``: consumers of ``output`` (one payload obligation each). ``eos``: end-of-stream
+    subscriptions; when given, :meth:`run` returns once each delivered ``eos`` and the data
+    subscriptions drained. ``call_timeout``: seconds each publish attempt may wait;
+    ``poll_seconds``: how long an idle receive waits before looking again.
+    ``observe``: called after each confirmed ``Completed``.
+    """
+
+    def __init__(
+        self,
+        backend: MessagingBackend,
+        subscription: SubscriptionId | Sequence[SubscriptionId],
+        handler: Handler,
+        *,
+        replicas: int = 1,
+        batch: int = 1,
+        name: str | None = None,
+        output: ChannelId | None = None,
+        readers: Sequence[str] = (),
+        eos: Sequence[SubscriptionId] = (),
+        payload: PayloadStore | None = None,
+        policy: ExceptionPolicy | None = None,
+        call_timeout: float = 5.0,
+        poll_seconds: float = 1.0,
+        byte_credit: int = 1 << 26,
+        observe: Observer | None = None,
+        payload_ttl_seconds: float = 3600.0,
+        obligation_seconds: float = 600.0,
+    ) -> None:
+        subs = (subscription,) if isinstance(subscription, SubscriptionId) else tuple(subscription)
+        if not subs or not all(isinstance(s, SubscriptionId) for s in subs):
+            raise ValidationError(
+                "subscription must be a SubscriptionId or a non-empty sequence of them",
+                field="subscription",
+                value=subscription,
+            )
+        counts = (("replicas", replicas), ("batch", batch), ("byte_credit", byte_credit))
+        for name_, value in counts:
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValidationError(f"{name_} must be an int >= 1", field=name_, value=value)
+        self.backend = backend
+        self.subscriptions = subs
+        self.handler = handler
+        self.replicas = replicas
+        self.batch = batch
+        self.name = name or subs[0].consumer
+        self.output = output
+        self.eos = tuple(eos)
+        self.payload = payload
+        self.policy = policy or _DEFAULT_POLICY
+        self.call_timeout = check_seconds(call_timeout, "call_timeout", positive=True)
+        self.poll_seconds = check_seconds(poll_seconds, "poll_seconds", positive=True)
+        self.byte_credit = byte_credit
+        self.observe = observe
+        self.counters = StageCounters([0.0] * (replicas * len(subs)))
+        self.publisher = (
+            Publisher(
+                backend,
+                output,
+                timeout=call_timeout,
+                payload=payload,
+                readers=readers,
+                ttl_seconds=payload_ttl_seconds,
+                obligation_seconds=obligation_seconds,
+            )
+            if output is not None
+            else None
+        )
+        self.draining = False
+        self.finished = False
+        self._replicas = [_Replica(i, subs[i // replicas]) for i in range(replicas * len(subs))]
+        self._tg: anyio.abc.TaskGroup | None = None
+        self._now: Clock = anyio.current_time
+        self._sleep: Sleep = anyio.sleep
+        self._lease_seconds: float | None = None
+        self._lease_known: anyio.Event | None = None
+
+    # -- control ---------------------------------------------------------------------------
+    async def run(self) -> StageCounters:
+        """Run until ``eos`` arrived on every ``eos`` subscription and the stage drained (or
+        until cancelled, or :meth:`stop`). Returns the counters."""
+        if self._tg is not None:
+            raise RuntimeError("this StageWorker is already running")
+        self._now, self._sleep = loop_clock()
+        if self.publisher is not None:
+            self.publisher._clock, self.publisher._sleep = self._now, self._sleep
+        self._lease_known = anyio.Event()
+        async with anyio.create_task_group() as tg:
+            self._tg = tg
+            for r in self._replicas:
+                r.alive = True  # from now: crash() before its first step still applies
+                tg.start_soon(self._replica, r)
+            tg.start_soon(self._renew_leases)
+            if self.eos:
+                tg.start_soon(self._finish_on_eos)
+        self._tg = None
+        return self.counters
+
+    def stop(self) -> None:
+        """Stop every task now (cancellation: held leases expire and redeliver)."""
+        if self._tg is not None:
+            self._tg.cancel_scope.cancel()
+
+    def alive(self) -> list[bool]:
+        """Per replica: whether its task is running."""
+        return [r.alive for r in self._replicas]
+
+    def busy(self) -> list[bool]:
+        """Per replica: whether it holds messages now."""
+        return [r.busy for r in self._replicas]
+
+    def crash(self, replica: int, *, mid_message: bool = True) -> None:
+        """Kill replica ``replica`` as a process dies: its leases are neither settled nor
+        renewed. ``mid_message``: if it holds nothing now, it dies at the start of its next
+        message (right after the receive that leased it) instead of at once. A replica of a
+        worker not running yet dies when it starts (or at its first message)."""
+        r = self._replicas[replica]
+        if not r.alive and self._tg is not None:
+            return  # already dead
+        if mid_message and not r.busy:
+            r.crash_pending = True
+            return
+        if r.scope is None:  # not started yet: it dies as it starts
+            r.kill_pending = True
+            return
+        self.counters.crashes += 1
+        r.leases.clear()
+        r.deadlines.clear()
+        r.scope.cancel()
+
+    async def wait_dead(self, replica: int) -> None:
+        """Return once replica ``replica`` is not running (at once if it is not)."""
+        r = self._replicas[replica]
+        if not r.alive:
+            return
+        if r.died is None:
+            r.died = anyio.Event()
+        await r.died.wait()
+
+    def restart(self, replica: int) -> bool:
+        """Start replica ``replica`` again if it is dead; False when it is alive."""
+        r = self._replicas[replica]
+        if r.alive or self._tg is None or self.finished:
+            return False
+        r.alive = True  # taken now: two restarts in a row start one task
+        r.crash_pending = r.kill_pending = False
+        self._tg.start_soon(self._replica, r)
+        return True
+
+    # -- replicas --------------------------------------------------------------------------
+    async def _replica(self, r: _Replica) -> None:
+        try:
+            if r.kill_pending:
+                r.kill_pending = False
+                raise SimulatedCrash(f"{self.name}[{r.index}] killed before it started")
+            with anyio.CancelScope() as scope:
+                r.scope = scope
+                await self._serve(r)
+        except SimulatedCrash:
+            self.counters.crashes += 1
+        finally:
+            r.alive = False
+            r.busy = False
+            r.scope = None
+            r.leases.clear()
+            r.deadlines.clear()
+            died, r.died = r.died, None
+            if died is not None:
+                died.set()
+
+    async def _serve(self, r: _Replica) -> None:
+        receive = self.backend.receive
+        sub = r.sub
+        batch = self.batch
+        byte_credit = self.byte_credit
+        now = self._now
+        poll = self.poll_seconds
+        counters = self.counters
+        leases = r.leases
+        one = self._one
+        while True:
+            try:
+                got = await receive(sub, batch, byte_credit, now() + poll)
+            except BackendUnavailable:
+                counters.receive_errors += 1
+                await self._sleep(poll)
+                continue
+            if not got:
+                continue
+            started = now()
+            r.busy = True
+            counters.received += len(got)
+            for d in got:
+                leases[d.sequence] = d
+                if d.attempt > 1:
+                    counters.redelivered += 1
+            if self._lease_seconds is None:
+                self._learn_lease(got[0], started)
+            if r.crash_pending:
+                raise SimulatedCrash(f"{self.name}[{r.index}] crash")
+            for d in got:
+                await one(r, d)
+            r.busy = False
+            counters.busy_seconds[r.index] += now() - started
+
+    async def _one(self, r: _Replica, d: Delivery) -> None:
+        """Serve one delivery and settle it (inline: this runs for every message)."""
+        env = d.envelope
+        headers = env.headers
+        raw = headers.get(PAYLOAD_HEADER) if headers else None
+        if raw is not None and self.payload is not None:
+            data, ref, outcome = await self._read_payload(raw)
+        else:
+            data, ref, outcome = None, None, _COMPLETED
+        if outcome is _COMPLETED:
+            try:
+                result = await self.handler(d, data)
+                if result:
+                    await self._forward(env, result)
+            except Exception as exc:
+                outcome = self.policy.outcome(exc, d)
+        token = d.token
+        settlement_id = f"{d.sequence}:{token.lease_id}"
+        settle = self.backend.settle
+        answer = await settle(token, outcome, settlement_id)
+        if type(answer) is SettleUnknown:  # idempotent by settlement id: ask once more
+            answer = await settle(token, outcome, settlement_id)
+        seq = d.sequence
+        del r.leases[seq]
+        if r.deadlines:
+            r.deadlines.pop(seq, None)
+        counters = self.counters
+        if type(answer) is not SettleConfirmed:
+            if type(answer) is SettleUnknown:
+                counters.settle_unknown += 1
+            else:
+                counters.stale += 1
+        elif outcome is _COMPLETED:
+            counters.completed += 1
+            observe = self.observe
+            if observe is not None:
+                observe(d, self._now())
+            if ref is not None:
+                await self.payload.release_obligation(ref, self.name, settlement_id)  # type: ignore[union-attr]
+        elif type(outcome) is Retry:
+            counters.retried += 1
+        else:
+            counters.terminal += 1
+
+    async def _read_payload(
+        self, raw: str
+    ) -> tuple[bytes | None, ImmutablePayloadRef | None, SettleOutcome]:
+        """The bytes an envelope references, or the outcome to settle it with instead."""
+        assert self.payload is not None
+        try:
+            ref = decode_ref(raw)
+        except ValidationError as exc:
+            self.counters.payload_failures += 1
+            return None, None, Terminal(str(exc))
+        try:
+            got = await self.payload.read(ref, self.name)
+        except ValidationError as exc:  # a ref this store cannot serve (foreign)
+            self.counters.payload_failures += 1
+            return None, ref, Terminal(f"payload ref refused: {exc}")
+        if type(got) is PayloadBytes:
+            return got.data, ref, _COMPLETED
+        self.counters.payload_failures += 1
+        if type(got) is TransientFailure:
+            return None, ref, Retry(self.policy.retry_delay_seconds)
+        # Missing or Corrupt: the bytes will not come back
+        return None, ref, Terminal(f"payload {type(got).__name__.lower()}: {got}")
+
+    async def _forward(self, env: Envelope, result: Sequence[Output | bytes]) -> None:
+        publisher = self.publisher
+        if publisher is None:
+            return
+        name = self.name
+        event_id = env.event_id or env.publication_id
+        several = len(result) > 1
+        for i, out in enumerate(result):
+            pid = f"{event_id}@{name}#{i}" if several else f"{event_id}@{name}"
+            eid = f"{event_id}#{i}" if several and i else event_id
+            if type(out) is bytes:
+                outcome = await publisher.send(pid, out, event_id=eid, event_ts=env.event_ts)
+            else:
+                assert isinstance(out, Output)
+                outcome = await publisher.send(
+                    pid,
+                    out.body,
+                    event_id=eid,
+                    event_ts=env.event_ts,
+                    data=out.data,
+                    partition_key=out.partition_key,
+                    headers=out.headers,
+                )
+            if type(outcome) is not Accepted:
+                _not_forwarded(outcome, pid)
+            self.counters.forwarded += 1
+
+    # -- leases ----------------------------------------------------------------------------
+    def _learn_lease(self, d: Delivery, now: float) -> None:
+        length = d.lease_deadline - now
+        if length > 0 and math.isfinite(length):
+            self._lease_seconds = length
+            if self._lease_known is not None:
+                self._lease_known.set()
+
+    async def _renew_leases(self) -> None:
+        """Every quarter lease, renew each lease held for more than half its length."""
+        assert self._lease_known is not None
+        await self._lease_known.wait()
+        lease = self._lease_seconds
+        assert lease is not None
+        renew = self.backend.renew
+        while True:
+            await self._sleep(lease / 4)
+            now = self._now()
+            for r in self._replicas:
+                if not r.leases:
+                    continue
+                for seq, d in list(r.leases.items()):
+                    deadline = r.deadlines.get(seq, d.lease_deadline)
+                    if deadline - now > lease / 2:
+                        continue
+                    obs = await renew(d.token)
+                    if obs.held and obs.lease_deadline is not None and seq in r.leases:
+                        r.deadlines[seq] = obs.lease_deadline
+                        self.counters.renewals += 1
+
+    # -- end of stream ---------------------------------------------------------------------
+    async def _finish_on_eos(self) -> None:
+        """Wait for ``eos`` on every input, drain, stop the replicas, forward ``eos``."""
+        got: list[Delivery] = []
+        held: dict[int, float] = {}
+        for sub in self.eos:
+            while True:
+                batch = await self.backend.receive(
+                    sub, 1, self.byte_credit, self._now() + self.poll_seconds
+                )
+                if batch:
+                    got.extend(batch)
+                    break
+                await self._renew_eos(got, held)
+        self.draining = True
+        while not await self._drained():
+            await self._renew_eos(got, held)
+            await self._sleep(self.poll_seconds)
+        self.finished = True
+        for r in self._replicas:
+            if r.scope is not None:
+                r.scope.cancel()
+        if self.publisher is not None:
+            pid = f"eos@{self.name}"
+            outcome = await self.publisher.send(pid, b"", kind="eos")
+            if type(outcome) is not Accepted:
+                _not_forwarded(outcome, pid)
+        for d in got:
+            await self.backend.settle(d.token, _COMPLETED, f"{d.sequence}:{d.token.lease_id}")
+        assert self._tg is not None
+        self._tg.cancel_scope.cancel()
+
+    async def _renew_eos(self, got: list[Delivery], held: dict[int, float]) -> None:
+        lease = self._lease_seconds
+        now = self._now()
+        for d in got:
+            deadline = held.get(d.sequence, d.lease_deadline)
+            if lease is None or deadline - now <= lease / 2:
+                obs = await self.backend.renew(d.token)
+                if obs.held and obs.lease_deadline is not None:
+                    held[d.sequence] = obs.lease_deadline
+
+    async def _drained(self) -> bool:
+        """No replica holds a message and no subscription has one pending or leased."""
+        if any(r.busy for r in self._replicas):
+            return False
+        for sub in self.subscriptions:
+            obs = await self.backend.observe_subscription(sub)
+            if not isinstance(obs, Known):  # an unreadable count is not "drained"
+                return False
+            if obs.value.pending or obs.value.leased:
+                return False
+        return not any(r.busy for r in self._replicas)
+
+
+def _not_forwarded(outcome: PublishOutcome, pid: str) -> None:
+    """A forward that did not store (rejected, unknown, unresolvable) retries the input."""
+    reason = getattr(outcome, "reason", type(outcome).__name__)
+    if type(outcome) is Rejected:
+        raise RetryLater(f"forward of {pid} rejected: {reason}", 1.0)
+    raise RetryLater(f"forward of {pid} not confirmed: {reason}", 1.0)
+
+
+async def run_stage(
+    backend: MessagingBackend,
+    subscription: SubscriptionId | Sequence[SubscriptionId],
+    handler: Handler,
+    **options: Any,
+) -> StageCounters:
+    """Run one stage until end of stream; returns its counters. ``options`` are
+    :class:`StageWorker`'s keyword arguments (``replicas``, ``batch``, ``output``, ``eos``,
+    ``payload``, ``observe``, …)."""
+    return await StageWorker(backend, subscription, handler, **options).run()
+
+
+def stage_worker(
+    backend: MessagingBackend, pipeline: Pipeline, stage: str, handler: Handler, **options: Any
+) -> StageWorker:
+    """A :class:`StageWorker` for ``stage`` of ``pipeline`` (from
+    :func:`~videoflow_aio.pipeline.ensure_pipeline`), wired as it says: the stage's input
+    and end-of-stream subscriptions, its output channel and that channel's readers.
+    ``options``: the worker's other keyword arguments."""
+    return StageWorker(
+        backend,
+        pipeline.subscriptions[stage],
+        handler,
+        name=stage,
+        output=pipeline.output(stage),
+        readers=pipeline.readers[stage],
+        eos=pipeline.eos_subscriptions[stage],
+        **options,
+    )
+
+
+__all__ = [
+    "Handler",
+    "Observer",
+    "Output",
+    "Result",
+    "StageCounters",
+    "StageWorker",
+    "run_stage",
+    "stage_worker",
+]

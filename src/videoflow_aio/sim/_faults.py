@@ -1,0 +1,217 @@
+"""Fault injection for the simulator: each ``[[fault]]`` runs as a task that waits for its
+instant and acts through a model control or a worker control.
+
+* ``crash_replica``: replica ``replica`` dies mid-message — at once if it holds messages, else
+  right after the receive that leases its next one — so its leases expire and redeliver;
+  it restarts ``restart_after_seconds`` (default 10) after dying.
+* ``kill_stage``: every replica of the stage dies at once (busy ones mid-message); restarted
+  after ``restart_after_seconds`` when given, else never.
+* ``pause_acceptance``: the messaging model holds every publication to the channel (the
+  stage's inputs, or ``channel``) for ``duration_seconds`` (publishers see
+  ``PublicationUnknown`` and retry), then stores them late.
+* ``pause_payload``: the payload store stops answering for ``duration_seconds``: every call
+  waits (a store stalled by a fork or a failover; the contract's calls carry no deadline).
+* ``fail_payload_reads``: the payload model's ``fail_reads``: the next ``count`` reads return
+  ``TransientFailure`` (the worker settles ``Retry``).
+* ``slow_stage``: the stage's service times are multiplied by ``factor`` for
+  ``duration_seconds``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import anyio
+
+from ..contracts.messaging import ChannelId
+from ..contracts.payload import (
+    DurableReceipt,
+    ImmutablePayloadRef,
+    InventoryObservation,
+    ObligationLedger,
+    PayloadCapabilities,
+    PayloadReadResult,
+    PayloadStore,
+    ReclamationObservation,
+    ReleaseReceipt,
+    RetentionContract,
+)
+from ..memory.messaging import MemoryMessagingBackend
+from ..memory.payload import MemoryPayloadStore
+from ..pipeline import StageWorker
+from ._spec import FaultSpec
+
+
+class StallablePayloadStore(PayloadStore):
+    """A payload store that can stop answering: while stalled, every call waits until
+    :meth:`resume`, then runs on the wrapped store."""
+
+    def __init__(self, inner: PayloadStore) -> None:
+        self.inner = inner
+        self._resumed: anyio.Event | None = None
+
+    def stall(self) -> None:
+        if self._resumed is None:
+            self._resumed = anyio.Event()
+
+    def resume(self) -> None:
+        ev, self._resumed = self._resumed, None
+        if ev is not None:
+            ev.set()
+
+    async def _gate(self) -> None:
+        ev = self._resumed
+        if ev is not None:
+            await ev.wait()
+
+    async def put(
+        self, data: bytes, content_id: str, contract: RetentionContract
+    ) -> ImmutablePayloadRef:
+        await self._gate()
+        return await self.inner.put(data, content_id, contract)
+
+    async def read(self, ref: ImmutablePayloadRef, reader: str | None = None) -> PayloadReadResult:
+        await self._gate()
+        return await self.inner.read(ref, reader)
+
+    async def acquire_obligation(
+        self, ref: ImmutablePayloadRef, obligation_id: str, deadline: float
+    ) -> DurableReceipt:
+        await self._gate()
+        return await self.inner.acquire_obligation(ref, obligation_id, deadline)
+
+    async def renew_obligation(
+        self, ref: ImmutablePayloadRef, obligation_id: str, deadline: float
+    ) -> DurableReceipt:
+        await self._gate()
+        return await self.inner.renew_obligation(ref, obligation_id, deadline)
+
+    async def release_obligation(
+        self, ref: ImmutablePayloadRef, obligation_id: str, completion_receipt: str
+    ) -> ReleaseReceipt:
+        await self._gate()
+        return await self.inner.release_obligation(ref, obligation_id, completion_receipt)
+
+    async def reconcile(
+        self, ledger: ObligationLedger, operation_id: str
+    ) -> ReclamationObservation:
+        await self._gate()
+        return await self.inner.reconcile(ledger, operation_id)
+
+    async def inventory(self) -> InventoryObservation:
+        await self._gate()
+        return await self.inner.inventory()
+
+    async def ref_for_key(self, key: str) -> ImmutablePayloadRef:
+        await self._gate()
+        return await self.inner.ref_for_key(key)
+
+    async def capabilities(self) -> PayloadCapabilities:
+        return await self.inner.capabilities()
+
+
+class SlowDown:
+    """A stage's service-time multiplier (``slow_stage``)."""
+
+    __slots__ = ("factor",)
+
+    def __init__(self) -> None:
+        self.factor = 1.0
+
+
+class FaultContext:
+    """What fault tasks act on."""
+
+    def __init__(
+        self,
+        *,
+        start: float,
+        messaging: MemoryMessagingBackend,
+        payload_model: MemoryPayloadStore | None,
+        stallable: StallablePayloadStore | None,
+        workers: dict[str, StageWorker],
+        inputs: dict[str, tuple[ChannelId, ...]],
+        channels: dict[str, ChannelId],
+        slowdowns: dict[str, SlowDown],
+        now: Callable[[], float],
+    ) -> None:
+        self.start = start
+        self.messaging = messaging
+        self.payload_model = payload_model
+        self.stallable = stallable
+        self.workers = workers
+        self.inputs = inputs
+        self.channels = channels
+        self.slowdowns = slowdowns
+        self.now = now
+
+
+async def _sleep_until(ctx: FaultContext, offset: float) -> None:
+    delay = ctx.start + offset - ctx.now()
+    if delay > 0:
+        await anyio.sleep(delay)
+
+
+async def run_fault(ctx: FaultContext, spec: FaultSpec, report: dict[str, Any]) -> None:
+    """Apply one fault at its instant; fill ``report`` with what it did (virtual seconds
+    from the start of the run)."""
+    await _sleep_until(ctx, spec.at_seconds)
+    report["applied_at_seconds"] = ctx.now() - ctx.start
+    kind = spec.kind
+    if kind == "crash_replica":
+        assert spec.stage is not None
+        worker = ctx.workers[spec.stage]
+        worker.crash(spec.replica, mid_message=True)
+        await worker.wait_dead(spec.replica)
+        report["died_at_seconds"] = ctx.now() - ctx.start
+        if spec.restart_after_seconds is not None:
+            await anyio.sleep(spec.restart_after_seconds)
+            worker.restart(spec.replica)
+            report["restarted_at_seconds"] = ctx.now() - ctx.start
+    elif kind == "kill_stage":
+        assert spec.stage is not None
+        worker = ctx.workers[spec.stage]
+        report["busy_replicas"] = sum(worker.busy())
+        for i in range(len(worker.alive())):
+            worker.crash(i, mid_message=False)
+        if spec.restart_after_seconds is not None:
+            await anyio.sleep(spec.restart_after_seconds)
+            for i in range(len(worker.alive())):
+                worker.restart(i)
+            report["restarted_at_seconds"] = ctx.now() - ctx.start
+    elif kind == "pause_acceptance":
+        channels: Sequence[ChannelId]
+        if spec.channel is not None:
+            channels = (ctx.channels[spec.channel],)
+        else:
+            assert spec.stage is not None
+            channels = ctx.inputs[spec.stage]
+        for ch in channels:
+            ctx.messaging.pause_acceptance(ch)
+        assert spec.duration_seconds is not None
+        await anyio.sleep(spec.duration_seconds)
+        late = 0
+        for ch in channels:
+            late += len(ctx.messaging.resume_acceptance(ch))
+        report["accepted_late"] = late
+        report["resumed_at_seconds"] = ctx.now() - ctx.start
+    elif kind == "pause_payload":
+        assert ctx.stallable is not None and spec.duration_seconds is not None
+        ctx.stallable.stall()
+        await anyio.sleep(spec.duration_seconds)
+        ctx.stallable.resume()
+        report["resumed_at_seconds"] = ctx.now() - ctx.start
+    elif kind == "fail_payload_reads":
+        assert ctx.payload_model is not None
+        ctx.payload_model.fail_reads(["injected read failure"] * spec.count)
+    elif kind == "slow_stage":
+        assert spec.stage is not None and spec.duration_seconds is not None
+        slow = ctx.slowdowns[spec.stage]
+        slow.factor = spec.factor
+        await anyio.sleep(spec.duration_seconds)
+        slow.factor = 1.0
+        report["ended_at_seconds"] = ctx.now() - ctx.start
+
+
+__all__ = ["FaultContext", "SlowDown", "StallablePayloadStore", "run_fault"]

@@ -1,0 +1,88 @@
+"""The simulator's outputs: the JSON document and the terminal table."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+from rich.table import Table
+
+_encoder = msgspec.json.Encoder()
+
+
+def to_json(result: dict[str, Any]) -> bytes:
+    """The result as indented JSON (key order as built; the same run gives the same bytes,
+    ``run.wall_seconds`` aside)."""
+    return msgspec.json.format(_encoder.encode(result), indent=2) + b"\n"
+
+
+def _ms(v: float | None) -> str:
+    if v is None:
+        return "-"
+    return f"{v:.3f}" if v < 10 else f"{v:.1f}"
+
+
+def results_table(result: dict[str, Any]) -> Table:
+    """Per stage and end to end: latency percentiles (ms), throughput, redeliveries,
+    drops, unresolved, utilisation."""
+    run = result["run"]
+    table = Table(
+        title=(
+            f"simulated {run['duration_seconds']:g} s (statistics after {run['warmup_seconds']:g}"
+            f" s warm-up), seed {run['seed']}, {run['backend']}"
+        ),
+        title_justify="left",
+    )
+    for col in ("stage", "mean", "p50", "p90", "p99", "p99.9", "max"):
+        table.add_column(col, justify="left" if col == "stage" else "right", no_wrap=True)
+    for col in ("msg/s", "redelivered", "dropped", "unresolved", "util"):
+        table.add_column(col, justify="right", no_wrap=True)
+
+    def row(name: str, d: dict[str, Any], util: str, style: str | None = None) -> None:
+        lat = d["latency_ms"]
+        table.add_row(
+            name,
+            *(_ms(lat[k]) for k in ("mean", "p50", "p90", "p99", "p999", "max")),
+            f"{d['throughput_hz']:.1f}",
+            str(d["redeliveries"]),
+            str(d["dropped"]),
+            str(d["unresolved"]),
+            util,
+            style=style,
+        )
+
+    for name, d in result["stages"].items():
+        u = d["utilization"]
+        util = f"{sum(u) / len(u):.0%}" if u else "-"
+        row(name, d, util)
+    e2e = result["end_to_end"]
+    u = e2e["utilization"]
+    row("end to end", e2e, f"{u:.0%}" if u is not None else "-", style="bold")
+    table.caption = "latency in ms; util = mean busy fraction of the replicas"
+    table.caption_justify = "left"
+    return table
+
+
+def faults_table(result: dict[str, Any]) -> Table | None:
+    """The faults as applied (virtual seconds from the start), or None without faults."""
+    faults = result["faults"]
+    if not faults:
+        return None
+    table = Table(title="faults", title_justify="left")
+    table.add_column("kind", no_wrap=True)
+    table.add_column("target", no_wrap=True)
+    table.add_column("what happened", overflow="fold")
+    for f in faults:
+        target = f.get("stage") or f.get("channel") or "payload"
+        if f["kind"] == "crash_replica":
+            target = f"{target}[{f.get('replica', 0)}]"
+        detail = ", ".join(
+            f"{k.removesuffix('_seconds')} {v:.3f}s" if k.endswith("_seconds") else f"{k} {v}"
+            for k, v in f.items()
+            if k not in ("kind", "stage", "channel", "replica")
+        )
+        table.add_row(f["kind"], target, detail)
+    return table
+
+
+__all__ = ["faults_table", "results_table", "to_json"]

@@ -1,0 +1,175 @@
+"""The simulator's result: what the recorders, the workers' counters, the probe and the
+messaging model's own ledger say once the run is over, as the JSON-ready dict documented in
+``docs/simulate.md``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..contracts import Known
+from ..memory.messaging import MemoryMessagingBackend
+from ..pipeline import LatencyHistogram, Pipeline, Publisher, StageWorker
+from ..pipeline._stats import DEFAULT_PRECISION_BITS
+from ._dist import mean_seconds
+from ._probe import Probe
+from ._record import Series, StageRecorder
+from ._spec import FaultSpec, SimSpec
+
+QUANTILES = (*(round(q / 100, 2) for q in range(1, 100)), 0.995, 0.999)
+"""The quantiles each distribution is published at (for plots)."""
+
+_LEDGER = ("pending", "leased", "unresolved", "dropped", "redelivered")
+
+
+def fault_report(f: FaultSpec) -> dict[str, Any]:
+    """A fault as specified (the keys that apply to its kind); the run adds what happened."""
+    out = {
+        "kind": f.kind,
+        "at_seconds": f.at_seconds,
+        "stage": f.stage,
+        "channel": f.channel,
+        "replica": f.replica if f.kind == "crash_replica" else None,
+        "duration_seconds": f.duration_seconds,
+        "restart_after_seconds": f.restart_after_seconds,
+        "count": f.count if f.kind == "fail_payload_reads" else None,
+        "factor": f.factor if f.kind == "slow_stage" else None,
+    }
+    return {k: v for k, v in out.items() if v is not None}
+
+
+async def _ledger(messaging: MemoryMessagingBackend, pipe: Pipeline, stage: str) -> dict[str, int]:
+    """The model's counts for the stage's subscriptions (summed over its inputs)."""
+    out = dict.fromkeys(_LEDGER, 0)
+    for sub in pipe.subscriptions[stage]:
+        seen = await messaging.observe_subscription(sub)
+        if isinstance(seen, Known):
+            v = seen.value
+            for key in _LEDGER:
+                out[key] += getattr(v, key)
+    return out
+
+
+def _quantiles_ms(h: LatencyHistogram) -> list[float] | None:
+    if not h.count:
+        return None
+    return [v * 1000.0 for v in h.percentiles(QUANTILES)]
+
+
+async def build_result(
+    spec: SimSpec,
+    *,
+    messaging: MemoryMessagingBackend,
+    pipe: Pipeline,
+    workers: dict[str, StageWorker],
+    recorders: dict[str, StageRecorder],
+    publishers: dict[str, Publisher],
+    source_counts: dict[str, dict[str, int]],
+    probe: Probe,
+    gpu: dict[str, dict[str, Any]],
+    faults: list[dict[str, Any]],
+    bins: tuple[float, int],
+    times: dict[str, float],
+) -> dict[str, Any]:
+    """Assemble the result (``times``: ``virtual_seconds``, ``gpu_ready_seconds``;
+    ``bins``: ``(bin_seconds, nbins)``)."""
+    run = spec.run
+    window = run.duration_seconds - run.warmup_seconds
+    stages: dict[str, Any] = {}
+    events = 0
+    busy_total = replica_seconds = 0.0
+    e2e = LatencyHistogram()
+    e2e_series = Series(*bins)
+    totals = {"redeliveries": 0, "dropped": 0, "unresolved": 0}
+    for st in spec.stages:
+        c = workers[st.name].counters
+        events += c.received
+        ledger = await _ledger(messaging, pipe, st.name)
+        warm = probe.busy_at_warmup.get(st.name, [0.0] * len(c.busy_seconds))
+        last = probe.busy_at_end.get(st.name, list(c.busy_seconds))
+        busy = [b - a for a, b in zip(warm, last, strict=True)]
+        busy_total += sum(busy)
+        replica_seconds += window * len(busy)
+        rec = recorders[st.name]
+        if rec.e2e is not None and rec.e2e_series is not None:
+            e2e.merge(rec.e2e)
+            e2e_series.merge(rec.e2e_series)
+        totals["redeliveries"] += ledger["redelivered"]
+        totals["dropped"] += ledger["dropped"]
+        totals["unresolved"] += ledger["unresolved"]
+        stages[st.name] = {
+            "latency_ms": rec.stage.summary(1000.0),
+            "throughput_hz": rec.stage.count / window,
+            "redeliveries": ledger["redelivered"],
+            "dropped": ledger["dropped"],
+            "unresolved": ledger["unresolved"],
+            "utilization": [b / window for b in busy],
+            "completed": c.completed,
+            "retried": c.retried,
+            "dead_lettered": c.terminal,
+            "stale_settles": c.stale,
+            "crashes": c.crashes,
+            "lease_renewals": c.renewals,
+            "payload_failures": c.payload_failures,
+            "pending_at_end": ledger["pending"] + ledger["leased"],
+            "replicas": st.replicas,
+            "batch": st.batch,
+            "service_mean_ms": mean_seconds(st.service) * 1000.0,
+            "gpu": gpu.get(st.name),
+        }
+    rejected = sum(c["rejected"] for c in source_counts.values())
+    bin_seconds, nbins = bins
+    return {
+        "run": {
+            "seed": run.seed,
+            "backend": run.backend,
+            "duration_seconds": run.duration_seconds,
+            "warmup_seconds": run.warmup_seconds,
+            "virtual_seconds": times["virtual_seconds"],
+            "wall_seconds": 0.0,
+            "events": events,
+            "drained": all(w.finished for w in workers.values()),
+            "gpu_ready_seconds": times["gpu_ready_seconds"],
+            "histogram_relative_error": 2.0 ** -(DEFAULT_PRECISION_BITS + 1),
+        },
+        "stages": stages,
+        "end_to_end": {
+            "latency_ms": e2e.summary(1000.0),
+            "throughput_hz": e2e.count / window,
+            "redeliveries": totals["redeliveries"],
+            "dropped": totals["dropped"] + rejected,
+            "unresolved": totals["unresolved"],
+            "utilization": busy_total / replica_seconds if replica_seconds else None,
+            "frames": sum(c["frames"] for c in source_counts.values()),
+            "completed": e2e.count,
+        },
+        "sources": {
+            src.name: {
+                "frames": source_counts[src.name]["frames"],
+                "rejected": source_counts[src.name]["rejected"],
+                "ambiguous_publishes_retried": publishers[src.name].counters.retried,
+                "rate_hz": src.rate_hz * src.streams,
+                "arrival": src.arrival,
+                "bytes": src.bytes,
+            }
+            for src in spec.sources
+        },
+        "faults": faults,
+        "series": {
+            "bin_seconds": bin_seconds,
+            "t_seconds": [b * bin_seconds for b in range(nbins)],
+            "quantiles": list(QUANTILES),
+            "end_to_end": {"latency": e2e_series.as_dict(), "quantiles_ms": _quantiles_ms(e2e)},
+            "stages": {
+                name: {
+                    "latency": rec.series.as_dict(),
+                    "quantiles_ms": _quantiles_ms(rec.stage),
+                    "queued": probe.queued[name],
+                    "leased": probe.leased[name],
+                }
+                for name, rec in recorders.items()
+            },
+        },
+    }
+
+
+__all__ = ["QUANTILES", "build_result", "fault_report"]

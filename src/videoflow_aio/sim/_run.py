@@ -1,0 +1,276 @@
+"""Run a simulation: the real memory models on virtual time, driven by the pipeline
+toolkit's stage workers, with seeded load generators and scheduled faults.
+
+One seeded RNG per random stream — ``random.Random(f"{seed}/source/{name}")`` for a
+source's arrivals and phases, ``f"{seed}/stage/{name}"`` for a stage's service times — so
+adding a stage or a source leaves every other stream's samples unchanged.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import time
+from typing import Any
+
+import anyio
+
+from ..contracts.messaging import ChannelId
+from ..memory.allocation import MemoryAllocationBackend
+from ..memory.messaging import MemoryMessagingBackend
+from ..memory.payload import MemoryPayloadStore
+from ..pipeline import (
+    ExceptionPolicy,
+    Node,
+    Output,
+    Pipeline,
+    Publisher,
+    StageWorker,
+    ensure_pipeline,
+    loop_clock,
+    stage_worker,
+)
+from ..vtime import VirtualClock
+from ..vtime import run as vrun
+from ._dist import sampler
+from ._faults import FaultContext, SlowDown, StallablePayloadStore, run_fault
+from ._gpu import node_fixture, reserve_gpus
+from ._load import generate, stage_handler
+from ._probe import Probe, ProgressCallback, run_probe
+from ._record import StageRecorder
+from ._result import build_result, fault_report
+from ._spec import SimSpec, StageSpec
+
+MAX_BINS = 600
+POLL_SECONDS = 1.0
+"""How long an idle stage worker's receive waits before looking again."""
+
+
+def bin_seconds_for(spec: SimSpec) -> float:
+    """The time-series resolution: ``run.bin_seconds``, else the duration in at most
+    :data:`MAX_BINS` bins of a whole number of seconds (or 1/10 s steps for short runs)."""
+    if spec.run.bin_seconds is not None:
+        return spec.run.bin_seconds
+    raw = spec.run.duration_seconds / MAX_BINS
+    if raw >= 1.0:
+        return float(math.ceil(raw))
+    return max(0.1, math.ceil(raw * 10) / 10)
+
+
+def pipeline_nodes(spec: SimSpec) -> list[Node]:
+    """The spec's sources and stages as pipeline nodes. A node's channel bound comes from
+    the stages that read it (the smallest ``max_queue``, the first reader's ``overflow``);
+    a stage's subscription allows 4 leases per replica and batch item (at least 64), so a
+    crashed replica's unexpired leases do not starve the others."""
+    readers: dict[str, list[StageSpec]] = {}
+    for st in spec.stages:
+        for inp in st.inputs:
+            readers.setdefault(inp, []).append(st)
+
+    def node(name: str, inputs: tuple[str, ...], st: StageSpec | None) -> Node:
+        kw: dict[str, Any] = {}
+        rs = readers.get(name, [])
+        if rs:
+            kw["max_msgs"] = min(r.max_queue for r in rs)
+            kw["overflow"] = rs[0].overflow
+        if st is not None:
+            kw["ack_wait_seconds"] = st.ack_wait_seconds
+            kw["max_deliver"] = st.max_deliver
+            kw["item_credit"] = max(64, 4 * st.replicas * st.batch)
+        return Node(name=name, inputs=inputs, **kw)
+
+    return [node(s.name, (), None) for s in spec.sources] + [
+        node(s.name, s.inputs, s) for s in spec.stages
+    ]
+
+
+class _Frames:
+    """One zero-filled buffer per size: the payload model memoises the digest of the last
+    buffer put, so reusing it keeps SHA-256 off the per-frame path."""
+
+    def __init__(self) -> None:
+        self._cache: dict[int, bytes] = {}
+
+    def __call__(self, size: int) -> bytes | None:
+        if not size:
+            return None
+        data = self._cache.get(size)
+        if data is None:
+            data = self._cache[size] = bytes(size)
+        return data
+
+
+def _workers(
+    spec: SimSpec,
+    pipe: Pipeline,
+    messaging: MemoryMessagingBackend,
+    store: Any,
+    start: float,
+    bins: tuple[float, int],
+    frames: _Frames,
+) -> tuple[dict[str, StageWorker], dict[str, StageRecorder], dict[str, SlowDown]]:
+    window = (spec.run.warmup_seconds, spec.run.duration_seconds)
+    workers: dict[str, StageWorker] = {}
+    recorders: dict[str, StageRecorder] = {}
+    slowdowns: dict[str, SlowDown] = {}
+    for st in spec.stages:
+        sink = not pipe.readers[st.name]
+        rec = recorders[st.name] = StageRecorder(start, window, *bins, end_to_end=sink)
+        slow = slowdowns[st.name] = SlowDown()
+        rng = random.Random(f"{spec.run.seed}/stage/{st.name}")
+        data = frames(st.output_bytes)
+        output: list[Output | bytes] | None = None
+        if not sink:
+            output = [Output(data=data)] if data is not None else [b""]
+        workers[st.name] = stage_worker(
+            messaging,
+            pipe,
+            st.name,
+            stage_handler(sampler(st.service, rng), slow, output),
+            replicas=st.replicas,
+            batch=st.batch,
+            payload=store,
+            policy=ExceptionPolicy(retry_delay_seconds=st.retry_delay_seconds),
+            poll_seconds=POLL_SECONDS,
+            observe=rec,
+            payload_ttl_seconds=spec.payload.ttl_seconds,
+            obligation_seconds=spec.payload.obligation_seconds,
+        )
+    return workers, recorders, slowdowns
+
+
+async def _simulate(spec: SimSpec, progress: ProgressCallback | None) -> dict[str, Any]:
+    now, _ = loop_clock()
+    setup_start = now()
+    run = spec.run
+    bin_seconds = bin_seconds_for(spec)
+    bins = (bin_seconds, max(1, math.ceil(run.duration_seconds / bin_seconds - 1e-9)))
+
+    messaging = MemoryMessagingBackend()
+    model: MemoryPayloadStore | None = None
+    stallable: StallablePayloadStore | None = None
+    store: Any = None
+    payload_faults = ("pause_payload", "fail_payload_reads")
+    if (
+        any(s.bytes for s in spec.sources)
+        or any(s.output_bytes for s in spec.stages)
+        or any(f.kind in payload_faults for f in spec.faults)
+    ):
+        model = store = MemoryPayloadStore(tier=spec.payload.tier, max_bytes=spec.payload.max_bytes)
+        if any(f.kind == "pause_payload" for f in spec.faults):
+            stallable = store = StallablePayloadStore(model)
+    pipe = await ensure_pipeline(messaging, run.flow_id, run.run_id, pipeline_nodes(spec))
+
+    gpu: dict[str, dict[str, Any]] = {}
+    alloc: MemoryAllocationBackend | None = None
+    if spec.nodes:
+        alloc = MemoryAllocationBackend(
+            [node_fixture(n) for n in spec.nodes],
+            authority=spec.gpu.authority,
+            mig_apply_seconds=spec.gpu.mig_apply_seconds,
+        )
+        for i, st in enumerate(spec.stages):
+            if st.gpu:
+                gpu[st.name] = await reserve_gpus(alloc, st, i)
+
+    start = now()  # the load starts once the GPUs are ready (geometry may take a while)
+    end = start + run.duration_seconds
+    frames = _Frames()
+    workers, recorders, slowdowns = _workers(spec, pipe, messaging, store, start, bins, frames)
+    publishers = {
+        src.name: Publisher(
+            messaging,
+            pipe.channels[src.name],
+            payload=store,
+            readers=pipe.readers[src.name],
+            ttl_seconds=spec.payload.ttl_seconds,
+            obligation_seconds=spec.payload.obligation_seconds,
+        )
+        for src in spec.sources
+    }
+    counts = {src.name: {"frames": 0, "rejected": 0} for src in spec.sources}
+    inputs: dict[str, tuple[ChannelId, ...]] = {
+        st.name: tuple(sub.channel for sub in pipe.subscriptions[st.name]) for st in spec.stages
+    }
+    ctx = FaultContext(
+        start=start,
+        messaging=messaging,
+        payload_model=model,
+        stallable=stallable,
+        workers=workers,
+        inputs=inputs,
+        channels=pipe.channels,
+        slowdowns=slowdowns,
+        now=now,
+    )
+    faults = [fault_report(f) for f in spec.faults]
+    probe = Probe([s.name for s in spec.stages], bins[1])
+
+    async with anyio.create_task_group() as tg:
+        stages = anyio.create_task_group()
+        async with stages:
+            for w in workers.values():
+                stages.start_soon(w.run)
+            tg.start_soon(
+                run_probe,
+                spec,
+                start,
+                *bins,
+                messaging,
+                pipe.subscriptions,
+                workers,
+                probe,
+                progress,
+            )
+            for f, report in zip(spec.faults, faults, strict=True):
+                tg.start_soon(run_fault, ctx, f, report)
+            async with anyio.create_task_group() as sources:
+                for src in spec.sources:
+                    rng = random.Random(f"{run.seed}/source/{src.name}")
+                    sources.start_soon(
+                        generate,
+                        src,
+                        publishers[src.name],
+                        rng,
+                        start,
+                        end,
+                        frames(src.bytes),
+                        counts[src.name],
+                    )
+            # the sources sent eos: the stages drain and return, or run out of time
+            stages.cancel_scope.deadline = max(now(), end) + run.drain_seconds
+        tg.cancel_scope.cancel()
+    finished = now()
+
+    result = await build_result(
+        spec,
+        messaging=messaging,
+        pipe=pipe,
+        workers=workers,
+        recorders=recorders,
+        publishers=publishers,
+        source_counts=counts,
+        probe=probe,
+        gpu=gpu,
+        faults=faults,
+        bins=bins,
+        times={"virtual_seconds": finished - setup_start, "gpu_ready_seconds": start - setup_start},
+    )
+    if alloc is not None:
+        for name, g in gpu.items():
+            released = await alloc.release(g["claim"], f"sim-release-{name}", g["generation"])
+            g["released"] = released.phase
+    return result
+
+
+def simulate(spec: SimSpec, *, progress: ProgressCallback | None = None) -> dict[str, Any]:
+    """Run ``spec`` on a fresh virtual clock under ``spec.run.backend``; the result as the
+    JSON-ready dict described in ``docs/simulate.md`` (``run.wall_seconds`` is the only
+    value that depends on the machine)."""
+    wall0 = time.perf_counter()  # wall-clock: reported as run.wall_seconds, nothing else
+    result = vrun(_simulate, spec, progress, backend=spec.run.backend, clock=VirtualClock())
+    result["run"]["wall_seconds"] = time.perf_counter() - wall0  # wall-clock: as above
+    return result
+
+
+__all__ = ["MAX_BINS", "bin_seconds_for", "pipeline_nodes", "simulate"]

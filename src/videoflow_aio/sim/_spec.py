@@ -1,0 +1,619 @@
+"""The simulation spec: TOML → validated, frozen structs.
+
+Every key is checked before anything runs; a bad spec raises :class:`SpecError` (a
+:class:`~videoflow_aio.contracts.errors.ValidationError`) whose ``field`` is the key's path,
+e.g. ``stage[1].service.mean_ms``. Unknown keys are errors too (a typo must not silently
+fall back to a default).
+"""
+
+from __future__ import annotations
+
+import math
+import tomllib
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Literal, cast
+
+import msgspec
+
+from ..contracts.errors import ValidationError, VideoflowError
+from ..contracts.messaging import Overflow
+from ..contracts.payload import Tier
+
+Backend = Literal["asyncio", "trio"]
+Authority = Literal["device-plugin", "mig-manager"]
+BACKENDS = ("asyncio", "trio")
+ARRIVALS = ("periodic", "poisson")
+DISTS = ("constant", "exponential", "lognormal", "empirical")
+FAULT_KINDS = (
+    "crash_replica",
+    "kill_stage",
+    "pause_acceptance",
+    "pause_payload",
+    "fail_payload_reads",
+    "slow_stage",
+)
+OVERFLOWS = ("evict_oldest", "reject")
+AUTHORITIES = ("device-plugin", "mig-manager")
+_NAME_BAD = " .*>\t\n@#/"
+
+
+class SpecError(ValidationError):
+    """A malformed simulation spec; ``field`` is the path of the offending key."""
+
+
+class SimError(VideoflowError):
+    """A valid spec that cannot be run as specified (e.g. GPU slices that do not fit);
+    ``field`` names the spec key."""
+
+    field: str
+
+    def __init__(self, message: str, *, field: str) -> None:
+        super().__init__(message, field=field)
+
+
+class RunSpec(msgspec.Struct, frozen=True, kw_only=True):
+    seed: int = 0
+    duration_seconds: float = 60.0
+    warmup_seconds: float = 0.0
+    backend: Backend = "asyncio"
+    drain_seconds: float = 300.0
+    bin_seconds: float | None = None
+    flow_id: str = "sim"
+    run_id: str = "run"
+
+
+class PayloadSpec(msgspec.Struct, frozen=True, kw_only=True):
+    tier: Tier = "durable"
+    max_bytes: int | None = None
+    ttl_seconds: float = 3600.0
+    obligation_seconds: float = 600.0
+
+
+class ServiceSpec(msgspec.Struct, frozen=True, kw_only=True):
+    dist: str
+    mean_ms: float | None = None
+    p99_ms: float | None = None
+    value_ms: float | None = None
+    file: str | None = None
+    samples_ms: tuple[float, ...] = ()
+
+
+class SourceSpec(msgspec.Struct, frozen=True, kw_only=True):
+    name: str
+    rate_hz: float
+    streams: int = 1
+    arrival: str = "periodic"
+    bytes: int = 0
+
+
+class StageSpec(msgspec.Struct, frozen=True, kw_only=True):
+    name: str
+    inputs: tuple[str, ...]
+    service: ServiceSpec
+    replicas: int = 1
+    batch: int = 1
+    ack_wait_seconds: float = 30.0
+    max_deliver: int = 5
+    gpu: str | None = None
+    output_bytes: int = 0
+    max_queue: int = 10000
+    overflow: Overflow = "evict_oldest"
+    retry_delay_seconds: float = 1.0
+
+
+class NodeSpec(msgspec.Struct, frozen=True, kw_only=True):
+    name: str
+    product: str = "NVIDIA-H100-80GB-HBM3"
+    gpus: int = 1
+    memory_gib: float = 80.0
+    mig: dict[str, int] = {}
+
+
+class GpuSpec(msgspec.Struct, frozen=True, kw_only=True):
+    authority: Authority = "device-plugin"
+    mig_apply_seconds: float = 0.0
+
+
+class FaultSpec(msgspec.Struct, frozen=True, kw_only=True):
+    at_seconds: float
+    kind: str
+    stage: str | None = None
+    channel: str | None = None
+    replica: int = 0
+    duration_seconds: float | None = None
+    restart_after_seconds: float | None = None
+    count: int = 1
+    factor: float = 1.0
+
+
+class SimSpec(msgspec.Struct, frozen=True, kw_only=True):
+    """A validated simulation spec (``load_spec``/``parse_spec``): the TOML's tables as
+    frozen structs — ``[run]``, ``[[source]]``, ``[[stage]]``, ``[[fault]]``, ``[[node]]``,
+    ``[gpu]``, ``[payload]``."""
+
+    run: RunSpec
+    sources: tuple[SourceSpec, ...]
+    stages: tuple[StageSpec, ...]
+    faults: tuple[FaultSpec, ...] = ()
+    nodes: tuple[NodeSpec, ...] = ()
+    gpu: GpuSpec = GpuSpec()
+    payload: PayloadSpec = PayloadSpec()
+
+    def stage(self, name: str) -> StageSpec:
+        for s in self.stages:
+            if s.name == name:
+                return s
+        raise KeyError(name)
+
+
+# -- checking helpers ------------------------------------------------------------------------
+
+
+def _fail(path: str, message: str, value: Any = None) -> SpecError:
+    return SpecError(f"{path}: {message}", field=path, value=value)
+
+
+def _table(value: Any, path: str) -> Mapping[str, Any]:
+    if not isinstance(value, Mapping):
+        raise _fail(path, "must be a table", value)
+    return value
+
+
+def _keys(table: Mapping[str, Any], path: str, allowed: tuple[str, ...]) -> None:
+    for key in table:
+        if key not in allowed:
+            raise _fail(
+                f"{path}.{key}" if path else key,
+                f"unknown key; expected one of {', '.join(allowed)}",
+                key,
+            )
+
+
+def _number(
+    table: Mapping[str, Any],
+    key: str,
+    path: str,
+    *,
+    integer: bool,
+    minimum: float,
+    strict: bool = False,
+    allow: tuple[int, ...] = (),
+) -> float | int | None:
+    """``table[key]`` checked as a finite number (an int with ``integer``) >= ``minimum``
+    (> with ``strict``; or one of ``allow``); None when absent."""
+    if key not in table:
+        return None
+    where = f"{path}.{key}"
+    v = table[key]
+    if integer:
+        if isinstance(v, bool) or not isinstance(v, int):
+            raise _fail(where, "must be an integer", v)
+    elif isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v):
+        raise _fail(where, "must be a finite number", v)
+    if (v < minimum or (strict and v == minimum)) and v not in allow:
+        extra = f" (or {', '.join(map(str, allow))})" if allow else ""
+        raise _fail(where, f"must be {'>' if strict else '>='} {minimum:g}{extra}", v)
+    return int(v) if integer else float(v)
+
+
+def _num(
+    table: Mapping[str, Any],
+    key: str,
+    path: str,
+    default: float | None = None,
+    *,
+    minimum: float = 0.0,
+    strict: bool = False,
+    required: bool = False,
+) -> float | None:
+    v = _number(table, key, path, integer=False, minimum=minimum, strict=strict)
+    if v is None:
+        if required:
+            raise _fail(f"{path}.{key}", "is required")
+        return default
+    return float(v)
+
+
+def _int(
+    table: Mapping[str, Any],
+    key: str,
+    path: str,
+    default: int,
+    *,
+    minimum: int = 0,
+    allow: tuple[int, ...] = (),
+) -> int:
+    v = _number(table, key, path, integer=True, minimum=minimum, allow=allow)
+    return default if v is None else int(v)
+
+
+def _str(
+    table: Mapping[str, Any],
+    key: str,
+    path: str,
+    default: str | None = None,
+    *,
+    choices: tuple[str, ...] = (),
+    required: bool = False,
+    name: bool = False,
+) -> str | None:
+    where = f"{path}.{key}"
+    if key not in table:
+        if required:
+            raise _fail(where, "is required")
+        return default
+    v = table[key]
+    if not isinstance(v, str) or not v:
+        raise _fail(where, "must be a non-empty string", v)
+    if choices and v not in choices:
+        raise _fail(where, f"must be one of {', '.join(choices)}", v)
+    if name and any(c in v for c in _NAME_BAD):
+        raise _fail(where, f"must not contain any of {_NAME_BAD!r}", v)
+    return v
+
+
+# -- sections --------------------------------------------------------------------------------
+
+
+def _run(raw: Any) -> RunSpec:
+    t = _table(raw if raw is not None else {}, "run")
+    _keys(
+        t,
+        "run",
+        (
+            "seed",
+            "duration_seconds",
+            "warmup_seconds",
+            "backend",
+            "drain_seconds",
+            "bin_seconds",
+            "flow_id",
+            "run_id",
+        ),
+    )
+    duration = _num(t, "duration_seconds", "run", required=True, strict=True)
+    warmup = _num(t, "warmup_seconds", "run", 0.0)
+    assert duration is not None and warmup is not None
+    if warmup >= duration:
+        raise _fail("run.warmup_seconds", "must be < run.duration_seconds", warmup)
+    return RunSpec(
+        seed=_int(t, "seed", "run", 0, minimum=-(2**63)),
+        duration_seconds=duration,
+        warmup_seconds=warmup,
+        backend=cast(Backend, _str(t, "backend", "run", "asyncio", choices=BACKENDS)),
+        drain_seconds=_num(t, "drain_seconds", "run", 300.0) or 0.0,
+        bin_seconds=_num(t, "bin_seconds", "run", None, strict=True),
+        flow_id=_str(t, "flow_id", "run", "sim", name=True) or "sim",
+        run_id=_str(t, "run_id", "run", "run", name=True) or "run",
+    )
+
+
+def _service(raw: Any, path: str, base: Path | None) -> ServiceSpec:
+    t = _table(raw, path)
+    _keys(t, path, ("dist", "mean_ms", "p99_ms", "value_ms", "file", "samples_ms"))
+    dist = _str(t, "dist", path, choices=DISTS, required=True) or ""
+    if dist in ("exponential", "lognormal"):
+        mean = _num(t, "mean_ms", path, required=True, strict=True)
+        p99 = None
+        if dist == "lognormal":
+            p99 = _num(t, "p99_ms", path, required=True, strict=True)
+            assert mean is not None and p99 is not None
+            if p99 <= mean:
+                raise _fail(f"{path}.p99_ms", "must be > mean_ms for a lognormal", p99)
+            # mean = exp(mu + s^2/2), p99 = exp(mu + z s): s solves s^2/2 - z s + d = 0
+            if 2 * math.log(p99 / mean) > _Z99**2:
+                raise _fail(
+                    f"{path}.p99_ms",
+                    f"p99_ms / mean_ms must be < {math.exp(_Z99**2 / 2):.1f} for a lognormal",
+                    p99,
+                )
+        return ServiceSpec(dist=dist, mean_ms=mean, p99_ms=p99)
+    if dist == "constant":
+        value = _num(t, "value_ms", path) if "value_ms" in t else _num(t, "mean_ms", path)
+        if value is None:
+            raise _fail(f"{path}.value_ms", "is required (or mean_ms) for a constant")
+        return ServiceSpec(dist=dist, value_ms=value, mean_ms=value)
+    # empirical: samples inline or from a file of numbers (ms), one per line
+    samples: list[float] = []
+    if "samples_ms" in t:
+        seq = t["samples_ms"]
+        if not isinstance(seq, list):
+            raise _fail(f"{path}.samples_ms", "must be an array of numbers", seq)
+        for i, v in enumerate(seq):
+            if isinstance(v, bool) or not isinstance(v, int | float) or not v >= 0:
+                raise _fail(f"{path}.samples_ms[{i}]", "must be a number >= 0", v)
+            samples.append(float(v))
+    file = _str(t, "file", path)
+    if file is not None:
+        where = Path(file) if base is None else base / file
+        try:
+            text = where.read_text()
+        except OSError as exc:
+            raise _fail(f"{path}.file", f"cannot read {where}: {exc.strerror}", file) from None
+        for n, line in enumerate(text.splitlines(), 1):
+            line = line.split("#", 1)[0].strip()
+            if not line:
+                continue
+            try:
+                v = float(line)
+            except ValueError:
+                raise _fail(f"{path}.file", f"{where}:{n}: not a number: {line!r}", file) from None
+            if not (v >= 0 and math.isfinite(v)):
+                raise _fail(f"{path}.file", f"{where}:{n}: must be a number >= 0", file)
+            samples.append(v)
+    if not samples:
+        raise _fail(path, "an empirical distribution needs samples_ms or a file of samples")
+    mean = math.fsum(samples) / len(samples)
+    return ServiceSpec(dist=dist, mean_ms=mean, file=file, samples_ms=tuple(samples))
+
+
+_Z99 = 2.3263478740408408  # the standard normal's 0.99 quantile
+
+
+def _source(raw: Any, i: int) -> SourceSpec:
+    path = f"source[{i}]"
+    t = _table(raw, path)
+    _keys(t, path, ("name", "streams", "rate_hz", "arrival", "bytes"))
+    name = _str(t, "name", path, required=True, name=True)
+    rate = _num(t, "rate_hz", path, required=True, strict=True)
+    assert name is not None and rate is not None
+    return SourceSpec(
+        name=name,
+        rate_hz=rate,
+        streams=_int(t, "streams", path, 1, minimum=1),
+        arrival=_str(t, "arrival", path, "periodic", choices=ARRIVALS) or "periodic",
+        bytes=_int(t, "bytes", path, 0),
+    )
+
+
+def _stage(raw: Any, i: int, base: Path | None) -> StageSpec:
+    path = f"stage[{i}]"
+    t = _table(raw, path)
+    _keys(
+        t,
+        path,
+        (
+            "name",
+            "inputs",
+            "replicas",
+            "batch",
+            "service",
+            "ack_wait_seconds",
+            "max_deliver",
+            "gpu",
+            "output_bytes",
+            "max_queue",
+            "overflow",
+            "retry_delay_seconds",
+        ),
+    )
+    name = _str(t, "name", path, required=True, name=True)
+    assert name is not None
+    inputs = t.get("inputs")
+    if not isinstance(inputs, list) or not inputs or not all(isinstance(x, str) for x in inputs):
+        raise _fail(f"{path}.inputs", "must be a non-empty array of node names", inputs)
+    if "service" not in t:
+        raise _fail(f"{path}.service", "is required")
+    return StageSpec(
+        name=name,
+        inputs=tuple(inputs),
+        service=_service(t["service"], f"{path}.service", base),
+        replicas=_int(t, "replicas", path, 1, minimum=1),
+        batch=_int(t, "batch", path, 1, minimum=1),
+        ack_wait_seconds=_num(t, "ack_wait_seconds", path, 30.0, strict=True) or 30.0,
+        max_deliver=_int(t, "max_deliver", path, 5, minimum=1, allow=(-1,)),
+        gpu=_str(t, "gpu", path),
+        output_bytes=_int(t, "output_bytes", path, 0),
+        max_queue=_int(t, "max_queue", path, 10000, minimum=1),
+        overflow=cast(Overflow, _str(t, "overflow", path, "evict_oldest", choices=OVERFLOWS)),
+        retry_delay_seconds=_num(t, "retry_delay_seconds", path, 1.0) or 0.0,
+    )
+
+
+def _node(raw: Any, i: int) -> NodeSpec:
+    path = f"node[{i}]"
+    t = _table(raw, path)
+    _keys(t, path, ("name", "product", "gpus", "memory_gib", "mig"))
+    name = _str(t, "name", path, required=True, name=True)
+    assert name is not None
+    mig = t.get("mig", {})
+    mig_t = _table(mig, f"{path}.mig")
+    layout: dict[str, int] = {}
+    for profile, count in mig_t.items():
+        if isinstance(count, bool) or not isinstance(count, int) or count < 0:
+            raise _fail(f"{path}.mig.{profile}", "must be an integer >= 0", count)
+        layout[profile] = count
+    return NodeSpec(
+        name=name,
+        product=_str(t, "product", path, "NVIDIA-H100-80GB-HBM3") or "",
+        gpus=_int(t, "gpus", path, 1, minimum=1),
+        memory_gib=_num(t, "memory_gib", path, 80.0) or 0.0,
+        mig=layout,
+    )
+
+
+def _fault(raw: Any, i: int) -> FaultSpec:
+    path = f"fault[{i}]"
+    t = _table(raw, path)
+    _keys(
+        t,
+        path,
+        (
+            "at_seconds",
+            "kind",
+            "stage",
+            "channel",
+            "replica",
+            "duration_seconds",
+            "restart_after_seconds",
+            "count",
+            "factor",
+        ),
+    )
+    kind = _str(t, "kind", path, choices=FAULT_KINDS, required=True)
+    at = _num(t, "at_seconds", path, required=True)
+    assert kind is not None and at is not None
+    duration = _num(t, "duration_seconds", path, None, strict=True)
+    if kind in ("pause_acceptance", "pause_payload", "slow_stage") and duration is None:
+        raise _fail(f"{path}.duration_seconds", f"is required for {kind}")
+    restart = _num(t, "restart_after_seconds", path, 10.0 if kind == "crash_replica" else None)
+    stage = _str(t, "stage", path)
+    channel = _str(t, "channel", path)
+    if kind in ("crash_replica", "kill_stage", "slow_stage") and stage is None:
+        raise _fail(f"{path}.stage", f"is required for {kind}")
+    if kind == "pause_acceptance" and stage is None and channel is None:
+        raise _fail(f"{path}.stage", "pause_acceptance needs stage (its inputs) or channel")
+    factor = _num(t, "factor", path, 1.0, strict=True)
+    return FaultSpec(
+        at_seconds=at,
+        kind=kind,
+        stage=stage,
+        channel=channel,
+        replica=_int(t, "replica", path, 0),
+        duration_seconds=duration,
+        restart_after_seconds=restart,
+        count=_int(t, "count", path, 1, minimum=1),
+        factor=factor if factor is not None else 1.0,
+    )
+
+
+def _payload(raw: Any) -> PayloadSpec:
+    t = _table(raw if raw is not None else {}, "payload")
+    _keys(t, "payload", ("tier", "max_bytes", "ttl_seconds", "obligation_seconds"))
+    max_bytes = t.get("max_bytes")
+    if max_bytes is not None and (
+        isinstance(max_bytes, bool) or not isinstance(max_bytes, int) or max_bytes < 1
+    ):
+        raise _fail("payload.max_bytes", "must be an integer >= 1", max_bytes)
+    return PayloadSpec(
+        tier=cast(Tier, _str(t, "tier", "payload", "durable", choices=("durable", "evictable"))),
+        max_bytes=max_bytes,
+        ttl_seconds=_num(t, "ttl_seconds", "payload", 3600.0, strict=True) or 0.0,
+        obligation_seconds=_num(t, "obligation_seconds", "payload", 600.0, strict=True) or 0.0,
+    )
+
+
+def _gpu(raw: Any) -> GpuSpec:
+    t = _table(raw if raw is not None else {}, "gpu")
+    _keys(t, "gpu", ("authority", "mig_apply_seconds"))
+    return GpuSpec(
+        authority=cast(
+            Authority, _str(t, "authority", "gpu", "device-plugin", choices=AUTHORITIES)
+        ),
+        mig_apply_seconds=_num(t, "mig_apply_seconds", "gpu", 0.0) or 0.0,
+    )
+
+
+def _array(doc: Mapping[str, Any], key: str) -> list[Any]:
+    value = doc.get(key, [])
+    if not isinstance(value, list):
+        raise _fail(key, f"must be an array of tables ([[{key}]])", value)
+    return value
+
+
+def parse_spec(doc: Mapping[str, Any], base: Path | None = None) -> SimSpec:
+    """Validate a decoded spec document; ``base`` resolves relative sample files."""
+    _keys(doc, "", ("run", "source", "stage", "fault", "node", "gpu", "payload"))
+    run = _run(doc.get("run"))
+    sources = tuple(_source(s, i) for i, s in enumerate(_array(doc, "source")))
+    stages = tuple(_stage(s, i, base) for i, s in enumerate(_array(doc, "stage")))
+    nodes = tuple(_node(n, i) for i, n in enumerate(_array(doc, "node")))
+    faults = tuple(_fault(f, i) for i, f in enumerate(_array(doc, "fault")))
+    if not sources:
+        raise _fail("source", "at least one [[source]] is required")
+    if not stages:
+        raise _fail("stage", "at least one [[stage]] is required")
+    names: dict[str, str] = {}
+    labelled = [("source", i, s.name) for i, s in enumerate(sources)]
+    labelled += [("stage", i, s.name) for i, s in enumerate(stages)]
+    for kind, i, name in labelled:
+        if name in names:
+            raise _fail(f"{kind}[{i}].name", f"duplicate node name {name!r}", name)
+        names[name] = kind
+    stage_names = [s.name for s in stages]
+    for i, s in enumerate(stages):
+        for inp in s.inputs:
+            if inp not in names:
+                raise _fail(f"stage[{i}].inputs", f"unknown node {inp!r}", inp)
+            if inp == s.name:
+                raise _fail(f"stage[{i}].inputs", "a stage cannot read itself", inp)
+    _check_acyclic(stages)
+    if any(s.gpu for s in stages) and not nodes:
+        raise _fail("node", "a stage asks for a gpu but the spec declares no [[node]]")
+    node_names = [n.name for n in nodes]
+    if len(set(node_names)) != len(node_names):
+        raise _fail("node", "duplicate node names", node_names)
+    for i, f in enumerate(faults):
+        if f.stage is not None and f.stage not in stage_names:
+            raise _fail(f"fault[{i}].stage", f"unknown stage {f.stage!r}", f.stage)
+        if f.channel is not None and f.channel not in names:
+            raise _fail(f"fault[{i}].channel", f"unknown node {f.channel!r}", f.channel)
+        if f.kind == "crash_replica" and f.stage is not None:
+            replicas = next(s for s in stages if s.name == f.stage).replicas
+            if f.replica >= replicas:
+                raise _fail(
+                    f"fault[{i}].replica", f"stage {f.stage!r} has {replicas} replicas", f.replica
+                )
+    return SimSpec(
+        run=run,
+        sources=sources,
+        stages=stages,
+        faults=faults,
+        nodes=nodes,
+        gpu=_gpu(doc.get("gpu")),
+        payload=_payload(doc.get("payload")),
+    )
+
+
+def _check_acyclic(stages: tuple[StageSpec, ...]) -> None:
+    inputs = {s.name: s.inputs for s in stages}
+    state: dict[str, int] = {}
+
+    def visit(name: str, i: int) -> None:
+        if state.get(name) == 2 or name not in inputs:
+            return
+        if state.get(name) == 1:
+            raise _fail(f"stage[{i}].inputs", f"cycle through stage {name!r}", name)
+        state[name] = 1
+        for inp in inputs[name]:
+            visit(inp, i)
+        state[name] = 2
+
+    for i, s in enumerate(stages):
+        visit(s.name, i)
+
+
+def load_spec(path: str | Path, run_overrides: Mapping[str, Any] | None = None) -> SimSpec:
+    """Read and validate a TOML spec; SpecError for a malformed file (field ``toml`` for a
+    TOML syntax error). ``run_overrides`` replace keys of ``[run]`` before validation."""
+    p = Path(path)
+    try:
+        text = p.read_bytes()
+    except OSError as exc:
+        raise SpecError(f"cannot read {p}: {exc.strerror}", field="path", value=str(p)) from None
+    try:
+        doc = tomllib.loads(text.decode("utf-8"))
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise SpecError(f"{p}: not valid TOML: {exc}", field="toml", value=str(p)) from None
+    if run_overrides:
+        run = doc.get("run", {})
+        doc["run"] = {**(run if isinstance(run, dict) else {}), **run_overrides}
+    return parse_spec(doc, base=p.parent)
+
+
+__all__ = [
+    "FaultSpec",
+    "GpuSpec",
+    "NodeSpec",
+    "PayloadSpec",
+    "RunSpec",
+    "ServiceSpec",
+    "SimError",
+    "SimSpec",
+    "SourceSpec",
+    "SpecError",
+    "StageSpec",
+    "load_spec",
+    "parse_spec",
+]

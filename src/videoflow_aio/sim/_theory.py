@@ -1,0 +1,50 @@
+"""Queueing formulas the simulator is validated against (``tests/test_sim_queueing.py``).
+
+All times in seconds; ``lam`` is the arrival rate, ``mu`` one server's service rate.
+"""
+
+from __future__ import annotations
+
+from ..contracts.errors import ValidationError
+
+
+def _check(lam: float, mu: float, c: int) -> float:
+    if not (lam > 0 and mu > 0 and isinstance(c, int) and c >= 1):
+        raise ValidationError(
+            "need lam > 0, mu > 0 and an integer c >= 1", field="lam", value=(lam, mu, c)
+        )
+    rho = lam / (c * mu)
+    if rho >= 1:
+        raise ValidationError(f"unstable: utilisation {rho:.3f} >= 1", field="lam", value=lam)
+    return rho
+
+
+def erlang_c(c: int, offered: float) -> float:
+    """The probability that an arrival waits in M/M/c with offered load ``lam / mu``
+    (computed through the Erlang B recursion, stable for large ``c``)."""
+    b = 1.0
+    for k in range(1, c + 1):
+        b = offered * b / (k + offered * b)
+    rho = offered / c
+    return b / (1.0 - rho * (1.0 - b))
+
+
+def mmc_mean_response(lam: float, mu: float, c: int) -> float:
+    """Mean time in system (wait + service) of M/M/c: ``1/mu + C(c, a) / (c mu - lam)``."""
+    _check(lam, mu, c)
+    return 1.0 / mu + erlang_c(c, lam / mu) / (c * mu - lam)
+
+
+def mg1_mean_response(lam: float, mean: float, second_moment: float) -> float:
+    """Mean time in system of M/G/1 (Pollaczek–Khinchine):
+    ``mean + lam E[S^2] / (2 (1 - rho))``."""
+    rho = _check(lam, 1.0 / mean, 1)
+    return mean + lam * second_moment / (2.0 * (1.0 - rho))
+
+
+def md1_mean_response(lam: float, service: float) -> float:
+    """Mean time in system of M/D/1: ``D + rho D / (2 (1 - rho))``."""
+    return mg1_mean_response(lam, service, service * service)
+
+
+__all__ = ["erlang_c", "md1_mean_response", "mg1_mean_response", "mmc_mean_response"]
