@@ -55,12 +55,14 @@ def _now() -> float:
 
 
 # -- raw nats-py ---------------------------------------------------------------------------------
-async def raw_round(url: str, n: int) -> dict[str, float]:
+async def raw_round(url: str | list[str], n: int, **stream: Any) -> dict[str, float]:
+    """The raw workloads on a fresh stream (``stream``: more stream options, e.g.
+    ``num_replicas``; memory storage unless given)."""
     nc = await nats.connect(url)
     js = nc.jetstream()
     i = next(_ids)
     name, subj = f"RAW{i}", f"raw{i}"
-    await js.add_stream(name=name, subjects=[f"{subj}.>"], storage="memory")
+    await js.add_stream(name=name, subjects=[f"{subj}.>"], **({"storage": "memory"} | stream))
     psub = await js.pull_subscribe(f"{subj}.x", f"c{i}", stream=name)
     out: dict[str, float] = {}
     t0 = _now()
@@ -89,9 +91,12 @@ async def raw_round(url: str, n: int) -> dict[str, float]:
 
 
 # -- the contract (adapter or memory model) ------------------------------------------------------
-async def contract_round(b: Any, n: int) -> dict[str, float]:
+async def contract_round(b: Any, n: int, **channel: Any) -> dict[str, float]:
+    """The same workloads through the contract (``channel``: more ChannelSpec fields)."""
     i = next(_ids)
-    ch = make_channel("bench", f"r{i}", "n", "work", "limits", max_msgs=1_000_000)
+    ch = make_channel(
+        "bench", f"r{i}", "n", "work", "limits", **({"max_msgs": 1_000_000} | channel)
+    )
     await b.ensure_channel(ch, f"op{i}")
     sub = make_subscription(ch.channel, "c", item_credit=1000, ack_wait_seconds=60)
     await b.ensure_subscription(sub, f"op{i}")

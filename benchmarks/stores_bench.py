@@ -130,6 +130,20 @@ async def bench_redis_cas(url: str, n: int) -> None:
     await store.aclose()
 
 
+def raw_etcd_cas(raw: aetcd.Client, tag: str) -> Callable[[int], Awaitable[object]]:
+    """Create-only CAS ``i`` with aetcd alone: ``transaction(create == 0 → put)``."""
+
+    async def raw_op(i: int) -> object:
+        key = f"raw/{tag}/{i}".encode()
+        return await raw.transaction(
+            compare=[raw.transactions.create(key) == 0],
+            success=[raw.transactions.put(key, b"v")],
+            failure=[],
+        )
+
+    return raw_op
+
+
 async def bench_etcd_cas(url: str, n: int) -> None:
     host, port = url.split("//", 1)[1].rsplit(":", 1)
     raw = aetcd.Client(host, int(port), timeout=5)
@@ -138,13 +152,7 @@ async def bench_etcd_cas(url: str, n: int) -> None:
     for tasks in (1, 64):
         tag = uuid.uuid4().hex[:6]
 
-        async def raw_op(i: int, tag: str = tag) -> object:
-            key = f"raw/{tag}/{i}".encode()
-            return await raw.transaction(
-                compare=[raw.transactions.create(key) == 0],
-                success=[raw.transactions.put(key, b"v")],
-                failure=[],
-            )
+        raw_op = raw_etcd_cas(raw, tag)
 
         async def adapter_op(i: int, tag: str = tag) -> object:
             return await store.cas(f"{tag}/{i}", None, b"v")

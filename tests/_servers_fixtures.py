@@ -12,6 +12,12 @@ from collections.abc import Iterator
 
 import pytest
 
+from videoflow_aio.testing.clusters import (
+    ClusterProcess,
+    EtcdCluster,
+    NatsCluster,
+    RedisReplicaSet,
+)
 from videoflow_aio.testing.servers import (
     Certificates,
     RedisServer,
@@ -75,6 +81,38 @@ def nats_srv() -> Iterator[ServerProcess]:
     srv = start_nats()
     yield srv
     srv.stop()
+
+
+def _cluster(spec: NatsCluster | EtcdCluster | RedisReplicaSet) -> Iterator[ClusterProcess]:
+    need_binary(spec.binary)
+    cluster = spec.start()
+    yield cluster
+    cluster.stop()
+
+
+@pytest.fixture(scope="module")
+def nats_cluster() -> Iterator[ClusterProcess]:
+    """Three nats-server with routes between them, JetStream on each (``sync_interval``
+    always: an acknowledged write is on disk)."""
+    yield from _cluster(NatsCluster(sync_interval="always"))
+
+
+@pytest.fixture(scope="module")
+def etcd_cluster() -> Iterator[ClusterProcess]:
+    """Three etcd members on loopback."""
+    yield from _cluster(EtcdCluster())
+
+
+@pytest.fixture(scope="module")
+def redis_replicaset() -> Iterator[ClusterProcess]:
+    """A Redis primary (AOF, appendfsync always, noeviction) and one replica."""
+    yield from _cluster(
+        RedisReplicaSet(
+            server=RedisServer(
+                maxmemory="256mb", policy="noeviction", appendonly=True, appendfsync="always"
+            )
+        )
+    )
 
 
 # -- secured servers (tests/test_security_*.py) ----------------------------------------------
@@ -279,12 +317,18 @@ SERVER_FIXTURES = frozenset(
         "redis_evictable_srv",
         "etcd_srv",
         "nats_srv",
+        "nats_cluster",
+        "etcd_cluster",
+        "redis_replicaset",
         "redis_secure_srv",
         "etcd_tls_srv",
         "etcd_mtls_srv",
     }
 )
 """The fixtures above: a test using one is marked ``server`` (conftest.py)."""
+
+CLUSTER_FIXTURES = frozenset({"nats_cluster", "etcd_cluster", "redis_replicaset"})
+"""The cluster fixtures: a test using one is also marked ``cluster``."""
 
 
 @pytest.hookimpl(tryfirst=True)  # before -m deselects by marker
@@ -294,3 +338,5 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         names = getattr(item, "fixturenames", ())
         if SERVER_FIXTURES.intersection(names) and item.get_closest_marker("server") is None:
             item.add_marker(pytest.mark.server)
+        if CLUSTER_FIXTURES.intersection(names) and item.get_closest_marker("cluster") is None:
+            item.add_marker(pytest.mark.cluster)

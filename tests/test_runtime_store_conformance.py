@@ -177,7 +177,9 @@ def test_a_provider_cannot_opt_out_of_the_boundary() -> None:
 
 
 def test_the_rts_cases_are_numbered_without_gaps() -> None:
-    assert sorted(RTS_CASES) == [f"RTS-{i:03d}" for i in range(1, 15)]
+    # the 8xx family: faults on cluster members (conformance/cases/members.py)
+    numbered = sorted(c for c in RTS_CASES if not c.startswith("RTS-8"))
+    assert numbered == [f"RTS-{i:03d}" for i in range(1, 15)]
 
 
 class NotDurableAfterAll(FileRuntimeStore):

@@ -207,9 +207,12 @@ def cmd_conformance(args: argparse.Namespace) -> int:
                 on_result,
                 require_available=require,
                 wall_limit=args.timeout,
+                parallel=not args.serial,
             )
         except KeyboardInterrupt:
             interrupted = True
+    order = {(c.id, p.name, b): i for i, (c, p, b) in enumerate(todo)}  # arrival → case order
+    results.sort(key=lambda r: order.get((r.id, r.provider, r.backend), len(order)))
     contract_of = {c.id: c.contract for c in chosen}
     table = results_table(results, show=args.show)
     if table.row_count:
@@ -388,6 +391,11 @@ def build_parser() -> argparse.ArgumentParser:
         default=300.0,
         metavar="S",
         help="wall-clock limit per case, in seconds (default: 300)",
+    )
+    conf.add_argument(
+        "--serial",
+        action="store_true",
+        help="run one provider at a time (default: providers side by side, each in order)",
     )
     conf.add_argument(
         "--allow-skipped",

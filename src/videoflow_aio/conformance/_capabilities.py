@@ -31,6 +31,9 @@ Capability = Literal[
     "client_side_cas",
     # allocation: the backend may change MIG geometry
     "geometry_changes",
+    # any contract: a deployment of several members, one of which may die or pause (the
+    # cluster providers; cases using MemberControls need it)
+    "replicated",
 ]
 """A capability name a case can need (``needs=``) and a provider can offer; mypy checks the
 spelling. The names come from the providers' ``capabilities()`` structs."""

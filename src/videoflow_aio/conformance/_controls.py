@@ -5,6 +5,9 @@ the harness makes each awaitable), a real provider those it can really perform. 
 declares the ones it uses (``controls=``), checked at registration against the Protocol of its
 contract.
 
+``MemberControls`` (kill -9, restart, pause, resume a member; find the leader) are shared by
+the messaging, payload and runtime-store Protocols: the cluster providers perform them.
+
 Adding a control is a one-place change here: a method on the contract's Protocol (its name
 is then a valid ``controls=`` entry, and mypy checks every call of it in the cases). Then
 implement it on the model (the memory provider requires every control) and, where an engine
@@ -23,7 +26,35 @@ if TYPE_CHECKING:
     from ..memory.allocation import NodeFixture
 
 
-class MessagingControls(Protocol):
+class MemberControls(Protocol):
+    """Faults on one member of a replicated deployment (the cluster providers perform them on
+    the processes they started, by PID; cases using them need the ``replicated`` capability).
+    Members are named as the cluster names them (``n1``, ``e2``, ``r1``, …)."""
+
+    async def members(self) -> list[str]:
+        """Every member's name."""
+        ...
+
+    async def leader(self) -> str:
+        """The member that leads now (etcd leader, Redis primary, JetStream meta leader); waits
+        for an election in progress."""
+        ...
+
+    async def kill_member(self, member: str) -> None:
+        """``kill -9`` the member: nothing flushed; its data stays on disk."""
+
+    async def restart_member(self, member: str) -> None:
+        """Start the member again on the same ports and data; returns once the cluster has
+        formed again."""
+
+    async def pause_member(self, member: str) -> None:
+        """SIGSTOP the member: its peers see a partition, its clients no answer."""
+
+    async def resume_member(self, member: str) -> None:
+        """SIGCONT a paused member."""
+
+
+class MessagingControls(MemberControls, Protocol):
     """Controls of the messaging contract."""
 
     async def pause_acceptance(self, channel_id: ChannelId) -> None:
@@ -60,8 +91,12 @@ class MessagingControls(Protocol):
     async def delete_subscription(self, subscription: SubscriptionId) -> None:
         """An administrator deletes the subscription out of band (ensured again, it is new)."""
 
+    async def channel_leader(self, channel_id: ChannelId) -> str:
+        """The member leading the channel's replicated stream (cluster providers)."""
+        ...
 
-class PayloadControls(Protocol):
+
+class PayloadControls(MemberControls, Protocol):
     """Controls of the payload contract: damage and outside actions on stored objects."""
 
     async def corrupt(self, key: str) -> None:
@@ -101,8 +136,9 @@ class PayloadControls(Protocol):
         ...
 
 
-class RuntimeStoreControls(Protocol):
-    """Controls of the runtime-store contract (none yet: races are staged at fault barriers)."""
+class RuntimeStoreControls(MemberControls, Protocol):
+    """Controls of the runtime-store contract: the member faults (races are staged at fault
+    barriers)."""
 
 
 class AllocationControls(Protocol):
@@ -143,10 +179,11 @@ class AllocationControls(Protocol):
 
 
 def control_names(protocol: type) -> frozenset[str]:
-    """The controls a Protocol declares (its public methods)."""
+    """The controls a Protocol declares (its public methods, inherited ones included)."""
     return frozenset(
         name
-        for name, member in vars(protocol).items()
+        for klass in protocol.__mro__
+        for name, member in vars(klass).items()
         if not name.startswith("_") and inspect.isfunction(member)
     )
 
@@ -176,6 +213,7 @@ def check_controls(contract: str, names: frozenset[str], where: str) -> None:
 __all__ = [
     "CONTROLS",
     "AllocationControls",
+    "MemberControls",
     "MessagingControls",
     "PayloadControls",
     "RuntimeStoreControls",

@@ -47,6 +47,12 @@ class Provider(abc.ABC):
     backends: tuple[str, ...] = ("asyncio", "trio")
     """The async backends this provider's adapters run under (an asyncio-only client library
     makes a provider asyncio-only; its cases are then not applicable under trio)."""
+    parallel_backends: bool = False
+    """Runs side by side (``run(parallel=True)``) may run this provider's asyncio and trio
+    cases at the same time (its cases share nothing but its servers)."""
+    exclusive_controls: frozenset[str] = frozenset()
+    """Controls that act on the shared servers (pause, restart, kill a member): a case using
+    one runs alone on this provider, even with ``parallel_backends``."""
 
     @abc.abstractmethod
     def contracts(self) -> frozenset[str]:
@@ -156,11 +162,12 @@ def get_provider(name: str, **options: Any) -> Provider:
 
 
 def env_options(name: str) -> dict[str, Any]:
-    """Options for provider ``name`` from the environment: ``VIDEOFLOW_<NAME>_URL`` → ``url``.
+    """Options for provider ``name`` from the environment: ``VIDEOFLOW_<NAME>_URL`` → ``url``
+    (``-`` in the name becomes ``_``: ``VIDEOFLOW_ETCD_CLUSTER_URL``).
 
     Both the CLI and the pytest plugin use this, so an existing server can be named once.
     """
-    url = os.environ.get(f"VIDEOFLOW_{name.upper()}_URL")
+    url = os.environ.get(f"VIDEOFLOW_{name.upper().replace('-', '_')}_URL")
     return {"url": url} if url else {}
 
 

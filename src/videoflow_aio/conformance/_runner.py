@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import os
 import random
 import threading
@@ -32,6 +33,7 @@ from ..vtime import Backend, VirtualClock, VirtualTimeDeadlock
 from ..vtime import run as vrun
 from ._case import Case
 from ._harness import CaseFailure, Harness, Skip
+from ._parallel import side_by_side
 from ._provider import Provider
 
 Outcome = Literal["pass", "fail", "skip"]
@@ -182,7 +184,13 @@ _SETUP_ATTR = "_conformance_setup_error"
 
 
 def ensure_setup(provider: Provider) -> str | None:
-    """Call ``provider.setup()`` once; the error text if it failed (remembered), else None."""
+    """Call ``provider.setup()`` once; the error text if it failed (remembered), else None.
+    Thread-safe: runs side by side call it from each of a provider's threads."""
+    with vars(provider).setdefault("_conformance_setup_lock", threading.Lock()):
+        return _ensure_setup(provider)
+
+
+def _ensure_setup(provider: Provider) -> str | None:
     if _SETUP_ATTR not in vars(provider):
         try:
             provider.setup()
@@ -420,17 +428,31 @@ def run(
     require_available: bool | None = None,
     wall_limit: float = WALL_LIMIT,
     close: bool = True,
+    parallel: bool = False,
 ) -> list[CaseResult]:
-    """Every applicable (case, provider, backend), in case order; providers closed at the end."""
-    results: list[CaseResult] = []
+    """Every applicable (case, provider, backend), in case order; providers closed at the end.
+
+    ``parallel``: the providers run side by side, each in a thread of its own (a real-time
+    provider spends its wall time waiting on its servers), a provider with
+    ``parallel_backends`` in one thread per async backend (see :mod:`._parallel`).
+    ``on_result`` is then called from those threads, one call at a time, as results arrive;
+    the list returned is in case order either way.
+    """
+    todo = plan(cases, providers, backends)
     try:
-        for c, p, b in plan(cases, providers, backends):
+        if parallel:
+            run_one = functools.partial(
+                run_case, require_available=require_available, wall_limit=wall_limit
+            )
+            return side_by_side(todo, run_one, on_result)
+        results: list[CaseResult] = []
+        for c, p, b in todo:
             result = run_case(c, p, b, require_available=require_available, wall_limit=wall_limit)
             results.append(result)
             if on_result is not None:
                 on_result(result)
+        return results
     finally:
         if close:
             for p in providers:
                 close_provider(p)
-    return results

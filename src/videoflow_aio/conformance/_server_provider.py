@@ -23,17 +23,38 @@ import importlib
 import uuid
 from collections.abc import AsyncIterator, Mapping
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from typing import Any
+from pathlib import Path
+from typing import Any, Protocol
 
 import anyio
 
 from ..adapters._extras import install_hint
-from ..testing.servers import Server, ServerProcess
+from ..testing.servers import ServerProcess
 from ._case import Case
 from ._harness import Harness
 from ._provider import Provider
 
 MAIN = "main"
+
+
+class Running(Protocol):
+    """A started server or cluster (``ServerProcess``, ``ClusterProcess``)."""
+
+    @property
+    def url(self) -> str: ...
+
+    @property
+    def dir(self) -> Path: ...
+
+    def stop(self) -> None: ...
+
+
+class Startable(Protocol):
+    """What starts one (``testing.servers.Server``, ``testing.clusters.Cluster``)."""
+
+    def unavailable(self) -> str | None: ...
+
+    def start(self) -> Running: ...
 
 
 class ServerProvider(Provider):
@@ -42,16 +63,19 @@ class ServerProvider(Provider):
     real_time = True
     client_modules: tuple[str, ...] = ()
     """Modules that must import for this provider to run (its client libraries)."""
+    extra: str = ""
+    """The package extra that installs them (default: the provider's name)."""
 
     def __init__(self, *, urls: Mapping[str, str | None], scale: float) -> None:
         self.urls: dict[str, str | None] = dict(urls)
         self.scale = scale
-        self._started: dict[str, ServerProcess] = {}
+        self._started: dict[str, Running] = {}
 
     # -- what a subclass says ----------------------------------------------------------------
     @abc.abstractmethod
-    def server_options(self) -> Mapping[str, Server]:
-        """The server to start for each role (``"main"``, …) whose URL was not given."""
+    def server_options(self) -> Mapping[str, Startable]:
+        """The server (or cluster) to start for each role (``"main"``, …) whose URL was not
+        given."""
 
     @abc.abstractmethod
     async def open_backend(self, case: Case, namespace: str, options: dict[str, Any]) -> Any:
@@ -75,15 +99,17 @@ class ServerProvider(Provider):
         return url
 
     def started(self, role: str = MAIN) -> ServerProcess | None:
-        """The ``role`` server this provider started (None when its URL was given)."""
-        return self._started.get(role)
+        """The ``role`` server this provider started (None when its URL was given, or when
+        it started a cluster there: see ``ClusterProvider.cluster``)."""
+        running = self._started.get(role)
+        return running if isinstance(running, ServerProcess) else None
 
     def unavailable(self) -> str | None:
         for module in self.client_modules:
             try:
                 importlib.import_module(module)
             except ImportError as exc:
-                return f"{module} is not installed ({exc}); {install_hint(self.name)}"
+                return f"{module} is not installed ({exc}); {install_hint(self.extra or self.name)}"
         for role, spec in self.server_options().items():
             if self.urls.get(role) is None:
                 reason = spec.unavailable()
@@ -141,4 +167,4 @@ class ServerProvider(Provider):
         await backend.aclose()
 
 
-__all__ = ["MAIN", "ServerProvider"]
+__all__ = ["MAIN", "Running", "ServerProvider", "Startable"]

@@ -47,7 +47,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Generic, Protocol, TypeVar
 
 import anyio.to_thread
 
@@ -131,36 +131,51 @@ class ServerProcess:
 
     def log_tail(self, n: int = 20) -> str:
         """The last ``n`` lines of the server's log (empty once stopped)."""
-        try:
-            lines = (self.dir / "server.log").read_text(errors="replace").splitlines()
-        except OSError:
-            return ""
-        return "\n".join(lines[-n:])
+        return log_tail(self.dir, n)
 
-    def stop(self, timeout: float = 4.0) -> None:
-        """SIGTERM, wait up to ``timeout`` s, then SIGKILL; remove the temp directory."""
+    def stop(self, timeout: float = 4.0, *, keep_dir: bool = False) -> None:
+        """SIGTERM (after SIGCONT: a paused process cannot act on it), wait up to ``timeout``
+        s, then SIGKILL; remove the temp directory unless ``keep_dir``."""
+        popen = self._popen
+        if popen is not None and popen.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                popen.send_signal(signal.SIGCONT)
+                popen.send_signal(signal.SIGTERM)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                popen.wait(timeout)
+        self.kill(keep_dir=keep_dir)
+
+    def kill(self, timeout: float = 4.0, *, keep_dir: bool = True) -> None:
+        """SIGKILL (a crash: nothing is flushed) and reap it; the directory is kept unless
+        ``keep_dir=False``. Idempotent."""
         popen, self._popen = self._popen, None
         if popen is not None:
             if popen.poll() is None:
                 with contextlib.suppress(ProcessLookupError):
-                    popen.send_signal(signal.SIGTERM)
-                try:
-                    popen.wait(timeout)
-                except subprocess.TimeoutExpired:
-                    with contextlib.suppress(ProcessLookupError):
-                        popen.kill()
-                    popen.wait(timeout)
-            _LIVE.discard(self)
+                    popen.kill()
+                popen.wait(timeout)
+            with _LIVE_LOCK:
+                _LIVE.discard(self)
         if self._log is not None:
             self._log.close()
             self._log = None
-        shutil.rmtree(self.dir, ignore_errors=True)
+        if not keep_dir:
+            shutil.rmtree(self.dir, ignore_errors=True)
 
     def __hash__(self) -> int:
         return id(self)
 
     def __eq__(self, other: object) -> bool:
         return self is other
+
+
+def log_tail(directory: Path, n: int = 20) -> str:
+    """The last ``n`` lines of ``directory/server.log`` (empty when there is none)."""
+    try:
+        lines = (directory / "server.log").read_text(errors="replace").splitlines()
+    except OSError:
+        return ""
+    return "\n".join(lines[-n:])
 
 
 _LIVE: set[ServerProcess] = set()
@@ -176,6 +191,43 @@ def _stop_leftovers() -> None:  # a crashed test run must not leave servers behi
 Probe = Callable[["ServerProcess"], bool]
 
 
+def _spawn(
+    kind: str, path: str, argv: list[str], tmp: Path, port: int, url: str, *, append: bool = False
+) -> ServerProcess:
+    """Start ``path argv`` in ``tmp`` (log ``server.log``, appended to when ``append``, and a
+    pid file); registered so that it is stopped at exit."""
+    log = open(tmp / "server.log", "ab" if append else "wb")  # noqa: SIM115 - closed by stop()
+    popen = subprocess.Popen(
+        [path, *argv],
+        cwd=tmp,
+        stdin=subprocess.DEVNULL,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    srv = ServerProcess(kind, popen.pid, port, url, tmp, _popen=popen, _log=log)
+    (tmp / f"{kind}.pid").write_text(str(popen.pid))
+    with _LIVE_LOCK:
+        _LIVE.add(srv)
+    return srv
+
+
+def _wait_until(srv: ServerProcess, ready: Callable[[], bool], timeout: float) -> bool:
+    """Poll ``ready()`` (OSError counts as not yet) until it holds while ``srv`` is alive;
+    False when ``srv`` died or ``timeout`` s passed."""
+    deadline = time.monotonic() + timeout  # wall-clock: a real process boots
+    while time.monotonic() < deadline:  # wall-clock: as above
+        if not srv.alive():
+            return False
+        try:
+            if ready():
+                return srv.alive()  # a stale server on the port must not answer for us
+        except OSError:
+            pass
+        time.sleep(0.02)  # wall-clock: polling a real server's readiness
+    return False
+
+
 def _launch(
     kind: str,
     binary: str,
@@ -187,42 +239,19 @@ def _launch(
     attempts: int = 3,
 ) -> ServerProcess:
     """Start ``binary`` with the argv ``build(dir, port)``; retry on a port race."""
-    path = find_binary(binary)
-    if path is None:
-        raise BackendUnavailable(binary_unavailable(binary) or binary, backend=kind)
+    path = _binary_path(binary, kind)
     last = ""
     for _ in range(attempts):
         port = free_port()
         if _port_taken(port):
             continue
         tmp = Path(tempfile.mkdtemp(prefix=f"videoflow-{kind}-"))
-        log = open(tmp / "server.log", "wb")  # noqa: SIM115 - closed by stop()
-        argv = [path, *build(tmp, port)]
-        popen = subprocess.Popen(
-            argv,
-            cwd=tmp,
-            stdin=subprocess.DEVNULL,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-        srv = ServerProcess(kind, popen.pid, port, url_for(port), tmp, _popen=popen, _log=log)
-        (tmp / f"{kind}.pid").write_text(str(popen.pid))
-        with _LIVE_LOCK:
-            _LIVE.add(srv)
-        deadline = time.monotonic() + startup_timeout  # wall-clock: a real process boots
-        ready = False
-        while time.monotonic() < deadline:  # wall-clock: as above
-            if not srv.alive():
-                break
-            try:
-                if (discover is None or discover(srv)) and probe(srv):
-                    ready = srv.alive()  # a stale server on the port must not answer for us
-                    break
-            except OSError:
-                pass
-            time.sleep(0.02)  # wall-clock: polling a real server's readiness
-        if ready:
+        srv = _spawn(kind, path, build(tmp, port), tmp, port, url_for(port))
+
+        def ready(srv: ServerProcess = srv) -> bool:
+            return (discover is None or discover(srv)) and probe(srv)
+
+        if _wait_until(srv, ready, startup_timeout):
             return srv
         last = srv.log_tail()
         alive = srv.alive()
@@ -232,6 +261,13 @@ def _launch(
                 f"{kind} did not become ready in {startup_timeout}s; log:\n{last}", backend=kind
             )
     raise BackendUnavailable(f"{kind} failed to start; log:\n{last}", backend=kind)
+
+
+def _binary_path(binary: str, kind: str) -> str:
+    path = find_binary(binary)
+    if path is None:
+        raise BackendUnavailable(binary_unavailable(binary) or binary, backend=kind)
+    return path
 
 
 # -- probes -----------------------------------------------------------------------------------
@@ -383,8 +419,67 @@ def _data_dir(given: str | Path | None, default: Path) -> Path:
     return path
 
 
+class _Stoppable(Protocol):
+    def stop(self) -> None: ...
+
+
+RunningT = TypeVar("RunningT", bound=_Stoppable)
+
+
+class Managed(abc.ABC, Generic[RunningT]):
+    """Options that :meth:`start` something, usable as a context manager (``with`` /
+    ``async with``): started on enter, stopped on exit; the running thing is kept meanwhile in
+    the attribute named by ``_slot`` (``server`` for a :class:`Server`)."""
+
+    _slot: ClassVar[str]
+    kind: ClassVar[str]
+    binary: ClassVar[str]
+
+    def unavailable(self) -> str | None:
+        """Why this cannot be started here (its binary is missing), or None."""
+        return binary_unavailable(self.binary)
+
+    @abc.abstractmethod
+    def start(self) -> RunningT:
+        """Launch; returns once it answers (raises BackendUnavailable if not)."""
+
+    async def astart(self) -> RunningT:
+        """:meth:`start` in a worker thread (a virtual-time loop does not jump meanwhile)."""
+        return await anyio.to_thread.run_sync(self.start)
+
+    def _keep(self, running: RunningT | None) -> RunningT | None:
+        previous: RunningT | None = getattr(self, self._slot)
+        setattr(self, self._slot, running)
+        return previous
+
+    def __enter__(self) -> RunningT:
+        running = self.start()
+        self._keep(running)
+        return running
+
+    def __exit__(
+        self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        running = self._keep(None)
+        if running is not None:
+            running.stop()
+
+    async def __aenter__(self) -> RunningT:
+        running = await self.astart()
+        self._keep(running)
+        return running
+
+    async def __aexit__(
+        self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        running = self._keep(None)
+        if running is not None:
+            with anyio.CancelScope(shield=True):
+                await anyio.to_thread.run_sync(running.stop)
+
+
 @dataclass(kw_only=True)
-class Server(abc.ABC):
+class Server(Managed[ServerProcess]):
     """The options of one kind of server; :meth:`start` launches a process with them.
 
     Also a context manager (``with`` / ``async with``): started on enter, stopped on exit;
@@ -396,12 +491,7 @@ class Server(abc.ABC):
     startup_timeout: float = 10.0
     server: ServerProcess | None = field(default=None, init=False, repr=False, compare=False)
 
-    kind: ClassVar[str]
-    binary: ClassVar[str]
-
-    def unavailable(self) -> str | None:
-        """Why this server cannot be started here (binary missing), or None."""
-        return binary_unavailable(self.binary)
+    _slot: ClassVar[str] = "server"
 
     def start(self) -> ServerProcess:
         """Launch the server; returns once it answers (raises BackendUnavailable if not)."""
@@ -417,10 +507,6 @@ class Server(abc.ABC):
         srv.options = self
         return srv
 
-    async def astart(self) -> ServerProcess:
-        """:meth:`start` in a worker thread (a virtual-time loop does not jump meanwhile)."""
-        return await anyio.to_thread.run_sync(self.start)
-
     @abc.abstractmethod
     def _argv(self, tmp: Path, port: int) -> list[str]:
         """The command line (without the binary) for a server in ``tmp`` on ``port``."""
@@ -435,29 +521,6 @@ class Server(abc.ABC):
     def _discover(self, srv: ServerProcess) -> bool:
         """Fill in what the server chose itself (ports); True once known."""
         return True
-
-    def __enter__(self) -> ServerProcess:
-        self.server = self.start()
-        return self.server
-
-    def __exit__(
-        self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        server, self.server = self.server, None
-        if server is not None:
-            server.stop()
-
-    async def __aenter__(self) -> ServerProcess:
-        self.server = await self.astart()
-        return self.server
-
-    async def __aexit__(
-        self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        server, self.server = self.server, None
-        if server is not None:
-            with anyio.CancelScope(shield=True):
-                await anyio.to_thread.run_sync(server.stop)
 
 
 @dataclass(kw_only=True)

@@ -10,6 +10,11 @@
   request marker ``<ns>/op/<rid>`` (written in the same Txn, attached to a rotating lease):
   present → applied; absent → the resolver writes ``f`` so the lost Txn can no longer apply.
   If the resolution fails too, :class:`OutcomeUnknown`.
+- Several endpoints (a cluster): each call goes to the member that answered last; one that
+  cannot answer (refused, deadline, no leader) hands the call to the next. Reads and the
+  marker resolution are sent again elsewhere; a write is sent elsewhere only when the member
+  it tried refused the connection (it never saw it) — once it may have arrived, its outcome
+  is resolved through the marker on whichever member answers, never guessed or re-sent.
 - Values over etcd's request limit (``--max-request-bytes``, 1.5 MiB by default) are refused
   with :class:`ValidationError` before sending.
 - Under trio, every method runs whole across ``adapters._trio_bridge`` (one trio-asyncio
@@ -27,11 +32,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import uuid
-from collections.abc import Iterator
-from functools import partial
+from collections import Counter
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from types import TracebackType
-from typing import Any
+from typing import Any, TypeVar
 
 import anyio
 import grpc  # type: ignore[import-untyped]
@@ -58,13 +64,33 @@ from ...contracts.runtime_store import (
 from .._security import Credentials, Secret, TLSConfig, as_secret, split_url
 from .._trio_bridge import Affinity, bridged
 from ._channel import EtcdChannel, classify, token_expired
+from ._endpoints import Endpoints, parse_endpoints
+
+T = TypeVar("T")
 
 DEFAULT_MAX_REQUEST_BYTES = 1_572_864  # etcd --max-request-bytes default (1.5 MiB)
 _OVERHEAD = 1024  # txn framing, marker key, compare entries
 _PAGE = 500
 MAX_KEY_BYTES = 4096
 _CONNECT_FAILED = "failed to connect to all addresses"  # grpc: refused before sending
-_AMBIGUOUS_CODES = (grpc.StatusCode.DEADLINE_EXCEEDED, grpc.StatusCode.UNAVAILABLE)
+# A refusal with one of these codes comes before the request is proposed: nothing applied.
+# Every other code (UNAVAILABLE, DEADLINE_EXCEEDED, and UNKNOWN "context deadline exceeded",
+# which etcd answers when a request timed out inside the server after a leader died) may
+# come after the proposal: for a write the outcome is unknown until resolved, and a read may
+# be asked of another member.
+_DEFINITE_CODES = frozenset(
+    {
+        grpc.StatusCode.INVALID_ARGUMENT,
+        grpc.StatusCode.FAILED_PRECONDITION,
+        grpc.StatusCode.PERMISSION_DENIED,
+        grpc.StatusCode.UNAUTHENTICATED,
+        grpc.StatusCode.OUT_OF_RANGE,
+        grpc.StatusCode.UNIMPLEMENTED,
+        grpc.StatusCode.NOT_FOUND,
+        grpc.StatusCode.ALREADY_EXISTS,
+        grpc.StatusCode.RESOURCE_EXHAUSTED,
+    }
+)
 
 
 class ReplyLost(Exception):
@@ -119,7 +145,12 @@ def _range(key: bytes) -> Any:
 
 @bridged
 class EtcdRuntimeStore(RuntimeStore):
-    """Versioned records in etcd; see the module docstring for the guarantees."""
+    """Versioned records in etcd; see the module docstring for the guarantees.
+
+    ``url`` names one endpoint, or several comma-separated; ``endpoints=`` (a list of
+    ``http://host:port``) names the members of a cluster explicitly. With several, every call
+    goes to the member that answered last and fails over to the others when it cannot answer.
+    """
 
     def __init__(
         self,
@@ -132,6 +163,7 @@ class EtcdRuntimeStore(RuntimeStore):
         tls: TLSConfig | None = None,
         username: str | None = None,
         password: str | Secret | None = None,
+        endpoints: Sequence[str] | None = None,
     ) -> None:
         url, url_user, url_password = split_url(url)
         if url_user is not None or url_password is not None:
@@ -154,8 +186,6 @@ class EtcdRuntimeStore(RuntimeStore):
                 field="username" if username is None else "password",
             )
         creds = Credentials(username=username, password=as_secret(password, "password"))
-        hostport = url.split("//", 1)[-1].rstrip("/")
-        host, _, port = hostport.rpartition(":")
         self.url = url
         self.username = username
         self._timeout = timeout
@@ -163,12 +193,8 @@ class EtcdRuntimeStore(RuntimeStore):
         # larger values are refused up front: etcd would answer "request is too large"
         self._max_value = _max_value(max_request_bytes)
         self._window = max(2, int(outcome_window_seconds))
-        self._client = EtcdChannel(
-            f"{host or '127.0.0.1'}:{int(port or 2379)}",
-            tls=tls,
-            credentials=creds,
-            timeout=timeout,
-        )
+        hosts = parse_endpoints(url, endpoints)
+        self._endpoints = Endpoints(hosts, timeout, tls=tls, credentials=creds)
         self._tls = tls is not None
         self.namespace = namespace
         self._ns = namespace.encode()
@@ -178,34 +204,27 @@ class EtcdRuntimeStore(RuntimeStore):
         self._lease = 0
         self._lease_renew_at = 0.0
         self._lease_lock = asyncio.Lock()  # asyncio side only (binds its loop on first use)
-        self._connected = False
         self._side = Affinity()  # asyncio: direct; trio: across the trio-asyncio bridge (bridged)
+        self.resolutions: Counter[str] = Counter()
+        """Writes whose reply was lost, by how the marker resolved them: ``applied``,
+        ``not_applied``, ``unknown`` (the read-back failed too: OutcomeUnknown)."""
+
+    @property
+    def _client(self) -> EtcdChannel:
+        """The channel of the member that answered last (with one endpoint, the only one)."""
+        return self._endpoints.current()
+
+    @property
+    def endpoints(self) -> list[str]:
+        """Every endpoint this store may use, ``host:port``, in the order given."""
+        return [self._endpoints.describe(i) for i in range(len(self._endpoints))]
 
     # -- plumbing ----------------------------------------------------------------------------
-    async def _stub(self) -> Any:
-        if not self._connected:
-            try:
-                with anyio.fail_after(self._timeout):
-                    await self._client.connect()
-            except (AuthenticationFailed, AccessDenied):
-                await self._client.close()
-                raise
-            except Exception as exc:
-                await self._client.close()
-                raise BackendUnavailable(
-                    f"etcd connect failed: {type(exc).__name__}: {exc}",
-                    backend="etcd",
-                    applied=False,
-                ) from exc
-            self._connected = True
-        return self._client.kvstub
-
     async def aclose(self) -> None:
-        await self._client.close()
-        self._connected = False
+        await self._endpoints.aclose()
 
     async def __aenter__(self) -> EtcdRuntimeStore:
-        await self._stub()
+        await self._endpoints.client(self._endpoints.order()[0])
         return self
 
     async def __aexit__(
@@ -236,7 +255,7 @@ class EtcdRuntimeStore(RuntimeStore):
                 raise ValidationError(
                     f"etcd {what}: {details}", field="value", limit=self._max_request
                 ) from exc
-            if write and exc.code() in _AMBIGUOUS_CODES:
+            if write and exc.code() not in _DEFINITE_CODES:
                 if _CONNECT_FAILED in details:  # never sent: no connection
                     raise BackendUnavailable(
                         f"etcd {what}: not sent ({details})", backend="etcd", applied=False
@@ -246,17 +265,44 @@ class EtcdRuntimeStore(RuntimeStore):
                 f"etcd {what} failed: {exc.code().name}: {details}", backend="etcd"
             ) from exc
 
+    async def _failover(self, what: str, attempt: Callable[[EtcdChannel], Awaitable[T]]) -> T:
+        """``attempt(client)`` on the endpoint that answered last, then on each other one while
+        they cannot answer (refused, deadline passed, no leader): only for calls that are safe
+        to send again — reads, and the idempotent request-marker resolution. Other errors are
+        mapped (:meth:`_errors`); when no endpoint answered, :class:`BackendUnavailable`."""
+        failures: list[str] = []
+        for i in self._endpoints.order():
+            try:
+                client = await self._endpoints.client(i)
+                with self._errors(what):
+                    try:  # once more with a fresh token if it expired
+                        result = await client.call(functools.partial(attempt, client))
+                    except grpc.aio.AioRpcError as exc:
+                        if exc.code() in _DEFINITE_CODES:
+                            raise
+                        failures.append(f"{self._endpoints.describe(i)}: {exc.code().name}")
+                        self._endpoints.failed(i)
+                        continue
+            except BackendUnavailable as exc:
+                if _refused(exc) or exc.fields.get("applied") is not False:
+                    raise
+                failures.append(str(exc))  # could not connect: try the next
+                self._endpoints.failed(i)
+                continue
+            self._endpoints.answered(i)
+            return result
+        raise BackendUnavailable(
+            f"etcd {what}: no endpoint answered ({'; '.join(failures)})", backend="etcd"
+        )
+
     async def _call(self, what: str, method: str, request: Any) -> Any:
-        """A read-only RPC (or a definite one) with the deadline; errors mapped."""
-        stub = await self._stub()
-        with self._errors(what):
-            return await self._client.call(
-                lambda: _rpc(
-                    getattr(stub, method)(
-                        request, timeout=self._timeout, metadata=self._client.metadata
-                    )
-                )
-            )
+        """A read-only RPC (or a definite one) with the deadline, failing over; errors mapped."""
+
+        async def attempt(client: EtcdChannel) -> Any:
+            call = getattr(client.kvstub, method)
+            return await _rpc(call(request, timeout=self._timeout, metadata=client.metadata))
+
+        return await self._failover(what, attempt)
 
     async def _marker_lease(self) -> int:
         """A lease for request markers, rotated before it could expire under a resolution."""
@@ -266,17 +312,16 @@ class EtcdRuntimeStore(RuntimeStore):
         async with self._lease_lock:
             if self._lease and anyio.current_time() < self._lease_renew_at:
                 return self._lease
-            await self._stub()
-            with self._errors("lease grant"):
-                resp = await self._client.call(
-                    lambda: _rpc(
-                        self._client.leasestub.LeaseGrant(
-                            rpc.LeaseGrantRequest(TTL=2 * self._window),
-                            timeout=self._timeout,
-                            metadata=self._client.metadata,
-                        )
+
+            async def grant(client: EtcdChannel) -> Any:
+                request = rpc.LeaseGrantRequest(TTL=2 * self._window)
+                return await _rpc(
+                    client.leasestub.LeaseGrant(
+                        request, timeout=self._timeout, metadata=client.metadata
                     )
                 )
+
+            resp = await self._failover("lease grant", grant)
             self._lease = int(resp.ID)
             self._lease_renew_at = anyio.current_time() + self._window
             return self._lease
@@ -284,38 +329,87 @@ class EtcdRuntimeStore(RuntimeStore):
     async def _write(self, what: str, rid: bytes, compare: list[Any], ops: list[Any]) -> Any:
         """Txn ``compare + [marker absent]`` → ``ops + [marker]``; resolve a lost reply.
 
+        Sent to one endpoint at a time: a member that refused the connection never saw it, so
+        the next is tried; once a member may have received it, it is never sent again — a lost
+        reply is resolved through the marker, on whichever member answers.
+
         Returns the TxnResponse, or the marker's create revision (int) when a lost reply was
         resolved as applied.
         """
-        stub = await self._stub()
         marker = self._op + rid
-        lease = await self._marker_lease()
+        try:
+            lease = await self._marker_lease()
+        except BackendUnavailable as exc:
+            if _refused(exc):
+                raise
+            raise BackendUnavailable(
+                f"etcd {what}: not sent ({exc})", backend="etcd", applied=False
+            ) from exc
         request = rpc.TxnRequest(
             compare=[*compare, _compare(marker, "create", 0)],
             success=[*ops, _put(marker, b"c", lease)],
             failure=[],
         )
+        not_sent: list[str] = []
+        for i in self._endpoints.order():
+            try:
+                return await self._send_txn(i, what, request, marker, lease)
+            except BackendUnavailable as exc:
+                if _refused(exc) or exc.fields.get("applied") is not False:
+                    raise
+                not_sent.append(str(exc))
+                self._endpoints.failed(i)
+            except ReplyLost as lost:
+                self._endpoints.failed(i)
+                cause = lost.__cause__ or lost
+                break
+        else:
+            raise BackendUnavailable(
+                f"etcd {what}: not sent, no endpoint reachable ({'; '.join(not_sent)})",
+                backend="etcd",
+                applied=False,
+            )
+        try:
+            applied = await self._resolve(marker, lease)
+        except Exception as exc:
+            self.resolutions["unknown"] += 1
+            raise OutcomeUnknown(
+                f"etcd {what}: reply lost ({cause}) and the read-back failed ({exc}); "
+                "it may or may not have applied",
+                operation=what,
+                request_id=rid.decode(),
+            ) from cause
+        self.resolutions["not_applied" if applied is None else "applied"] += 1
+        if applied is None:
+            raise BackendUnavailable(
+                f"etcd {what}: reply lost ({type(cause).__name__}); resolved as not applied",
+                backend="etcd",
+                applied=False,
+            ) from cause
+        return applied
+
+    async def _send_txn(self, i: int, what: str, request: Any, marker: bytes, lease: int) -> Any:
+        """The write's Txn on endpoint ``i``; its errors mapped with ``write=True``."""
+        client = await self._endpoints.client(i)
         call = asyncio.ensure_future(
-            stub.Txn(request, timeout=self._timeout, metadata=self._client.metadata)
+            client.kvstub.Txn(request, timeout=self._timeout, metadata=client.metadata)
         )
         try:
             with self._errors(what, write=True):
                 # shielded: a cancelled caller leaves the RPC running, so its outcome can be
                 # settled
                 try:
-                    return await asyncio.shield(call)
+                    resp = await asyncio.shield(call)
                 except grpc.aio.AioRpcError as exc:
                     if not token_expired(exc):
                         raise
-                # the token expired: etcd refused the Txn before proposing it; the same
-                # request (same marker) goes again with a fresh token
-                await self._client.authenticate()
-                call = asyncio.ensure_future(
-                    stub.Txn(request, timeout=self._timeout, metadata=self._client.metadata)
-                )
-                return await asyncio.shield(call)
-        except ReplyLost as lost:
-            cause = lost.__cause__ or lost
+                    # the token expired: etcd refused the Txn before proposing it; the same
+                    # request (same marker) goes again with a fresh token
+                    await client.authenticate()
+                    call = asyncio.ensure_future(
+                        client.kvstub.Txn(request, timeout=self._timeout, metadata=client.metadata)
+                    )
+                    resp = await asyncio.shield(call)
         except asyncio.CancelledError:
             # settle before re-raising the caller's own cancellation: wait for the RPC (its
             # deadline bounds this), and fence the request id if that answer is lost too
@@ -326,34 +420,25 @@ class EtcdRuntimeStore(RuntimeStore):
                     with contextlib.suppress(Exception):
                         await self._resolve(marker, lease)
             raise
-        try:
-            applied = await self._resolve(marker, lease)
-        except Exception as exc:
-            raise OutcomeUnknown(
-                f"etcd {what}: reply lost ({cause}) and the read-back failed ({exc}); "
-                "it may or may not have applied",
-                operation=what,
-                request_id=rid.decode(),
-            ) from cause
-        if applied is None:
-            raise BackendUnavailable(
-                f"etcd {what}: reply lost ({type(cause).__name__}); resolved as not applied",
-                backend="etcd",
-                applied=False,
-            ) from cause
-        return applied
+        self._endpoints.answered(i)
+        return resp
 
     async def _resolve(self, marker: bytes, lease: int) -> int | None:
-        """Fence ``marker`` if absent (→ None) or return the revision that applied it."""
-        stub = await self._stub()
+        """Fence ``marker`` if absent (→ None) or return the revision that applied it; on
+        any member that answers (the resolution is idempotent: a fence whose reply was lost
+        is found as ``f`` by the next try)."""
         request = rpc.TxnRequest(
             compare=[_compare(marker, "create", 0)],
             success=[_put(marker, b"f", lease)],
             failure=[_range(marker)],
         )
-        resp = await self._client.call(
-            lambda: _rpc(stub.Txn(request, timeout=self._timeout, metadata=self._client.metadata))
-        )
+
+        async def attempt(client: EtcdChannel) -> Any:
+            return await _rpc(
+                client.kvstub.Txn(request, timeout=self._timeout, metadata=client.metadata)
+            )
+
+        resp = await self._failover("resolve", attempt)
         if resp.succeeded:
             return None
         kvs = resp.responses[0].response_range.kvs
@@ -408,23 +493,24 @@ class EtcdRuntimeStore(RuntimeStore):
         """One ``Range`` page of at most ``limit`` entries; a page too large for gRPC's receive
         limit (4 MiB by default; values can be up to 1.5 MiB each) is retried with half the
         limit. Returns the response and the limit that worked (use it for the next page)."""
-        stub = await self._stub()
         while True:
             request = rpc.RangeRequest(limit=limit, **fields)
-            with self._errors(what):
+
+            async def attempt(
+                client: EtcdChannel, request: Any = request, limit: int = limit
+            ) -> Any:
+                call = client.kvstub.Range(request, timeout=self._timeout, metadata=client.metadata)
                 try:
-                    resp = await self._client.call(partial(self._range_rpc, stub, request))
+                    return await _rpc(call)
                 except grpc.aio.AioRpcError as exc:
                     if exc.code() != grpc.StatusCode.RESOURCE_EXHAUSTED or limit == 1:
                         raise
-                    limit = max(1, limit // 2)
-                    continue
-            return resp, limit
+                    return None  # too large a page: halve it
 
-    async def _range_rpc(self, stub: Any, request: Any) -> Any:
-        return await _rpc(
-            stub.Range(request, timeout=self._timeout, metadata=self._client.metadata)
-        )
+            resp = await self._failover(what, attempt)
+            if resp is not None:
+                return resp, limit
+            limit = max(1, limit // 2)
 
     async def scan(self, prefix: str) -> list[tuple[str, bytes, str]]:
         start = self._k + check_prefix(prefix).encode()
@@ -490,6 +576,12 @@ class EtcdRuntimeStore(RuntimeStore):
         # one level per log: a raw '/' would let log 'a' read log 'a/b'
         log = log.replace("%", "%25").replace("/", "%2F")
         return self._log + log.encode() + b"/"
+
+
+def _refused(exc: BaseException) -> bool:
+    """A refusal of the client (credentials, TLS, roles): no other member would say
+    otherwise, so it is raised as is instead of trying the next endpoint."""
+    return isinstance(exc, (AuthenticationFailed, AccessDenied))
 
 
 def _max_value(max_request_bytes: int) -> int:

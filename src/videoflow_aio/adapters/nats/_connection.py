@@ -43,6 +43,14 @@ MIXED = (
 )
 
 
+def server_list(url: str | Sequence[str]) -> list[str]:
+    """The server URLs: a list as given, or a string of one URL or several comma-separated
+    (``nats://h1:4222,nats://h2:4222``, what a cluster's seed list usually looks like)."""
+    if isinstance(url, str):
+        return [u.strip() for u in url.split(",") if u.strip()]
+    return list(url)
+
+
 def loop_time() -> float:
     """The running asyncio loop's clock (under trio, the bridge loop reads trio's clock)."""
     return asyncio.get_running_loop().time()

@@ -56,6 +56,9 @@ from ._subscriptions import sub
 CATCH_UP_TRIES = 20
 CATCH_UP_PAUSE = 0.005
 CATCH_UP_WINDOW = 256
+REMOVAL_CHECKS = 8
+"""How many of the newest messages settled on every required subscription an observation of
+an interest channel checks are gone (one ``STREAM.MSG.GET`` each, once per message)."""
 INDEX_WAIT_TRIES = 6
 ATTRIB_LIMIT = 1 << 20
 BATCH = 1024
@@ -185,6 +188,48 @@ def consumer_view(ci: dict[str, Any]) -> ConsumerView:
     )
 
 
+async def _removals_caught_up(
+    c: Client, chs: ChanState, si: dict[str, Any] | None
+) -> dict[str, Any] | None:
+    """Interest retention: a message every required subscription settled (with this
+    client, confirmed) leaves the stream — after the acks, on a cluster, where the stream's
+    leader applies what the consumers' leaders decided. While such a message is still there
+    (the newest few checked, ``STREAM.MSG.GET``), re-read, for up to ``request_timeout``:
+    this client's own settles are visible in what it observes next."""
+    spec = chs.spec
+    subs = [c.subs.get(sid) for sid in spec.required]
+    if si is None or spec.retention != "interest" or not subs or None in subs:
+        return si
+    give_up = loop_time() + c.request_timeout
+    while True:
+        view = stream_view(si)
+        settled = set.intersection(*(set(st.settled.data) for st in subs if st is not None))
+        candidates = sorted(
+            s for s in settled if view.first <= s <= view.last and chs.removed.get(s) is None
+        )[-REMOVAL_CHECKS:]
+        still = [s for s in candidates if await _retained(c, chs.stream, s)]
+        for s in set(candidates) - set(still):
+            chs.removed.put(s, True)
+        if not candidates or loop_time() >= give_up:
+            return si
+        if not still:  # gone now: the stream info read before may predate the removal
+            return await c.stream_info(chs.stream)
+        await anyio.sleep(CATCH_UP_PAUSE)
+        si = await c.stream_info(chs.stream)
+        if si is None:
+            return None
+
+
+async def _retained(c: Client, stream: str, seq: int) -> bool:
+    try:
+        await c.api(f"STREAM.MSG.GET.{stream}", {"seq": seq})
+    except ApiError as exc:
+        if exc.err_code == _api.NO_MESSAGE_FOUND:
+            return False
+        raise
+    return True
+
+
 def stream_view(si: dict[str, Any], deleted: Iterable[int] = ()) -> StreamView:
     state = si["state"]
     last = int(state.get("last_seq", 0) or 0)
@@ -211,9 +256,12 @@ async def infos(c: Client, st: SubState) -> tuple[dict[str, Any], dict[str, Any]
         if si is None:
             c.forget_channel(sid.channel)
             raise NotFound(f"no channel {sid.channel}", kind="channel", name=sid.channel.name)
-        lags = consumer_lags(
-            st.spec, consumer_view(ci), stream_view(si), st.chan.index, CATCH_UP_WINDOW
+        cv = consumer_view(ci)
+        lags = consumer_lags(st.spec, cv, stream_view(si), st.chan.index, CATCH_UP_WINDOW) or (
+            st.chan.spec.replicas > 1 and st.settled.get(cv.floor_s + 1) is not None
         )
+        # on a replicated stream the consumer's leader applies a confirmed settle a little
+        # later: an ack floor just below a sequence this client settled has not caught up
         if attempt + 1 == CATCH_UP_TRIES or not lags:
             return ci, si
         await anyio.sleep(CATCH_UP_PAUSE)
@@ -414,7 +462,7 @@ async def observe_ack_floor(c: Client, subscription: SubscriptionId) -> Known[in
 async def observe_channel(c: Client, channel_id: ChannelId) -> Known[ChannelObservation] | Unknown:
     chs = await chan(c, channel_id)
     try:
-        si = await c.stream_info(chs.stream)
+        si = await _removals_caught_up(c, chs, await c.stream_info(chs.stream))
         di = await c.stream_info(chs.dlq)
     except CallFailed as exc:
         return Unknown(f"cannot read {channel_id}: {exc}")

@@ -32,6 +32,10 @@ from ._channels import chan
 from ._connection import Client, loop_time
 from ._state import ChanState
 
+DUPLICATE_IN_PROCESS = 10158
+"""JetStream (clustered): "duplicate message id is in process" — the same publication id is
+still being replicated: its outcome is not known yet."""
+
 _index_enc = msgspec.json.Encoder().encode
 
 INDEX_LIMIT = 1 << 20
@@ -99,10 +103,14 @@ async def send(c: Client, nc: Any, chs: ChanState, env: Envelope, seconds: float
     except NotSent as exc:
         return Rejected(pid, f"not sent: {exc}")
     except NoResponders as exc:
-        c.forget_channel(chs.id)
-        raise NotFound(
-            f"no channel {chs.id} (no stream answers)", kind="channel", name=chs.id.name
-        ) from exc
+        # nothing took the message: not stored. On a cluster a stream whose leader is being
+        # elected has no responder either, so "no channel" only when the stream is gone.
+        if await _stream_gone(c, chs):
+            c.forget_channel(chs.id)
+            raise NotFound(
+                f"no channel {chs.id} (no stream answers)", kind="channel", name=chs.id.name
+            ) from exc
+        return Rejected(pid, f"not stored: no stream leader answered ({exc})")
     try:
         ack = _api.decode(msg.data)
     except msgspec.DecodeError:
@@ -110,8 +118,18 @@ async def send(c: Client, nc: Any, chs: ChanState, env: Envelope, seconds: float
     err = ack.get("error")
     if err:
         desc = str(err.get("description", ""))
+        if err.get("err_code") == DUPLICATE_IN_PROCESS:  # the first attempt is being stored
+            return PublicationUnknown(pid, f"{desc}: an earlier attempt is still in flight")
         return Rejected(pid, f"{desc} ({err.get('code')}/{err.get('err_code')})")
     return Accepted(pid, int(ack["seq"]), bool(ack.get("duplicate", False)))
+
+
+async def _stream_gone(c: Client, chs: ChanState) -> bool:
+    """True only when ``STREAM.INFO`` says the channel's stream does not exist."""
+    try:
+        return await c.stream_info(chs.stream) is None
+    except CallFailed:
+        return False  # cannot tell: not "gone"
 
 
 async def publish(

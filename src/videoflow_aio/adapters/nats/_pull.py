@@ -26,7 +26,7 @@ from ...contracts.messaging import Delivery, DeliveryToken, SubscriptionId
 from . import _api, _codec, _security, _settle
 from ._api import unavailable
 from ._connection import Client, loop_time
-from ._ledger import parse_ts
+from ._ledger import matches, parse_ts
 from ._names import ADV_TERMINATED
 from ._state import ChanState, Pull, SubState
 from ._subscriptions import sub
@@ -34,6 +34,11 @@ from ._subscriptions import sub
 NS = 1_000_000_000
 LINGER = 0.002
 """How long a pull that got some messages waits for the rest of the burst."""
+REPLICATED_LINGER = 0.02
+"""The same on a replicated stream (R > 1: a cluster)."""
+STRAGGLERS = 0.02
+"""How long a pull ended by a status without messages waits for deliveries that status
+overtook (a cluster routes them from the consumer's leader)."""
 DELIVERY_LIMIT = 1 << 20
 """Most delivery records a subscription keeps; past it the oldest half is forgotten (a drop
 that would need them is then ``Unknown``)."""
@@ -117,8 +122,11 @@ async def pull(
         await _until(p.first, limit)
         if p.status is None and p.msgs and len(p.msgs) < batch:
             # the rest of a burst arrives together; a request blocked by the shared credit
-            # (max_ack_pending) would wait for its expiry, so do not wait for its status
-            await _until(p.done, min(limit, loop_time() + LINGER))
+            # (max_ack_pending) would wait for its expiry, so do not wait for its status. A
+            # replicated stream's deliveries come from the consumer's leader, maybe through
+            # another node: they arrive further apart
+            linger = LINGER if st.chan.spec.replicas <= 1 else REPLICATED_LINGER
+            await _until(p.done, min(limit, loop_time() + linger))
         if p.status is None and not p.msgs:  # an empty pull may be a refused one
             _security.raise_if_denied(nc, subject, start, "receive")
     except nats.errors.Error as exc:
@@ -232,7 +240,7 @@ async def _receive(
         await check_status(c, st, p)
         out = await _fresh(c, st, [delivery(c, st, m, p.sent_at) for m in p.msgs])
         if out:
-            return out
+            return await _the_rest(c, nc, st, p, out, item_credit, budget, deadline)
         if p.msgs:
             continue  # every one was a re-settled redelivery: pull again
         if p.status is None:  # the server never answered: not "no messages"
@@ -243,12 +251,76 @@ async def _receive(
                 backend="nats",
             )
         code, desc = p.status
+        if code in ("404", "408", "409"):
+            out = await _fresh(c, st, await _stragglers(st, item_credit, budget, deadline))
+            if out:
+                return out
         if code == "409" and "MaxBytes" in desc:
             return out  # the head does not fit this byte credit
         if loop_time() >= deadline - 0.006:
             return out
         if code not in ("404", "408"):
             await asyncio.sleep(0.01)  # e.g. 409 Exceeded MaxWaiting: back off briefly
+
+
+async def _the_rest(
+    c: Client,
+    nc: Any,
+    st: SubState,
+    p: Pull,
+    out: list[Delivery],
+    item_credit: int,
+    budget: int,
+    deadline: float,
+) -> list[Delivery]:
+    """On a replicated stream, a pull answered "that is all" (``404``) by a consumer whose
+    leader has not yet applied messages this client saw stored: pull again for them while
+    the deadline allows, so a receive sees what this client published before it."""
+    while st.chan.spec.replicas > 1 and len(out) < item_credit and loop_time() < deadline - 0.006:
+        left = budget - sum(len(d.envelope.body) for d in out)
+        if left <= 0:
+            break
+        late = take_late(st, item_credit - len(out), left)  # what reached an earlier pull
+        if late:
+            out += await _fresh(c, st, late)
+            continue
+        more = p.status is None or p.status[0] in ("404", "408")
+        if not (more and _published_beyond(st, max(d.sequence for d in out))):
+            break
+        await asyncio.sleep(0.001)
+        p = await pull(c, nc, st, item_credit - len(out), left, deadline)
+        await check_status(c, st, p)
+        out += await _fresh(c, st, [delivery(c, st, m, p.sent_at) for m in p.msgs])
+    return out
+
+
+def _published_beyond(st: SubState, top: int, window: int = 64) -> bool:
+    """Whether this client published, past sequence ``top``, a message ``st`` receives that
+    it has neither leased nor settled (among the next ``window`` sequences)."""
+    index = st.chan.index
+    for seq in range(top + 1, top + 1 + window):
+        entry = index.get(seq)
+        if (
+            entry is not None
+            and matches(st.spec, entry[0], entry[1])
+            and seq not in st.leases
+            and st.settled.get(seq) is None
+        ):
+            return True
+    return False
+
+
+async def _stragglers(st: SubState, n: int, budget: int, deadline: float) -> list[Delivery]:
+    """On a cluster a pull's status can overtake the deliveries it ends (they come from the
+    consumer's leader by another route, and land in ``late``; a ``409 MaxBytes`` arrived
+    before its messages every time): wait for them a little (``STRAGGLERS``, never past the
+    deadline), then for the rest of their burst."""
+    end = min(deadline, loop_time() + STRAGGLERS)
+    while not st.late and loop_time() < end:  # noqa: ASYNC110 - filled by the inbox callback
+        await asyncio.sleep(0.001)
+    if st.late:
+        await asyncio.sleep(LINGER if st.chan.spec.replicas <= 1 else REPLICATED_LINGER)
+    return take_late(st, n, budget)
 
 
 async def _fresh(c: Client, st: SubState, got: list[Delivery]) -> list[Delivery]:

@@ -161,6 +161,7 @@ class ChanState:
     adv_next: int = 1
     ledgers: dict[tuple[str, str], Ledger] = field(default_factory=dict)
     live_adv: Any = None
+    removed: Bounded = field(default_factory=Bounded)  # interest: seqs seen gone after settles
 
     def ledger(self, stream: str, consumer: str) -> Ledger:
         key = (stream, consumer)

@@ -19,7 +19,7 @@ from ...contracts.messaging import ChannelId, SubscriptionId
 from .._security import Secret, TLSConfig
 from .._trio_bridge import Affinity, bridged
 from . import _api, _channels
-from ._connection import connect, on_asyncio_side
+from ._connection import connect, on_asyncio_side, server_list
 from ._names import Names
 from ._security import NatsAuth
 
@@ -44,7 +44,7 @@ class JetStreamAdmin:
         creds_file: str | None = None,
     ) -> None:
         self.servers, self._auth = NatsAuth.from_args(
-            [url] if isinstance(url, str) else list(url),
+            server_list(url),
             tls=tls,
             username=username,
             password=password,

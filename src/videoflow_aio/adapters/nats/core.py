@@ -67,7 +67,7 @@ from .._security import Secret, TLSConfig
 from .._trio_bridge import Affinity, bridged
 from . import _api, _security
 from ._api import CallFailed, NotSent
-from ._connection import connect, loop_time, on_asyncio_side
+from ._connection import connect, loop_time, on_asyncio_side, server_list
 from ._names import Names
 from ._security import NatsAuth
 
@@ -131,7 +131,7 @@ class CoreNatsMessagingBackend(MessagingBackend):
         if max_payload_bytes < 1:
             raise ValidationError("max_payload_bytes must be >= 1", field="max_payload_bytes")
         self.servers, self._auth = NatsAuth.from_args(
-            [url] if isinstance(url, str) else list(url),
+            server_list(url),
             tls=tls,
             username=username,
             password=password,

@@ -59,7 +59,7 @@ from ...observe import ObservationLog
 from .._security import Secret, TLSConfig
 from .._trio_bridge import Affinity, bridged
 from . import _channels, _observe, _profiles, _publish, _pull, _settle, _subscriptions
-from ._connection import Client
+from ._connection import Client, server_list
 from ._names import Names
 from ._security import NatsAuth
 
@@ -134,7 +134,7 @@ class JetStreamMessagingBackend(MessagingBackend):
             if value < low:
                 raise ValidationError(f"{name} must be >= {low}", field=name, value=value)
         servers, auth = NatsAuth.from_args(
-            [url] if isinstance(url, str) else list(url),
+            server_list(url),
             tls=tls,
             username=username,
             password=password,

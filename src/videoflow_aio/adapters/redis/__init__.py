@@ -7,10 +7,17 @@ from .._extras import explain
 from ._acl import acl_commands, acl_rules
 
 try:
+    from ._client import ReplicationUnconfirmed
     from .payload import RedisPayloadStore
     from .runtime_store import RedisRuntimeStore
 except ModuleNotFoundError as _exc:  # redis-py missing: name the extra that installs it
     explain("redis", _exc)
     raise
 
-__all__ = ["RedisPayloadStore", "RedisRuntimeStore", "acl_commands", "acl_rules"]
+__all__ = [
+    "RedisPayloadStore",
+    "RedisRuntimeStore",
+    "ReplicationUnconfirmed",
+    "acl_commands",
+    "acl_rules",
+]

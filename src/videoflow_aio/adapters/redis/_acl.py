@@ -7,7 +7,8 @@ the documented rule set and the tested one cannot drift apart.
 - Sent directly: ``EVALSHA`` and ``SCRIPT LOAD`` (every write and several reads run as a
   script; redis-py loads a script the server does not know yet), ``HMGET``, ``LRANGE``,
   ``GET``, ``STRLEN`` in ``MULTI``/``EXEC`` (reads), ``SCAN`` and ``UNLINK`` (inventory,
-  reconcile, ``drop_namespace``).
+  reconcile, ``drop_namespace``); with ``wait_replicas``, ``WAIT`` after each write and, after
+  a lost reply resolved as applied, ``PEXPIRE`` of its marker.
 - Run inside the scripts: Redis checks a script's commands and keys against the ACL too.
 - Not granted: ``CONFIG`` (it reads every password in the server's configuration). Without it
   ``RedisPayloadStore`` cannot check ``maxmemory-policy`` against its tier (the check is
@@ -32,6 +33,8 @@ DIRECT_COMMANDS = (
     "exec",
     "scan",
     "unlink",
+    "wait",
+    "pexpire",
 )
 SCRIPT_COMMANDS = (
     "decrby",

@@ -13,6 +13,14 @@
   classified there (:class:`AuthenticationFailed` with its ``reason``) and a write is known
   not to have applied. A command the ACL refuses is :class:`AccessDenied`.
 
+Replication (``wait_replicas=N``): Redis replicates asynchronously, so a write the primary
+acknowledged may not be on any replica when the primary dies — a promoted replica has lost
+it. With ``wait_replicas``, each write script is followed on the same connection by
+``WAIT N wait_timeout``: the call returns only once N replicas acknowledged the write; when
+fewer did in time, :class:`ReplicationUnconfirmed` (an :class:`OutcomeUnknown`): the write
+applied on the primary but a failover now may undo it. ``WAIT`` is no consensus: a write
+that N replicas hold can still be lost if the failover promotes one that does not.
+
 Ambiguous writes: every write script takes a request id and leaves a short-lived marker key
 ``<ns>:op:<rid>`` when it applies (``c``, or a result such as a log number). A write whose
 reply is lost (deadline, connection error, cancellation) is resolved by one atomic read-back:
@@ -29,6 +37,7 @@ import itertools
 import socket
 import ssl
 import uuid
+from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
@@ -94,6 +103,21 @@ class NotSent(rexc.ConnectionError):
     def __init__(self, message: str, security: str | None = None) -> None:
         super().__init__(message)
         self.security = security
+
+
+class ReplicationUnconfirmed(OutcomeUnknown):
+    """A write applied on the primary, but fewer than ``wanted`` replicas acknowledged it
+    within ``wait_timeout`` (``acked`` did): a failover now may lose it. ``reply`` is what
+    the write returned on the primary."""
+
+    acked: int
+    wanted: int
+    reply: Any
+
+    def __init__(self, message: str, *, operation: str, acked: int, wanted: int, reply: Any):
+        super().__init__(
+            message, operation=operation, acked=acked, wanted=wanted, reply=reply, applied=True
+        )
 
 
 class ReplyLost(Exception):
@@ -411,9 +435,27 @@ class RedisConnection:
         tls: TLSConfig | ssl.SSLContext | None = None,
         username: str | None = None,
         password: str | Secret | None = None,
+        wait_replicas: int = 0,
+        wait_timeout: float = 1.0,
     ) -> None:
         if protocol not in (2, 3):
             raise ValueError("protocol must be 2 or 3")
+        if (
+            isinstance(wait_replicas, bool)
+            or not isinstance(wait_replicas, int)
+            or wait_replicas < 0
+        ):
+            raise ValidationError(
+                "wait_replicas must be an int >= 0", field="wait_replicas", value=wait_replicas
+            )
+        if not isinstance(wait_timeout, int | float) or not wait_timeout > 0:
+            raise ValidationError(
+                "wait_timeout must be > 0 seconds (WAIT 0 would block forever)",
+                field="wait_timeout",
+                value=wait_timeout,
+            )
+        self.wait_replicas = wait_replicas
+        self.wait_ms = max(1, round(wait_timeout * 1000))
         clean, context, hostname, creds = client_settings(url, tls, username, password)
         self.url = clean  # never the password
         self.tls = context is not None
@@ -433,6 +475,10 @@ class RedisConnection:
         self._resolve = self.client.register_script(RESOLVE)
         self.side = Affinity()  # the stores and controls on this client share it (bridged)
         self._deadline = Watchdog(timeout)
+        self.resolutions: Counter[str] = Counter()
+        """Writes whose reply was lost, by how the marker resolved them (``applied``,
+        ``not_applied``, ``unknown``)."""
+        self._deadline_wait = Watchdog(timeout + wait_timeout)  # a write and its WAIT
 
     def marker(self, rid: str) -> str:
         return f"{self.ns}:op:{rid}"
@@ -479,6 +525,10 @@ class RedisConnection:
         """
         try:
             with map_exceptions(what, timeout=self.timeout, write=True):
+                if self.wait_replicas:
+                    async with self._deadline_wait.guard():
+                        reply, acked = await self._run_and_wait(script, keys, args)
+                    return self._replicated(what, reply, acked)
                 async with self._deadline.guard():
                     return await script(keys=keys, args=args)
         except ReplyLost as lost:
@@ -487,14 +537,94 @@ class RedisConnection:
             with anyio.CancelScope(shield=True), anyio.move_on_after(self.timeout):
                 await self._settle(rid)
             raise
-        marker = await self._resolve_or_unknown(what, rid, cause)
+        try:
+            marker = await self._resolve_or_unknown(what, rid, cause)
+        except OutcomeUnknown:
+            self.resolutions["unknown"] += 1
+            raise
+        self.resolutions["not_applied" if marker is None else "applied"] += 1
         if marker is None:
             raise BackendUnavailable(
                 f"redis {what}: reply lost ({type(cause).__name__}); resolved as not applied",
                 backend="redis",
                 applied=False,
             ) from cause
+        if self.wait_replicas:
+            return await self._replicated_marker(what, rid, marker)
         return marker
+
+    async def _run_and_wait(
+        self, script: Any, keys: Sequence[str], args: Sequence[Any]
+    ) -> tuple[Any, int]:
+        """The script, then ``WAIT`` on the same connection (WAIT counts the replicas that
+        acknowledged this connection's writes), sent together: one round trip, written to a
+        pooled connection directly (a redis-py pipeline object cost a fifth of a write's
+        client time here; its pipelined scripts would also ask ``SCRIPT EXISTS`` first). An
+        unknown script is loaded on ``NOSCRIPT`` — which ran nothing — and sent again."""
+        for attempt in (1, 2):
+            reply, acked = await self._send_pair(
+                ("EVALSHA", script.sha, len(keys), *keys, *args),
+                ("WAIT", self.wait_replicas, self.wait_ms),
+            )
+            if isinstance(reply, rexc.NoScriptError) and attempt == 1:
+                script.sha = await self.client.script_load(script.script)
+                continue
+            if isinstance(reply, Exception):
+                raise reply
+            # a WAIT that failed confirmed nothing (the write itself applied)
+            return reply, 0 if isinstance(acked, Exception) else int(acked)
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    async def _send_pair(self, first: tuple[Any, ...], second: tuple[Any, ...]) -> tuple[Any, Any]:
+        """Both commands in one write, both replies read (an error reply is returned, not
+        raised). A connection left with an unread reply is closed, never reused."""
+        pool = self.client.connection_pool
+        conn = await pool.get_connection()  # type: ignore[no-untyped-call]
+        try:
+            await conn.send_packed_command(conn.pack_commands([first, second]))
+            replies = []
+            for _ in range(2):
+                try:
+                    replies.append(await conn.read_response())
+                except rexc.ResponseError as err:  # read whole: the connection stays in step
+                    replies.append(err)
+        except BaseException:
+            await conn.disconnect(nowait=True)
+            raise
+        finally:
+            await pool.release(conn)
+        return replies[0], replies[1]
+
+    def _replicated(self, what: str, reply: Any, acked: int) -> Any:
+        if acked >= self.wait_replicas:
+            return reply
+        raise ReplicationUnconfirmed(
+            f"redis {what}: applied on the primary, but {acked} of {self.wait_replicas} "
+            f"replica(s) acknowledged it within {self.wait_ms} ms; a failover now may lose it",
+            operation=what,
+            acked=acked,
+            wanted=self.wait_replicas,
+            reply=reply,
+        )
+
+    async def _replicated_marker(self, what: str, rid: str, marker: bytes) -> bytes:
+        """A lost reply resolved as applied: wait for the replicas on a connection of ours (a
+        write of the marker's expiry, so WAIT covers everything up to now, that write too)."""
+
+        async def touch_and_wait() -> tuple[Any, int]:
+            async with self.client.pipeline(transaction=False) as pipe:
+                pipe.pexpire(self.marker(rid), self.window_ms)
+                pipe.execute_command("WAIT", self.wait_replicas, self.wait_ms)
+                touched, acked = await pipe.execute()
+            return touched, int(acked)
+
+        try:
+            with map_exceptions("wait", timeout=self.timeout):
+                async with self._deadline_wait.guard():
+                    _, acked = await touch_and_wait()
+        except BackendUnavailable:
+            acked = 0
+        return bytes(self._replicated(what, marker, acked))
 
     async def _settle(self, rid: str) -> bytes | None:
         try:

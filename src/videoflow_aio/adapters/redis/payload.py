@@ -22,6 +22,7 @@ as in the model.
 from __future__ import annotations
 
 import ssl
+from collections import Counter
 from types import TracebackType
 from typing import Any
 
@@ -99,9 +100,11 @@ def _list(value: Any) -> list[Any]:
 @bridged
 class RedisPayloadStore(PayloadStore):
     """See the module docstring. Constructor arguments follow ``MemoryPayloadStore`` plus the
-    connection (``url``, ``namespace``, ``timeout``, ``protocol``, ``max_connections``) and its
+    connection (``url``, ``namespace``, ``timeout``, ``protocol``, ``max_connections``), its
     security (``tls``: a :class:`~videoflow_aio.adapters.TLSConfig` or ``ssl.SSLContext``, also
-    implied by ``rediss://``; ``username``/``password``: the ACL user, also from the URL).
+    implied by ``rediss://``; ``username``/``password``: the ACL user, also from the URL) and
+    replication: ``wait_replicas=N`` makes each write wait (``WAIT``, up to ``wait_timeout``
+    s) until N replicas acknowledged it, else raise :class:`ReplicationUnconfirmed`.
 
     A refused connection raises :class:`~videoflow_aio.contracts.errors.AuthenticationFailed`
     and a command the ACL refuses :class:`~videoflow_aio.contracts.errors.AccessDenied`, from
@@ -127,6 +130,8 @@ class RedisPayloadStore(PayloadStore):
         username: str | None = None,
         password: str | Secret | None = None,
         check_policy: bool = True,
+        wait_replicas: int = 0,
+        wait_timeout: float = 1.0,
     ) -> None:
         if tier not in TIERS:
             raise ValidationError(f"tier must be one of {TIERS}", field="tier", value=tier)
@@ -157,6 +162,8 @@ class RedisPayloadStore(PayloadStore):
             protocol=protocol,
             max_connections=max_connections,
             outcome_window_seconds=outcome_window_seconds,
+            wait_replicas=wait_replicas,
+            wait_timeout=wait_timeout,
             tls=tls,
             username=username,
             password=password,
@@ -220,6 +227,12 @@ class RedisPayloadStore(PayloadStore):
     def namespace(self) -> str:
         """The key prefix of every object, metadata, obligation set and marker of this store."""
         return self.ns
+
+    @property
+    def resolutions(self) -> Counter[str]:
+        """Writes whose reply was lost, by how they were resolved (``applied``,
+        ``not_applied``, ``unknown``)."""
+        return self._conn.resolutions
 
     async def aclose(self) -> None:
         await self._conn.aclose()

@@ -9,6 +9,7 @@ request marker (on Cluster they would need one hash slot).
 from __future__ import annotations
 
 import ssl
+from collections import Counter
 from types import TracebackType
 from typing import Any
 
@@ -51,6 +52,10 @@ class RedisRuntimeStore(RuntimeStore):
     it returns the true outcome, raises ``BackendUnavailable(applied=False)`` when it was
     fenced before applying, or ``OutcomeUnknown`` when even the read-back failed.
 
+    ``wait_replicas=N`` (with ``wait_timeout`` seconds): a write returns only once N replicas
+    acknowledged it (``WAIT``), else :class:`ReplicationUnconfirmed` — applied on the primary,
+    not yet safe from a failover. 0 (default): acknowledged by the primary alone.
+
     Security: ``tls`` (a :class:`~videoflow_aio.adapters.TLSConfig` or ``ssl.SSLContext``, also
     implied by ``rediss://``), ``username``/``password`` (the ACL user, also from the URL);
     :func:`~videoflow_aio.adapters.redis.acl_rules` gives the least-privilege ACL for it.
@@ -66,6 +71,8 @@ class RedisRuntimeStore(RuntimeStore):
         protocol: int = 3,
         max_connections: int = 64,
         outcome_window_seconds: float = 60.0,
+        wait_replicas: int = 0,
+        wait_timeout: float = 1.0,
         tls: TLSConfig | ssl.SSLContext | None = None,
         username: str | None = None,
         password: str | Secret | None = None,
@@ -77,6 +84,8 @@ class RedisRuntimeStore(RuntimeStore):
             protocol=protocol,
             max_connections=max_connections,
             outcome_window_seconds=outcome_window_seconds,
+            wait_replicas=wait_replicas,
+            wait_timeout=wait_timeout,
             tls=tls,
             username=username,
             password=password,
@@ -103,6 +112,12 @@ class RedisRuntimeStore(RuntimeStore):
     def namespace(self) -> str:
         """The key prefix of every record, log and marker of this store."""
         return self._conn.ns
+
+    @property
+    def resolutions(self) -> Counter[str]:
+        """Writes whose reply was lost, by how they were resolved (``applied``,
+        ``not_applied``, ``unknown``)."""
+        return self._conn.resolutions
 
     async def aclose(self) -> None:
         await self._conn.aclose()

@@ -15,12 +15,12 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ...testing.servers import EtcdServer, Server
+from ...testing.servers import EtcdServer
 from .._capabilities import CapabilityStruct
 from .._case import Case
 from .._harness import Skip
 from .._provider import register_provider
-from .._server_provider import MAIN, ServerProvider
+from .._server_provider import MAIN, ServerProvider, Startable
 
 
 class EtcdProvider(ServerProvider):
@@ -35,7 +35,7 @@ class EtcdProvider(ServerProvider):
     def contracts(self) -> frozenset[str]:
         return frozenset({"runtime_store"})
 
-    def server_options(self) -> Mapping[str, Server]:
+    def server_options(self) -> Mapping[str, Startable]:
         return {MAIN: EtcdServer()}
 
     def offered(self, contract: str) -> Sequence[CapabilityStruct]:

@@ -14,6 +14,7 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 from ...vtime import current_clock
+from .._capabilities import CAPABILITIES
 from .._case import Case
 from .._harness import Harness, Skip
 from .._provider import Provider, register_provider
@@ -51,7 +52,8 @@ class MemoryProvider(Provider):
         if contract == "runtime_store":
             # MemoryRuntimeStore lives in one process: nothing survives a restart
             return frozenset({"client_side_cas"})
-        return None  # the other models implement every optional profile
+        # the other models implement every optional profile; none has members to lose
+        return CAPABILITIES - {"replicated"}
 
     @asynccontextmanager
     async def harness(self, case: Case) -> AsyncIterator[Harness]:

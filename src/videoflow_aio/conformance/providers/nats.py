@@ -47,13 +47,13 @@ import anyio.to_thread
 
 from ...adapters._extras import missing
 from ...contracts.messaging import ChannelId, MessagingCapabilities, PublishOutcome, SubscriptionId
-from ...testing.servers import NatsServer, Server
+from ...testing.servers import NatsServer
 from .._capabilities import CapabilityStruct
 from .._case import Case
 from .._controls import offered_controls
 from .._harness import Harness, Skip
 from .._provider import register_provider
-from .._server_provider import MAIN, ServerProvider
+from .._server_provider import MAIN, ServerProvider, Startable
 
 SERVER_PROCESS_CONTROLS = frozenset({"pause_acceptance", "resume_acceptance", "restart_server"})
 """Controls that act on the server process: only on a server this provider started."""
@@ -195,7 +195,7 @@ class NatsProvider(ServerProvider):
     def unavailable(self) -> str | None:
         return missing("nats") or super().unavailable()  # the extra named, then the binary
 
-    def server_options(self) -> Mapping[str, Server]:
+    def server_options(self) -> Mapping[str, Startable]:
         return {MAIN: NatsServer(data_dir=self._store)}
 
     def offered(self, contract: str) -> Sequence[CapabilityStruct]:
@@ -267,7 +267,7 @@ class NatsProvider(ServerProvider):
         return self._make(core, namespace, {k: v for k, v in options.items() if k in allowed})
 
     def _make(self, core: bool, namespace: str, options: dict[str, Any]) -> Any:
-        from ...adapters.nats import CoreNatsMessagingBackend, JetStreamMessagingBackend
+        from ...adapters.nats import CoreNatsMessagingBackend
 
         backend: Any
         subjects, secured = self.subject_for(namespace), self.connection_options()
@@ -276,7 +276,7 @@ class NatsProvider(ServerProvider):
                 self.url(), subject_prefix=subjects, **options, **secured
             )
         else:
-            backend = JetStreamMessagingBackend(
+            backend = self.jetstream_class()(
                 self.url(),
                 stream_prefix=namespace,
                 subject_prefix=subjects,
@@ -287,6 +287,13 @@ class NatsProvider(ServerProvider):
         self._made[id(backend)] = (core, options)
         self.case_backends.append(backend)
         return backend
+
+    def jetstream_class(self) -> Any:
+        """The JetStream backend class this provider opens (the cluster provider's raises
+        every channel's replicas)."""
+        from ...adapters.nats import JetStreamMessagingBackend
+
+        return JetStreamMessagingBackend
 
     async def open_peer(self, backend: Any) -> Any:
         """Another client like ``backend``, in its namespace (closed when the case ends)."""

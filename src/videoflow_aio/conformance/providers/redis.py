@@ -22,13 +22,13 @@ from typing import Any
 
 from ...contracts.errors import IncompatibleProfile
 from ...contracts.payload import TIERS
-from ...testing.servers import RedisServer, Server
+from ...testing.servers import RedisServer
 from .._capabilities import CapabilityStruct
 from .._case import Case
 from .._controls import offered_controls
 from .._harness import Skip
 from .._provider import register_provider
-from .._server_provider import MAIN, ServerProvider
+from .._server_provider import MAIN, ServerProvider, Startable
 
 EVICTABLE = "evictable"
 
@@ -49,7 +49,7 @@ class RedisProvider(ServerProvider):
     def contracts(self) -> frozenset[str]:
         return frozenset({"runtime_store", "payload"})
 
-    def server_options(self) -> Mapping[str, Server]:
+    def server_options(self) -> Mapping[str, Startable]:
         return {
             MAIN: RedisServer(
                 maxmemory="256mb", policy="noeviction", appendonly=True, appendfsync="always"
@@ -77,8 +77,13 @@ class RedisProvider(ServerProvider):
 
         return RedisPayloadControls(backend)
 
+    async def store_url(self, role: str) -> str:
+        """Where a store of ``role`` connects (the replicated provider: the current primary)."""
+        return self.url(role)
+
     def connection_options(self) -> dict[str, Any]:
-        """Constructor options every store gets (TLS, credentials: ``redis-secure``)."""
+        """Constructor options every store gets (TLS, credentials: ``redis-secure``; WAIT:
+        ``redis-replicated``)."""
         return {}
 
     async def open_backend(self, case: Case, namespace: str, options: dict[str, Any]) -> Any:
@@ -89,9 +94,11 @@ class RedisProvider(ServerProvider):
         if case.contract == "runtime_store":
             if options:
                 raise Skip(f"redis runtime store takes no options {sorted(options)}")
-            return RedisRuntimeStore(self.url(), namespace=namespace, **self.connection_options())
+            return RedisRuntimeStore(
+                await self.store_url(MAIN), namespace=namespace, **self.connection_options()
+            )
         tier = options.get("tier", "durable")
-        url = self.url(EVICTABLE if tier == "evictable" else MAIN)
+        url = await self.store_url(EVICTABLE if tier == "evictable" else MAIN)
         try:
             store = RedisPayloadStore(
                 url, namespace=namespace, store_id="redis", **options, **self.connection_options()

@@ -1,0 +1,179 @@
+"""The ``nats-cluster`` provider: the messaging cases on a 3-node JetStream cluster, every
+channel replicated three times (R3), the adapter given all three URLs.
+
+Without ``url=`` it starts a :class:`~videoflow_aio.testing.clusters.NatsCluster` on 127.0.0.1
+(once, in ``setup``; ``sync_interval=`` sets JetStream's, the server's default otherwise) and
+performs, beside the ``nats`` provider's controls, the member controls and ``channel_leader``
+(the member leading a channel's stream, from the servers' ``/jsz``). The controls that act on
+"the server" act on every member: ``pause_acceptance`` stops them all. ``restart_server`` is
+not offered: a whole cluster restarted keeps the definitions of its memory-stored streams
+(empty), where a single server and the model forget them. The cluster is healed after every
+case.
+With ``url=`` (comma-separated) it uses that cluster, without the process controls.
+
+Backends, namespaces and the other controls (``another_client``, ``purge``, …) are the
+``nats`` provider's; cases run in real time with durations scaled by ``scale`` (0.05).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import anyio
+import anyio.to_thread
+import msgspec
+
+from ...contracts.messaging import ChannelId, ChannelSpec, PublishOutcome, VerifiedChannel
+from ...testing.clusters import NatsCluster
+from .._case import Case
+from .._controls import offered_controls
+from .._provider import register_provider
+from .._server_provider import MAIN, Startable
+from ._cluster import FORM_TIMEOUT, MEMBER_CONTROLS, ClusterControls, ClusterProvider, heal
+from .nats import SERVER_PROCESS_CONTROLS, NatsControls, NatsProvider
+
+REPLICAS = 3
+LEADER_WITHIN = 5.0
+"""Seconds ensure_channel waits for a new stream's raft leader."""
+
+
+def replicated_class(replicas: int) -> Any:
+    """A JetStream backend class whose every channel gets at least ``replicas`` replicas (the
+    effective spec it reports says so); given a comma-separated URL or a list, and
+    ``replication_factor=replicas`` unless told otherwise."""
+    from ...adapters._trio_bridge import bridged
+    from ...adapters.nats import JetStreamMessagingBackend
+
+    @bridged  # its ensure_channel reads the stream on the client's loop, as the base's does
+    class Replicated(JetStreamMessagingBackend):  # type: ignore[misc]
+        def __init__(self, url: str | Sequence[str], **options: Any) -> None:
+            options.setdefault("replication_factor", replicas)
+            super().__init__(url, **options)
+
+        async def ensure_channel(self, spec: ChannelSpec, operation_id: str) -> VerifiedChannel:
+            if isinstance(spec, ChannelSpec) and spec.replicas < replicas:
+                spec = msgspec.structs.replace(spec, replicas=replicas)
+            result: VerifiedChannel = await super().ensure_channel(spec, operation_id)
+            # a new R3 stream elects its raft leader after the create is answered; until
+            # then a publish finds no responder: return once the channel can take one
+            stream = self.names.stream(result.effective.channel)
+            with anyio.move_on_after(LEADER_WITHIN):
+                while not _leader_of(await self._c.stream_info(stream)):  # noqa: ASYNC110
+                    await anyio.sleep(0.02)
+            return result
+
+    return Replicated
+
+
+def _leader_of(info: dict[str, Any] | None) -> str:
+    return str(((info or {}).get("cluster") or {}).get("leader") or "")
+
+
+def replicated_backend(urls: Sequence[str], replicas: int, **options: Any) -> Any:
+    """A :func:`replicated_class` backend on ``urls``."""
+    return replicated_class(replicas)(list(urls), **options)
+
+
+class NatsClusterControls(NatsControls, ClusterControls):
+    """The ``nats`` provider's controls, on every member where they act on "the server", and
+    the member controls with ``channel_leader``."""
+
+    def __init__(self, provider: NatsClusterProvider, backend: Any) -> None:
+        NatsControls.__init__(self, provider, backend)
+        ClusterControls.__init__(self, provider.cluster(MAIN))
+
+    async def channel_leader(self, channel_id: ChannelId) -> str:
+        cluster = self._ours()
+        spec = cluster.options
+        assert isinstance(spec, NatsCluster)
+        stream = self._backend.names.stream(channel_id)
+        with anyio.fail_after(30):
+            while True:  # a stream just created, or whose leader died, elects one first
+                leader = await anyio.to_thread.run_sync(spec.stream_leader, cluster, stream)
+                if leader is not None:
+                    return leader.name
+                await anyio.sleep(0.1)
+
+    async def pause_acceptance(self, channel_id: ChannelId) -> None:
+        """Stop every member: publications get no answer until resumed."""
+        for m in self._ours().members:
+            await anyio.to_thread.run_sync(m.pause)
+
+    async def resume_acceptance(self, channel_id: ChannelId) -> list[PublishOutcome]:
+        """Continue every member and wait until the cluster has formed again (the server
+        does not report held outcomes: empty)."""
+        cluster = self._ours()
+        for m in cluster.members:
+            await anyio.to_thread.run_sync(m.resume)
+        await anyio.to_thread.run_sync(cluster.wait_formed, FORM_TIMEOUT)
+        return []
+
+
+class _CaseState(threading.local):
+    """The ``nats`` provider's per-case bookkeeping, one per thread: with
+    ``parallel_backends`` an asyncio case and a trio case run at once, each in its thread."""
+
+    def __init__(self) -> None:
+        self.case: Case | None = None
+        self.made: dict[int, tuple[bool, dict[str, Any]]] = {}
+        self.peers: list[Any] = []
+        self.backends: list[Any] = []
+
+
+class NatsClusterProvider(ClusterProvider, NatsProvider):
+    """Runs the messaging cases on a 3-node JetStream cluster, channels R3; its asyncio and
+    trio runs side by side (an R3 stream elects a raft leader when created: every case costs
+    more here), a case that pauses or kills members alone."""
+
+    name = "nats-cluster"
+    extra = "nats"
+    parallel_backends = True
+    exclusive_controls = MEMBER_CONTROLS | SERVER_PROCESS_CONTROLS
+
+    def __init__(
+        self, url: str | None = None, scale: float = 0.05, sync_interval: str | None = None
+    ) -> None:
+        self._state = _CaseState()
+        NatsProvider.__init__(self, url, scale)
+        self.sync_interval = sync_interval
+
+    # the nats provider keeps these on the instance: per thread here
+    _case = property(lambda self: self._state.case, lambda self, v: setattr(self._state, "case", v))
+    _made = property(lambda self: self._state.made, lambda self, v: setattr(self._state, "made", v))
+    _peers = property(
+        lambda self: self._state.peers, lambda self, v: setattr(self._state, "peers", v)
+    )
+    case_backends = property(
+        lambda self: self._state.backends, lambda self, v: setattr(self._state, "backends", v)
+    )
+
+    def server_options(self) -> Mapping[str, Startable]:
+        return {MAIN: NatsCluster(sync_interval=self.sync_interval)}
+
+    def controls(self, contract: str) -> frozenset[str] | None:
+        # restart_server is not offered: a whole cluster restarted keeps the definitions of
+        # its memory-stored streams (in the meta raft log; their messages are gone), where a
+        # single server — and the model — forget them (MSG-062)
+        offered = offered_controls(contract, NatsClusterControls) - {"restart_server"}
+        if self.owns_clusters():
+            return offered
+        return offered - SERVER_PROCESS_CONTROLS - MEMBER_CONTROLS - {"channel_leader"}
+
+    def controls_for(self, backend: Any) -> NatsClusterControls:
+        return NatsClusterControls(self, backend)
+
+    def harness(self, case: Case) -> Any:
+        return NatsProvider.harness(self, case)  # its case bookkeeping; _resume heals
+
+    def _resume(self) -> None:
+        """After every case (and at close): every member running, unpaused, formed."""
+        for cluster in self.clusters():
+            heal(cluster)
+
+    def jetstream_class(self) -> Any:
+        return replicated_class(REPLICAS)
+
+
+register_provider("nats-cluster", NatsClusterProvider)

@@ -1,0 +1,701 @@
+"""Start clusters of real servers on loopback, and act on one member at a time (fault schedules).
+
+One class per deployment holds its options; ``start()`` launches every member and returns a
+:class:`ClusterProcess` once the cluster has formed (a leader is known everywhere)::
+
+    with NatsCluster() as c:                # 3 nats-server, routes between them, JetStream
+        c.url                               # "nats://127.0.0.1:p1,nats://…:p2,nats://…:p3"
+        m = c.leader()                      # the JetStream meta leader (a Member)
+        m.kill()                            # kill -9: nothing flushed, its data dir kept
+        m.restart()                         # the same ports, the same data
+        c.members[1].pause(); c.members[1].resume()   # SIGSTOP / SIGCONT
+
+    EtcdCluster()        # 3 etcd members (--initial-cluster on loopback)
+    RedisReplicaSet(server=RedisServer(appendonly=True))  # a primary, size-1 replicas
+
+Guarantees: every member is a child process bound to 127.0.0.1 on ports chosen before the
+start (a restarted member keeps them, as its peers expect), with its data in the cluster's
+temporary directory, so ``restart()`` resumes from what was on disk. ``start()`` retries with
+fresh ports when a member died at start (a port race), and raises
+:class:`~videoflow_aio.contracts.errors.BackendUnavailable` with the members' log tails when
+the cluster did not form in ``startup_timeout``. ``stop()`` ends every member by PID
+(resuming a paused one first) and removes the directory; clusters still running when the
+interpreter exits are stopped.
+
+Waiting for real processes is wall-clock work: ``time.sleep``/``time.monotonic`` below are
+deliberate and marked.
+"""
+
+from __future__ import annotations
+
+import abc
+import atexit
+import contextlib
+import dataclasses
+import json
+import os
+import shutil
+import signal
+import socket
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar
+
+from ..contracts.errors import BackendUnavailable
+from .servers import (
+    HOST,
+    Managed,
+    RedisServer,
+    ServerProcess,
+    _binary_path,
+    _http_ok,
+    _spawn,
+    _wait_until,
+    free_port,
+    log_tail,
+)
+
+_PAUSE_WAIT = 2.0  # seconds to wait for every thread of a paused process to stop
+
+
+# -- members ----------------------------------------------------------------------------------
+@dataclass(eq=False)
+class Member:
+    """One member of a cluster: its name, fixed ports and data directory (``dir``), and the
+    process running it now (``process``; None while killed or stopped).
+
+    ``kill()`` / ``stop()`` / ``restart()`` / ``pause()`` / ``resume()`` act on this member
+    alone, by PID. Its ``server.log`` accumulates across restarts.
+    """
+
+    kind: str
+    name: str
+    index: int
+    port: int
+    url: str
+    dir: Path
+    argv: list[str]
+    binary: str
+    ready: Callable[[Member], bool] = field(repr=False)
+    monitor_url: str | None = None
+    process: ServerProcess | None = field(default=None, repr=False)
+    paused: bool = False
+
+    @property
+    def pid(self) -> int | None:
+        """The running process's id (None while down)."""
+        return self.process.pid if self.process is not None and self.process.alive() else None
+
+    def alive(self) -> bool:
+        """True while its process runs (paused counts as running)."""
+        return self.process is not None and self.process.alive()
+
+    def up(self) -> bool:
+        """Running and not paused: it can answer."""
+        return self.alive() and not self.paused
+
+    def spawn(self) -> None:
+        """Start the process (no wait); a running member is left alone."""
+        if self.alive():
+            return
+        self.process = _spawn(
+            self.kind, self.binary, self.argv, self.dir, self.port, self.url, append=True
+        )
+        self.paused = False
+
+    def wait_ready(self, timeout: float) -> None:
+        """Block until the member answers its probe; BackendUnavailable (with its log's tail)
+        when it died or ``timeout`` s passed."""
+        proc = self.process
+        if proc is None or not _wait_until(proc, lambda: self.ready(self), timeout):
+            raise BackendUnavailable(
+                f"{self.kind} member {self.name} is not ready after {timeout}s "
+                f"({'running' if self.alive() else 'exited'}); log:\n{self.log_tail()}",
+                backend=self.kind,
+            )
+
+    def kill(self) -> None:
+        """``kill -9`` (a crash: nothing is flushed), reaped; its data stays for a restart."""
+        proc, self.process = self.process, None
+        self.paused = False
+        if proc is not None:
+            proc.kill(keep_dir=True)
+
+    def stop(self) -> None:
+        """A clean shutdown (SIGTERM, SIGKILL after 4 s); its data stays for a restart."""
+        proc, self.process = self.process, None
+        self.paused = False
+        if proc is not None:
+            proc.stop(keep_dir=True)
+
+    def restart(self, timeout: float = 20.0) -> None:
+        """Start it again on the same ports and data; returns once it answers."""
+        self.spawn()
+        self.wait_ready(timeout)
+
+    def pause(self) -> None:
+        """SIGSTOP: its peers see a partition, its clients a server that does not answer.
+        Returns once every thread of the process is stopped."""
+        pid = self.pid
+        if pid is None:
+            raise BackendUnavailable(f"member {self.name} is not running", backend=self.kind)
+        os.kill(pid, signal.SIGSTOP)
+        self.paused = True
+        wait_stopped(pid, _PAUSE_WAIT)
+
+    def resume(self) -> None:
+        """SIGCONT: the paused member carries on (what it received meanwhile is processed)."""
+        pid = self.pid
+        if pid is not None:
+            os.kill(pid, signal.SIGCONT)
+        self.paused = False
+
+    def log_tail(self, n: int = 20) -> str:
+        """The last ``n`` lines of its log."""
+        return log_tail(self.dir, n)
+
+
+def wait_stopped(pid: int, timeout: float) -> bool:
+    """Wait until every thread of ``pid`` is stopped (state T); False after ``timeout`` s.
+    True at once where ``/proc`` is absent (nothing to check)."""
+    tasks = Path(f"/proc/{pid}/task")
+    deadline = time.monotonic() + timeout  # wall-clock: another process's state
+    while time.monotonic() < deadline:  # wall-clock: as above
+        if not tasks.is_dir() or all(_thread_stopped(t) for t in tasks.iterdir()):
+            return True
+        time.sleep(0.001)  # wall-clock: polling another process
+    return False
+
+
+def _thread_stopped(task: Path) -> bool:
+    try:
+        stat = (task / "stat").read_text()
+    except OSError:
+        return True  # the thread is gone
+    return stat.rsplit(")", 1)[-1].split()[0] in ("T", "t")
+
+
+# -- a running cluster ------------------------------------------------------------------------
+@dataclass(eq=False)
+class ClusterProcess:
+    """A running cluster: its ``members``, their client ``urls``, its temporary ``dir`` and
+    the ``options`` it was started with. ``stop()`` is idempotent."""
+
+    kind: str
+    members: list[Member]
+    dir: Path
+    options: Cluster = field(repr=False)
+
+    @property
+    def urls(self) -> list[str]:
+        """Every member's client URL, in member order."""
+        return [m.url for m in self.members]
+
+    @property
+    def url(self) -> str:
+        """Every member's client URL, comma-separated (what multi-URL clients take)."""
+        return ",".join(self.urls)
+
+    def member(self, name: str) -> Member:
+        """The member called ``name`` (KeyError when there is none)."""
+        for m in self.members:
+            if m.name == name:
+                return m
+        raise KeyError(name)
+
+    def leader(self) -> Member | None:
+        """The member that leads now (None while there is no leader or none answers)."""
+        return self.options.find_leader(self)
+
+    def formed(self) -> bool:
+        """True when every running member answers and agrees on a leader."""
+        try:
+            return self.options.formed(self)
+        except (OSError, ValueError, KeyError):
+            return False
+
+    def wait_formed(self, timeout: float = 30.0) -> Member:
+        """Block until :meth:`formed`; returns the leader. BackendUnavailable after
+        ``timeout`` s, with every member's log tail."""
+        deadline = time.monotonic() + timeout  # wall-clock: real processes elect a leader
+        while time.monotonic() < deadline:  # wall-clock: as above
+            if self.formed():
+                leader = self.leader()
+                if leader is not None:
+                    return leader
+            time.sleep(0.05)  # wall-clock: polling real servers
+        raise BackendUnavailable(
+            f"{self.kind} cluster did not form in {timeout}s; {self._logs()}", backend=self.kind
+        )
+
+    def _logs(self) -> str:
+        return "; ".join(
+            f"{m.name} ({'running' if m.alive() else 'down'}):\n{m.log_tail(8)}"
+            for m in self.members
+        )
+
+    def stop(self) -> None:
+        """Stop every member by PID (a paused one is resumed first), remove the directory."""
+        for m in self.members:
+            m.stop()
+        with _LIVE_LOCK:
+            _LIVE.discard(self)
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+_LIVE: set[ClusterProcess] = set()
+_LIVE_LOCK = threading.Lock()
+
+
+@atexit.register
+def _stop_leftovers() -> None:  # a crashed run must not leave clusters (or their dirs) behind
+    for cluster in list(_LIVE):
+        cluster.stop()
+
+
+# -- what a cluster kind says -----------------------------------------------------------------
+@dataclass(kw_only=True)
+class Cluster(Managed[ClusterProcess]):
+    """The options of one kind of cluster; :meth:`start` launches its members.
+
+    A context manager too (``with`` / ``async with``): started on enter, stopped on exit;
+    ``cluster`` is the running cluster meanwhile. ``args`` are appended to every member's
+    command line.
+    """
+
+    size: int = 3
+    args: Sequence[str] = ()
+    startup_timeout: float = 30.0
+    cluster: ClusterProcess | None = field(default=None, init=False, repr=False, compare=False)
+
+    _slot: ClassVar[str] = "cluster"
+
+    def start(self, attempts: int = 3) -> ClusterProcess:
+        """Launch every member, then wait until the cluster forms (see the module docs)."""
+        if self.size < 1:
+            raise ValueError("a cluster needs at least one member")
+        path = _binary_path(self.binary, self.kind)
+        error: BackendUnavailable | None = None
+        for _ in range(attempts):
+            tmp = Path(tempfile.mkdtemp(prefix=f"videoflow-{self.kind}-cluster-"))
+            members = self._members(tmp, path)
+            cluster = ClusterProcess(self.kind, members, tmp, self)
+            with _LIVE_LOCK:
+                _LIVE.add(cluster)
+            try:
+                for m in members:
+                    m.spawn()
+                for m in members:
+                    m.wait_ready(self.startup_timeout)
+                cluster.wait_formed(self.startup_timeout)
+                return cluster
+            except BackendUnavailable as exc:
+                error = exc
+                died = any(not m.alive() for m in members)
+                cluster.stop()
+                if not died:  # timed out while every member ran: not a port race
+                    raise
+        assert error is not None
+        raise error
+
+    def _member(
+        self, tmp: Path, path: str, index: int, port: int, url: str, argv: list[str], **kw: Any
+    ) -> Member:
+        name = f"{self.kind[0]}{index + 1}"
+        mdir = tmp / name
+        mdir.mkdir(parents=True, exist_ok=True)
+        return Member(self.kind, name, index, port, url, mdir, [*argv, *self.args], path, **kw)
+
+    @abc.abstractmethod
+    def _members(self, tmp: Path, path: str) -> list[Member]:
+        """The members (ports chosen, command lines built, nothing started) under ``tmp``."""
+
+    @abc.abstractmethod
+    def formed(self, cluster: ClusterProcess) -> bool:
+        """True when every running member answers and agrees on a leader."""
+
+    @abc.abstractmethod
+    def find_leader(self, cluster: ClusterProcess) -> Member | None:
+        """The leading member now, or None."""
+
+
+# -- NATS -------------------------------------------------------------------------------------
+def _get_json(url: str, path: str) -> Any:
+    box: list[Any] = []
+
+    def keep(status: int, body: bytes) -> bool:
+        if status != 200:
+            return False
+        box.append(json.loads(body or b"{}"))
+        return True
+
+    return box[0] if _http_ok(url, path, keep) else None
+
+
+@dataclass(kw_only=True)
+class NatsCluster(Cluster):
+    """``size`` nats-server processes with a ``cluster {}`` block and routes to each other,
+    JetStream on each (its own store directory), a unique ``server_name`` (``n1``, ``n2``, …).
+
+    ``sync_interval`` sets JetStream's ``sync_interval`` (``"always"`` fsyncs before every
+    acknowledgement; the server's default fsyncs every two minutes). ``leader()`` is the
+    JetStream meta leader; :meth:`stream_leader` the leader of one stream's raft group.
+    """
+
+    sync_interval: str | None = None
+
+    kind: ClassVar[str] = "nats"
+    binary: ClassVar[str] = "nats-server"
+
+    def _members(self, tmp: Path, path: str) -> list[Member]:
+        ports = [(free_port(), free_port(), free_port()) for _ in range(self.size)]
+        routes = ", ".join(f"nats-route://{HOST}:{r}" for _, r, _ in ports)
+        members = []
+        for i, (client, route, monitor) in enumerate(ports):
+            m = self._member(
+                tmp,
+                path,
+                i,
+                client,
+                f"nats://{HOST}:{client}",
+                [],
+                ready=_nats_member_ready,
+                monitor_url=f"http://{HOST}:{monitor}",
+            )
+            sync = f"\n  sync_interval: {self.sync_interval}" if self.sync_interval else ""
+            conf = m.dir / "nats.conf"
+            conf.write_text(
+                f"server_name: {m.name}\n"
+                f"listen: {HOST}:{client}\n"
+                f"http: {HOST}:{monitor}\n"
+                f'jetstream {{\n  store_dir: "{m.dir / "js"}"{sync}\n}}\n'
+                f"cluster {{\n  name: videoflow\n  listen: {HOST}:{route}\n"
+                f"  routes: [{routes}]\n}}\n"
+            )
+            m.argv[:0] = ["-c", str(conf)]
+            members.append(m)
+        return members
+
+    def formed(self, cluster: ClusterProcess) -> bool:
+        # /healthz (without js-enabled-only) answers 200 once the meta leader is known
+        return all(
+            _http_ok(m.monitor_url or "", "/healthz", lambda s, _b: s == 200)
+            for m in cluster.members
+            if m.up()
+        ) and any(m.up() for m in cluster.members)
+
+    def find_leader(self, cluster: ClusterProcess) -> Member | None:
+        return self._leader_named(cluster, lambda jsz: jsz.get("meta_cluster") or {}, "/jsz")
+
+    def stream_leader(self, cluster: ClusterProcess, stream: str) -> Member | None:
+        """The member leading ``stream``'s raft group now (None: no leader, or unknown)."""
+
+        def info(jsz: Any) -> dict[str, Any]:
+            for account in jsz.get("account_details") or []:
+                for detail in account.get("stream_detail") or []:
+                    if detail.get("name") == stream:
+                        return dict(detail.get("cluster") or {})
+            return {}
+
+        return self._leader_named(cluster, info, "/jsz?accounts=true&streams=true")
+
+    @staticmethod
+    def _leader_named(
+        cluster: ClusterProcess, pick: Callable[[Any], dict[str, Any]], path: str
+    ) -> Member | None:
+        for m in cluster.members:
+            if not m.up():
+                continue
+            try:
+                jsz = _get_json(m.monitor_url or "", path)
+            except (OSError, ValueError):
+                continue
+            name = pick(jsz or {}).get("leader") if jsz else None
+            if name:
+                with contextlib.suppress(KeyError):
+                    leader = cluster.member(str(name))
+                    return leader if leader.up() else None
+        return None
+
+
+def _nats_member_ready(m: Member) -> bool:
+    return _http_ok(m.monitor_url or "", "/healthz?js-enabled-only=true", lambda s, _b: s == 200)
+
+
+# -- etcd -------------------------------------------------------------------------------------
+def _etcd_status(url: str) -> dict[str, Any]:
+    """``POST /v3/maintenance/status`` on the JSON gateway: member id, leader id, revision."""
+    import http.client
+
+    hostport = url.split("//", 1)[1]
+    host, _, port = hostport.partition(":")
+    conn = http.client.HTTPConnection(host, int(port), timeout=0.5)
+    try:
+        conn.request("POST", "/v3/maintenance/status", body=b"{}")
+        resp = conn.getresponse()
+        body = resp.read()
+        if resp.status != 200:
+            raise ValueError(f"status {resp.status}")
+        out: dict[str, Any] = json.loads(body)
+        return out
+    finally:
+        conn.close()
+
+
+@dataclass(kw_only=True)
+class EtcdCluster(Cluster):
+    """``size`` etcd members (``m1``…) with ``--initial-cluster`` on loopback peer ports.
+
+    ``election_timeout_ms``/``heartbeat_ms`` set etcd's ``--election-timeout`` and
+    ``--heartbeat-interval`` (defaults 1000/100); ``max_request_bytes`` its
+    ``--max-request-bytes``. ``leader()`` asks each member's ``/v3/maintenance/status``.
+    """
+
+    election_timeout_ms: int | None = None
+    heartbeat_ms: int | None = None
+    max_request_bytes: int | None = None
+
+    kind: ClassVar[str] = "etcd"
+    binary: ClassVar[str] = "etcd"
+
+    def _members(self, tmp: Path, path: str) -> list[Member]:
+        ports = [(free_port(), free_port()) for _ in range(self.size)]
+        names = [f"e{i + 1}" for i in range(self.size)]
+        initial = ",".join(f"{n}=http://{HOST}:{p}" for n, (_, p) in zip(names, ports, strict=True))
+        members = []
+        for i, (client, peer) in enumerate(ports):
+            curl, purl = f"http://{HOST}:{client}", f"http://{HOST}:{peer}"
+            argv = [
+                "--name", names[i],
+                "--data-dir", str(tmp / names[i] / "data"),
+                "--listen-client-urls", curl,
+                "--advertise-client-urls", curl,
+                "--listen-peer-urls", purl,
+                "--initial-advertise-peer-urls", purl,
+                "--initial-cluster", initial,
+                "--initial-cluster-state", "new",
+                "--initial-cluster-token", tmp.name,
+            ]  # fmt: skip
+            for flag, value in (
+                ("--election-timeout", self.election_timeout_ms),
+                ("--heartbeat-interval", self.heartbeat_ms),
+                ("--max-request-bytes", self.max_request_bytes),
+            ):
+                if value is not None:
+                    argv += [flag, str(value)]
+            members.append(self._member(tmp, path, i, client, curl, argv, ready=_etcd_ready))
+        return members
+
+    def _statuses(self, cluster: ClusterProcess) -> dict[str, dict[str, Any]]:
+        out = {}
+        for m in cluster.members:
+            if m.up():
+                with contextlib.suppress(OSError, ValueError):
+                    out[m.name] = _etcd_status(m.url)
+        return out
+
+    def formed(self, cluster: ClusterProcess) -> bool:
+        up = [m.name for m in cluster.members if m.up()]
+        statuses = self._statuses(cluster)
+        leaders = {s.get("leader") for s in statuses.values()}
+        return bool(up) and set(statuses) == set(up) and len(leaders) == 1 and "0" not in leaders
+
+    def find_leader(self, cluster: ClusterProcess) -> Member | None:
+        for name, status in self._statuses(cluster).items():
+            if status.get("leader") == status.get("header", {}).get("member_id"):
+                return cluster.member(name)
+        return None
+
+
+def _etcd_ready(m: Member) -> bool:
+    def ok(status: int, body: bytes) -> bool:
+        return status == 200 and json.loads(body or b"{}").get("health") == "true"
+
+    return _http_ok(m.url, "/health", ok)
+
+
+# -- Redis ------------------------------------------------------------------------------------
+def redis_call(port: int, *args: str | int, timeout: float = 1.0) -> Any:
+    """One Redis command over a fresh loopback socket (RESP2), its reply decoded: str for a
+    status or bulk string, int, None, a list; a server error raises ``ValueError``."""
+    parts = [str(a).encode() for a in args]
+    request = b"*%d\r\n" % len(parts) + b"".join(b"$%d\r\n%s\r\n" % (len(p), p) for p in parts)
+    with socket.create_connection((HOST, port), timeout=timeout) as s:
+        s.sendall(request)
+        reader = s.makefile("rb")
+        return _resp(reader)
+
+
+def _resp(reader: Any) -> Any:
+    line = reader.readline()
+    if not line:
+        raise OSError("connection closed")
+    kind, rest = line[:1], line[1:-2]
+    if kind == b"+":
+        return rest.decode()
+    if kind == b"-":
+        raise ValueError(rest.decode())
+    if kind == b":":
+        return int(rest)
+    if kind == b"$":
+        n = int(rest)
+        return None if n < 0 else reader.read(n + 2)[:-2].decode(errors="replace")
+    if kind == b"*":
+        n = int(rest)
+        return None if n < 0 else [_resp(reader) for _ in range(n)]
+    raise ValueError(f"unexpected reply {line!r}")
+
+
+def redis_info(port: int, section: str = "replication") -> dict[str, str]:
+    """``INFO <section>`` as a dict."""
+    text = redis_call(port, "INFO", section)
+    return dict(
+        line.split(":", 1) for line in str(text).splitlines() if ":" in line and line[0] != "#"
+    )
+
+
+@dataclass(kw_only=True)
+class RedisReplicaSet(Cluster):
+    """A Redis primary (``r1``) and ``size - 1`` replicas (``--replicaof`` it), each started
+    with the options of ``server`` (a :class:`~videoflow_aio.testing.servers.RedisServer`:
+    ``maxmemory``, ``policy``, ``appendonly``, ``appendfsync``, …; its ``data_dir`` is
+    replaced by each member's own). Replication is asynchronous: a write the primary
+    acknowledged may not have reached any replica (``WAIT`` narrows this).
+
+    ``leader()`` is the member that answers ``role:master``; :meth:`promote` makes another
+    member the primary by hand (``REPLICAOF NO ONE``, the others follow it) — no Sentinel.
+    """
+
+    size: int = 2
+    server: RedisServer = field(default_factory=RedisServer)
+
+    kind: ClassVar[str] = "redis"
+    binary: ClassVar[str] = "redis-server"
+
+    def _members(self, tmp: Path, path: str) -> list[Member]:
+        ports = [free_port() for _ in range(self.size)]
+        members = []
+        for i, port in enumerate(ports):
+            mdir = tmp / f"r{i + 1}"
+            mdir.mkdir(parents=True, exist_ok=True)
+            argv = dataclasses.replace(self.server, data_dir=mdir)._argv(mdir, port)
+            argv += [*self.server.args, "--repl-diskless-sync-delay", "0"]  # sync at once
+            if i:
+                argv += ["--replicaof", HOST, str(ports[0])]
+            url = f"redis://{HOST}:{port}"
+            members.append(self._member(tmp, path, i, port, url, argv, ready=_redis_ready))
+        return members
+
+    def formed(self, cluster: ClusterProcess) -> bool:
+        leader = self.find_leader(cluster)
+        if leader is None:
+            return False
+        for m in cluster.members:
+            if m is leader or not m.up():
+                continue
+            info = redis_info(m.port)
+            if (
+                info.get("master_port") != str(leader.port)
+                or info.get("master_link_status") != "up"
+            ):
+                return False
+        return True
+
+    def find_leader(self, cluster: ClusterProcess) -> Member | None:
+        for m in cluster.members:
+            if m.up():
+                with contextlib.suppress(OSError, ValueError):
+                    if redis_info(m.port).get("role") == "master":
+                        return m
+        return None
+
+    def promote(self, cluster: ClusterProcess, member: Member) -> None:
+        """Make ``member`` the primary (``REPLICAOF NO ONE``) and every other running member
+        its replica: a manual failover. What the old primary acknowledged but had not sent
+        to ``member`` is lost (Redis replication is asynchronous)."""
+        redis_call(member.port, "REPLICAOF", "NO", "ONE")
+        for m in cluster.members:
+            if m is not member and m.up():
+                redis_call(m.port, "REPLICAOF", HOST, member.port)
+        for m in cluster.members:  # a restarted member must follow the new primary too
+            if m is not member:
+                _replace_replicaof(m, member.port)
+
+    def replicas_in_sync(self, cluster: ClusterProcess) -> bool:
+        """True when every running replica has the primary's replication offset."""
+        leader = self.find_leader(cluster)
+        if leader is None:
+            return False
+        offset = redis_info(leader.port).get("master_repl_offset")
+        return all(
+            redis_info(m.port).get("slave_repl_offset") == offset
+            for m in cluster.members
+            if m is not leader and m.up()
+        )
+
+
+def _replace_replicaof(m: Member, primary_port: int) -> None:
+    argv = m.argv
+    if "--replicaof" in argv:
+        i = argv.index("--replicaof")
+        del argv[i : i + 3]
+    argv += ["--replicaof", HOST, str(primary_port)]
+
+
+def _redis_ready(m: Member) -> bool:
+    try:
+        return bool(redis_call(m.port, "PING", timeout=0.5) == "PONG")
+    except ValueError:  # -LOADING: still reading its data
+        return False
+
+
+__all__ = [
+    "Cluster",
+    "ClusterProcess",
+    "EtcdCluster",
+    "Member",
+    "NatsCluster",
+    "RedisReplicaSet",
+    "check",
+    "redis_call",
+    "redis_info",
+    "wait_stopped",
+]
+
+
+def check(kinds: Sequence[str] = ("nats", "etcd", "redis")) -> int:
+    """Start each cluster, print its members and leader, stop it (``python -m
+    videoflow_aio.testing.clusters``): 0 when every member of every cluster started and
+    the cluster formed, 1 otherwise (with the members' log tails)."""
+    specs: dict[str, Cluster] = {
+        "nats": NatsCluster(sync_interval="always"),
+        "etcd": EtcdCluster(),
+        "redis": RedisReplicaSet(server=RedisServer(appendonly=True, appendfsync="always")),
+    }
+    failed = 0
+    for kind in kinds:
+        spec = specs[kind]
+        reason = spec.unavailable()
+        if reason is not None:
+            print(f"{kind}: cannot start: {reason}")
+            failed += 1
+            continue
+        t0 = time.monotonic()  # wall-clock: how long a real cluster takes to form
+        try:
+            with spec as cluster:
+                leader = cluster.leader()
+                members = ", ".join(f"{m.name} pid {m.pid} {m.url}" for m in cluster.members)
+                took = time.monotonic() - t0  # wall-clock: as above
+                print(f"{kind}: formed in {took:.1f} s, leader {leader and leader.name}: {members}")
+        except BackendUnavailable as exc:
+            print(f"{kind}: FAILED: {exc}")
+            failed += 1
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(check())

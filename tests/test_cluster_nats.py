@@ -1,0 +1,104 @@
+"""The JetStream adapter on a 3-node cluster, R3 channels: what a single server never showed.
+
+- a pull's status overtakes its deliveries (``409 MaxBytes`` arrives first): the receive still
+  returns what fitted;
+- a consumer whose leader lags the stream answers "that is all" early: a receive still returns
+  what this client published before it;
+- after this client settled a message on every required subscription, an observation of the
+  interest channel no longer counts it (the stream's leader removes it after the acks).
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+import anyio
+import pytest
+
+from videoflow_aio.adapters.nats._connection import server_list
+from videoflow_aio.conformance.providers.nats_cluster import replicated_backend
+from videoflow_aio.contracts import Known
+from videoflow_aio.contracts.messaging import (
+    ChannelId,
+    ChannelSpec,
+    Completed,
+    SubscriptionId,
+    Terminal,
+    make_channel,
+    make_envelope,
+    make_subscription,
+)
+from videoflow_aio.testing.clusters import ClusterProcess
+
+TRIES = 5
+pytestmark = [pytest.mark.cluster]
+
+
+def test_a_comma_separated_url_is_several_servers() -> None:
+    assert server_list("nats://a:1, nats://b:2,") == ["nats://a:1", "nats://b:2"]
+    assert server_list(["nats://a:1"]) == ["nats://a:1"]
+
+
+async def _fresh(cluster: ClusterProcess, spec_kw: dict[str, Any]) -> tuple[Any, ChannelSpec]:
+    tag = uuid.uuid4().hex[:6]
+    b = replicated_backend(
+        cluster.urls, 3, stream_prefix=f"T{tag}", subject_prefix=f"t{tag}", request_timeout=2.0
+    )
+    spec = make_channel("flow", "run1", "n1", "work", **spec_kw)
+    with anyio.fail_after(30):
+        while True:  # a new R3 stream elects its leader first
+            try:
+                await b.ensure_channel(spec, "op")
+                break
+            except Exception:
+                await anyio.sleep(0.1)
+    return b, spec
+
+
+def test_a_byte_credit_receive_returns_what_fits(nats_cluster: ClusterProcess) -> None:
+    async def main() -> list[int]:
+        got = []
+        for _ in range(TRIES):
+            b, spec = await _fresh(nats_cluster, {"retention": "limits"})
+            sub = make_subscription(spec.channel, "w", item_credit=64)
+            await b.ensure_subscription(sub, "op-sub")
+            for i in range(10):
+                await b.publish(
+                    make_envelope(spec.channel, f"p{i}", b"z" * 1000),
+                    anyio.current_time() + 2,
+                )
+            out = await b.receive(sub.id, 10, 2500, anyio.current_time() + 0.5)
+            got.append(len(out))
+            await b.drop_namespace()
+            await b.aclose()
+        return got
+
+    assert anyio.run(main) == [2] * TRIES
+
+
+def test_own_settles_are_visible_on_an_interest_channel(nats_cluster: ClusterProcess) -> None:
+    async def main() -> list[tuple[int, int, int]]:
+        seen = []
+        for _ in range(TRIES):
+            cid = ChannelId("flow", "run1", "n1")
+            ra, rb = SubscriptionId(cid, "a"), SubscriptionId(cid, "b")
+            b, _spec = await _fresh(nats_cluster, {"retention": "interest", "required": (ra, rb)})
+            for name in ("a", "b"):
+                await b.ensure_subscription(make_subscription(cid, name), f"op-{name}")
+            for pid in ("p1", "p2"):
+                await b.publish(make_envelope(cid, pid), anyio.current_time() + 2)
+            got_a = await b.receive(ra, 64, 1 << 30, anyio.current_time() + 2)
+            for d in got_a:
+                await b.settle(d.token, Completed(), f"a-{d.sequence}")
+            got_b = await b.receive(rb, 64, 1 << 30, anyio.current_time() + 2)
+            await b.settle(got_b[0].token, Completed(), "b-1")
+            await b.settle(got_b[-1].token, Terminal("bad"), "b-2")
+            obs = await b.observe_channel(cid)
+            assert isinstance(obs, Known)
+            seen.append((len(got_a), len(got_b), obs.value.messages))
+            await b.drop_namespace()
+            await b.aclose()
+        return seen
+
+    assert anyio.run(main) == [(2, 2, 0)] * TRIES

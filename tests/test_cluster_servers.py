@@ -1,0 +1,262 @@
+"""videoflow_aio.testing.clusters: clusters start on loopback, members die, pause and come back
+as themselves (same ports, same data), everything stops by PID."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from pathlib import Path
+
+import pytest
+
+from _servers_fixtures import need_binary
+from videoflow_aio.contracts.errors import BackendUnavailable
+from videoflow_aio.testing.clusters import (
+    ClusterProcess,
+    EtcdCluster,
+    Member,
+    NatsCluster,
+    RedisReplicaSet,
+    _etcd_status,
+    redis_call,
+    redis_info,
+)
+
+
+def _gone(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    return False
+
+
+def _state(pid: int) -> str:
+    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[-1].split()[0]
+
+
+def _kill_and_check(member: Member) -> int:
+    pid = member.pid
+    assert pid is not None
+    member.kill()
+    assert _gone(pid) and member.pid is None and not member.alive()
+    assert member.dir.is_dir()  # its data stays for the restart
+    return pid
+
+
+def _pause_resume(cluster: ClusterProcess, member: Member) -> None:
+    pid = member.pid
+    assert pid is not None
+    member.pause()
+    assert _state(pid) in ("T", "t") and member.paused and not member.up()
+    member.resume()
+    assert _state(pid) not in ("T", "t") and member.up()
+    cluster.wait_formed(30)
+
+
+# -- etcd -------------------------------------------------------------------------------------
+def _etcd_put(url: str, key: str, value: str) -> None:
+    import base64
+    import http.client
+    import json
+
+    host, port = url.split("//", 1)[1].split(":")
+    conn = http.client.HTTPConnection(host, int(port), timeout=5)
+    body = {
+        "key": base64.b64encode(key.encode()).decode(),
+        "value": base64.b64encode(value.encode()).decode(),
+    }
+    conn.request("POST", "/v3/kv/put", body=json.dumps(body))
+    assert conn.getresponse().status == 200
+    conn.close()
+
+
+def _etcd_get(url: str, key: str, serializable: bool = False) -> str | None:
+    import base64
+    import http.client
+    import json
+
+    host, port = url.split("//", 1)[1].split(":")
+    conn = http.client.HTTPConnection(host, int(port), timeout=5)
+    body = {"key": base64.b64encode(key.encode()).decode(), "serializable": serializable}
+    conn.request("POST", "/v3/kv/range", body=json.dumps(body))
+    data = json.loads(conn.getresponse().read())
+    conn.close()
+    kvs = data.get("kvs") or []
+    return base64.b64decode(kvs[0]["value"]).decode() if kvs else None
+
+
+def test_etcd_cluster_leader_dies_and_comes_back(etcd_cluster: ClusterProcess) -> None:
+    c = etcd_cluster
+    assert len(c.members) == 3 and c.url == ",".join(m.url for m in c.members)
+    ids = {_etcd_status(m.url)["header"]["cluster_id"] for m in c.members}
+    assert len(ids) == 1  # one cluster, not three
+    leader = c.leader()
+    assert leader is not None
+    _etcd_put(c.members[0].url, "k", "before")
+    _kill_and_check(leader)
+    new = c.wait_formed(30)
+    assert new is not leader and new.up()
+    _etcd_put(new.url, "k", "during")  # the majority carries on
+    leader.restart()
+    c.wait_formed(30)
+    # the restarted member is itself again (same ports, same data) and caught up
+    assert _etcd_get(leader.url, "k") == "during"
+
+
+def test_etcd_pause_is_a_partition(etcd_cluster: ClusterProcess) -> None:
+    c = etcd_cluster
+    leader = c.leader()
+    assert leader is not None
+    leader.pause()
+    try:
+        new = c.wait_formed(30)  # the others elect a new leader: a paused leader is gone to them
+        assert new is not leader
+    finally:
+        leader.resume()
+    c.wait_formed(30)
+    follower = next(m for m in c.members if m is not c.leader())
+    _pause_resume(c, follower)
+
+
+# -- NATS -------------------------------------------------------------------------------------
+def test_nats_cluster_meta_and_stream_leader(nats_cluster: ClusterProcess) -> None:
+    import nats
+
+    c = nats_cluster
+    spec = c.options
+    assert isinstance(spec, NatsCluster)
+    for m in c.members:
+        assert f"server_name: {m.name}" in (m.dir / "nats.conf").read_text()
+        assert "sync_interval: always" in (m.dir / "nats.conf").read_text()
+
+    async def stream_info() -> dict[str, object]:
+        nc = await nats.connect(servers=c.urls)
+        try:
+            js = nc.jetstream()
+            for _ in range(100):  # a new R3 stream elects its own leader
+                try:
+                    await js.add_stream(name="S", subjects=["s.>"], num_replicas=3)
+                    info = await js.stream_info("S")
+                    if info.cluster is not None and info.cluster.leader:
+                        break
+                except Exception:
+                    pass
+                await asyncio.sleep(0.1)
+            ack = await js.publish("s.x", b"1")
+            assert ack.seq == 1
+            assert info.cluster is not None
+            return {"leader": info.cluster.leader, "replicas": len(info.cluster.replicas or [])}
+        finally:
+            await nc.close()
+
+    got = asyncio.run(stream_info())
+    assert got["replicas"] == 2
+    leader = spec.stream_leader(c, "S")
+    assert leader is not None and leader.name == got["leader"]
+    meta = c.leader()
+    assert meta is not None
+    _kill_and_check(meta)
+    assert c.wait_formed(60) is not meta
+    meta.restart()
+    c.wait_formed(60)
+    _pause_resume(c, c.members[0])
+
+
+# -- Redis ------------------------------------------------------------------------------------
+def test_redis_replicaset_replicates_and_restarts_on_its_data(
+    redis_replicaset: ClusterProcess,
+) -> None:
+    c = redis_replicaset
+    spec = c.options
+    assert isinstance(spec, RedisReplicaSet)
+    primary, replica = c.members
+    assert c.leader() is primary
+    assert redis_info(replica.port)["role"] == "slave"
+    redis_call(primary.port, "SET", "k", "v1")
+    assert redis_call(primary.port, "WAIT", 1, 2000) == 1  # the replica acknowledged it
+    assert redis_call(replica.port, "GET", "k") == "v1"
+    assert spec.replicas_in_sync(c)
+    _kill_and_check(primary)
+    primary.restart()  # AOF with appendfsync always: the acknowledged write is on disk
+    assert redis_call(primary.port, "GET", "k") == "v1"
+    c.wait_formed(30)
+    _pause_resume(c, replica)
+
+
+def test_redis_promote_is_a_manual_failover() -> None:
+    need_binary("redis-server")
+    with RedisReplicaSet(size=3) as c:
+        spec = c.options
+        assert isinstance(spec, RedisReplicaSet)
+        old, new, third = c.members
+        redis_call(old.port, "SET", "k", "v")
+        redis_call(old.port, "WAIT", 2, 2000)
+        old.kill()
+        spec.promote(c, new)
+        assert c.wait_formed(30) is new
+        assert redis_call(new.port, "GET", "k") == "v"
+        assert redis_info(third.port)["master_port"] == str(new.port)
+        old.restart()  # it comes back as a replica of the new primary
+        assert c.wait_formed(30) is new
+        assert redis_info(old.port)["role"] == "slave"
+
+
+# -- start and stop ---------------------------------------------------------------------------
+@pytest.mark.server
+def test_stop_ends_every_member_by_pid_and_removes_the_dir() -> None:
+    need_binary("etcd")
+    spec = EtcdCluster(size=1)
+    with spec as c:
+        assert spec.cluster is c
+        pids = [m.pid for m in c.members]
+        assert all(p is not None for p in pids)
+        c.members[0].pause()  # a paused member is stopped too
+    assert spec.cluster is None
+    assert all(_gone(p) for p in pids if p is not None)
+    assert not c.dir.exists()
+    c.stop()  # idempotent
+
+
+@pytest.mark.server
+def test_a_member_that_cannot_start_fails_the_start() -> None:
+    need_binary("etcd")
+    with pytest.raises(BackendUnavailable, match=r"e1|e2|e3"):
+        EtcdCluster(args=["--no-such-flag"], startup_timeout=5).start(attempts=1)
+
+
+@pytest.mark.server
+def test_async_context_manager() -> None:
+    need_binary("redis-server")
+
+    async def main() -> None:
+        async with RedisReplicaSet() as c:
+            assert c.leader() is c.members[0]
+            pids = [m.pid for m in c.members]
+        assert all(p is not None and _gone(p) for p in pids)
+
+    asyncio.run(main())
+
+
+def test_sigterm_resumes_a_paused_member_first(etcd_cluster: ClusterProcess) -> None:
+    """stop() on a paused member must not wait 4 s for a SIGTERM it cannot act on."""
+    c = etcd_cluster
+    m = c.members[2]
+    m.pause()
+    pid = m.pid
+    assert pid is not None
+    m.stop()
+    assert _gone(pid)
+    m.restart()
+    c.wait_formed(30)
+
+
+@pytest.mark.server
+def test_check_starts_each_cluster_and_says_so(capsys: pytest.CaptureFixture[str]) -> None:
+    """What .ci/run calls first: 0 when every member started and the cluster formed."""
+    need_binary("etcd")
+    from videoflow_aio.testing.clusters import check
+
+    assert check(["etcd"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("etcd: formed in") and "e1 pid" in out and "e3 pid" in out
