@@ -32,7 +32,7 @@ from ..contracts.errors import ValidationError
 from ..vtime import Backend, VirtualClock, VirtualTimeDeadlock
 from ..vtime import run as vrun
 from ._case import Case
-from ._harness import CaseFailure, Harness, Skip
+from ._harness import CaseFailure, Harness, Skip, place
 from ._parallel import side_by_side
 from ._provider import Provider
 
@@ -112,9 +112,7 @@ def _where(exc: BaseException) -> str:
         fname = frame.filename
         if fname in _FRAMEWORK or fname.startswith(_LIBRARIES):
             continue
-        parts = Path(fname).parts
-        short = "/".join(parts[-2:]) if len(parts) >= 2 else fname
-        return f"{short}:{frame.lineno} in {frame.name}"
+        return place(fname, frame.lineno, frame.name)
     return ""
 
 
