@@ -37,7 +37,14 @@ from typing import Any
 import msgspec
 from rich.console import Console
 
-from .conformance import BACKENDS, REQUIRE_SERVERS_ENV, Provider, get_provider, select_cases
+from .conformance import (
+    BACKENDS,
+    REQUIRE_SERVERS_ENV,
+    Case,
+    Provider,
+    get_provider,
+    select_cases,
+)
 from .conformance import run as run_cases
 from .conformance._provider import env_options, provider_names
 from .conformance._report import (
@@ -190,37 +197,10 @@ def cmd_conformance(args: argparse.Namespace) -> int:
         what = f"--select {args.select!r}" if args.select else "the selection"
         err.print(f"no conformance case matches {what} on these providers", markup=False)
         return 1
-    require = True if args.require_servers else None
-    results: list[CaseResult] = []
-    interrupted = False
-    with progress(err, len(todo)) as advance:
-
-        def on_result(result: CaseResult) -> None:
-            results.append(result)
-            advance(result)
-
-        try:
-            run_cases(
-                chosen,
-                providers,
-                backends,
-                on_result,
-                require_available=require,
-                wall_limit=args.timeout,
-                parallel=not args.serial,
-            )
-        except KeyboardInterrupt:
-            interrupted = True
+    results, interrupted = _run_with_progress(args, chosen, providers, backends, len(todo), err)
     order = {(c.id, p.name, b): i for i, (c, p, b) in enumerate(todo)}  # arrival → case order
     results.sort(key=lambda r: order.get((r.id, r.provider, r.backend), len(order)))
-    contract_of = {c.id: c.contract for c in chosen}
-    table = results_table(results, show=args.show)
-    if table.row_count:
-        out.print(table)
-    elif results:
-        out.print(f"no case run to show with --show {args.show}", markup=False)
-    out.print(summary_table(results, contract_of))
-    out.print(verdict(results))
+    _print_report(out, results, chosen, args.show)
     all_skipped = bool(results) and all(r.outcome == "skip" for r in results)
     if all_skipped and not interrupted:
         if args.allow_skipped:
@@ -232,23 +212,70 @@ def cmd_conformance(args: argparse.Namespace) -> int:
                 style="bold red",
                 markup=False,
             )
-    if args.json:
-        data = report_json(results)
-        if json_to_stdout:
-            sys.stdout.write(data.decode())
-            sys.stdout.flush()
-        else:
-            try:
-                Path(args.json).write_bytes(data)
-            except OSError as exc:  # checked up front; the disk may still refuse it now
-                err.print(f"videoflow-aio: error: cannot write --json {args.json}: {exc}")
-                return 2
-            out.print(f"JSON report written to {args.json}", markup=False, highlight=False)
+    if args.json and not _write_json_report(args.json, results, out, err):
+        return 2
     if interrupted:
         err.print("interrupted", style="bold red")
         return 130
     failed = any(r.outcome == "fail" for r in results)
     return 1 if failed or (all_skipped and not args.allow_skipped) else 0
+
+
+def _run_with_progress(
+    args: argparse.Namespace,
+    chosen: list[Case],
+    providers: list[Provider],
+    backends: list[str],
+    total: int,
+    err: Console,
+) -> tuple[list[CaseResult], bool]:
+    """Run the plan with a progress bar; ``(results so far, interrupted by Ctrl-C)``."""
+    results: list[CaseResult] = []
+    with progress(err, total) as advance:
+
+        def on_result(result: CaseResult) -> None:
+            results.append(result)
+            advance(result)
+
+        try:
+            run_cases(
+                chosen,
+                providers,
+                backends,
+                on_result,
+                require_available=True if args.require_servers else None,
+                wall_limit=args.timeout,
+                parallel=not args.serial,
+            )
+        except KeyboardInterrupt:
+            return results, True
+    return results, False
+
+
+def _print_report(out: Console, results: list[CaseResult], chosen: list[Case], show: str) -> None:
+    table = results_table(results, show=show)
+    if table.row_count:
+        out.print(table)
+    elif results:
+        out.print(f"no case run to show with --show {show}", markup=False)
+    out.print(summary_table(results, {c.id: c.contract for c in chosen}))
+    out.print(verdict(results))
+
+
+def _write_json_report(target: str, results: list[CaseResult], out: Console, err: Console) -> bool:
+    """Write the JSON report to ``target`` (``-``: stdout); False when the disk refused it."""
+    data = report_json(results)
+    if target == "-":
+        sys.stdout.write(data.decode())
+        sys.stdout.flush()
+        return True
+    try:
+        Path(target).write_bytes(data)
+    except OSError as exc:  # checked up front; the disk may still refuse it now
+        err.print(f"videoflow-aio: error: cannot write --json {target}: {exc}")
+        return False
+    out.print(f"JSON report written to {target}", markup=False, highlight=False)
+    return True
 
 
 # -- explore --------------------------------------------------------------------------------
