@@ -30,7 +30,7 @@ import math
 import os
 import subprocess
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -106,26 +106,33 @@ def _refuse_secrets(name: str, key: str, value: Any) -> None:
 def provider_options(args: argparse.Namespace, chosen: Sequence[str]) -> dict[str, dict[str, Any]]:
     """``{provider: {option: value}}`` from the environment, ``--<name>-url`` and ``--option``."""
     options: dict[str, dict[str, Any]] = {name: env_options(name) for name in chosen}
+    for name, key, value in _given_options(args, options):
+        _refuse_secrets(name, key, value)
+        if name not in options:
+            raise UsageError(f"option {name}.{key} given, but provider {name} is not selected")
+        options[name][key] = value
+    return options
+
+
+def _given_options(
+    args: argparse.Namespace, selected: Mapping[str, object]
+) -> list[tuple[str, str, Any]]:
+    """``(provider, key, value)`` from ``--<name>-url`` (the secured variant's when only it
+    is selected) and ``--option PROVIDER.KEY=VALUE``, in that order."""
     given: list[tuple[str, str, Any]] = []
     for name in URL_FLAGS:
         url = getattr(args, f"{name}_url", None)
         if url:
             secure = f"{name}{SECURE}"
-            given.append(
-                (secure if secure in options and name not in options else name, "url", url)
-            )
+            target = secure if secure in selected and name not in selected else name
+            given.append((target, "url", url))
     for item in args.option or ():
         target, sep, value = item.partition("=")
         name, dot, key = target.partition(".")
         if not (sep and dot and name and key):
             raise UsageError(f"--option {item!r}: expected PROVIDER.KEY=VALUE")
         given.append((name, key, _value(value)))
-    for name, key, value in given:
-        _refuse_secrets(name, key, value)
-        if name not in options:
-            raise UsageError(f"option {name}.{key} given, but provider {name} is not selected")
-        options[name][key] = value
-    return options
+    return given
 
 
 def _build_providers(args: argparse.Namespace) -> list[Provider]:
