@@ -1,6 +1,6 @@
 """Audit the MIG planner (``gpu/layout.py``) against the oracle (``gpu/geometry.py``).
 
-Used by ``tests/test_gpu_mig_cases.py`` (the MIG-… cases) and ``tests/test_mig_planner.py``.
+Used by ``tests/gpu/test_gpu_mig_cases.py`` (the MIG-… cases) and ``tests/gpu/test_mig_planner.py``.
 An audit returns the list of planner bugs it found (empty: consistent) and whether the planner
 refused conservatively although the oracle found a way (allowed only when the reason says
 ``may be conservative``).

@@ -30,14 +30,21 @@ import math
 import os
 import subprocess
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import msgspec
 from rich.console import Console
 
-from .conformance import BACKENDS, REQUIRE_SERVERS_ENV, Provider, get_provider, select_cases
+from .conformance import (
+    BACKENDS,
+    REQUIRE_SERVERS_ENV,
+    Case,
+    Provider,
+    get_provider,
+    select_cases,
+)
 from .conformance import run as run_cases
 from .conformance._provider import env_options, provider_names
 from .conformance._report import (
@@ -99,26 +106,33 @@ def _refuse_secrets(name: str, key: str, value: Any) -> None:
 def provider_options(args: argparse.Namespace, chosen: Sequence[str]) -> dict[str, dict[str, Any]]:
     """``{provider: {option: value}}`` from the environment, ``--<name>-url`` and ``--option``."""
     options: dict[str, dict[str, Any]] = {name: env_options(name) for name in chosen}
+    for name, key, value in _given_options(args, options):
+        _refuse_secrets(name, key, value)
+        if name not in options:
+            raise UsageError(f"option {name}.{key} given, but provider {name} is not selected")
+        options[name][key] = value
+    return options
+
+
+def _given_options(
+    args: argparse.Namespace, selected: Mapping[str, object]
+) -> list[tuple[str, str, Any]]:
+    """``(provider, key, value)`` from ``--<name>-url`` (the secured variant's when only it
+    is selected) and ``--option PROVIDER.KEY=VALUE``, in that order."""
     given: list[tuple[str, str, Any]] = []
     for name in URL_FLAGS:
         url = getattr(args, f"{name}_url", None)
         if url:
             secure = f"{name}{SECURE}"
-            given.append(
-                (secure if secure in options and name not in options else name, "url", url)
-            )
+            target = secure if secure in selected and name not in selected else name
+            given.append((target, "url", url))
     for item in args.option or ():
         target, sep, value = item.partition("=")
         name, dot, key = target.partition(".")
         if not (sep and dot and name and key):
             raise UsageError(f"--option {item!r}: expected PROVIDER.KEY=VALUE")
         given.append((name, key, _value(value)))
-    for name, key, value in given:
-        _refuse_secrets(name, key, value)
-        if name not in options:
-            raise UsageError(f"option {name}.{key} given, but provider {name} is not selected")
-        options[name][key] = value
-    return options
+    return given
 
 
 def _build_providers(args: argparse.Namespace) -> list[Provider]:
@@ -190,37 +204,10 @@ def cmd_conformance(args: argparse.Namespace) -> int:
         what = f"--select {args.select!r}" if args.select else "the selection"
         err.print(f"no conformance case matches {what} on these providers", markup=False)
         return 1
-    require = True if args.require_servers else None
-    results: list[CaseResult] = []
-    interrupted = False
-    with progress(err, len(todo)) as advance:
-
-        def on_result(result: CaseResult) -> None:
-            results.append(result)
-            advance(result)
-
-        try:
-            run_cases(
-                chosen,
-                providers,
-                backends,
-                on_result,
-                require_available=require,
-                wall_limit=args.timeout,
-                parallel=not args.serial,
-            )
-        except KeyboardInterrupt:
-            interrupted = True
+    results, interrupted = _run_with_progress(args, chosen, providers, backends, len(todo), err)
     order = {(c.id, p.name, b): i for i, (c, p, b) in enumerate(todo)}  # arrival → case order
     results.sort(key=lambda r: order.get((r.id, r.provider, r.backend), len(order)))
-    contract_of = {c.id: c.contract for c in chosen}
-    table = results_table(results, show=args.show)
-    if table.row_count:
-        out.print(table)
-    elif results:
-        out.print(f"no case run to show with --show {args.show}", markup=False)
-    out.print(summary_table(results, contract_of))
-    out.print(verdict(results))
+    _print_report(out, results, chosen, args.show)
     all_skipped = bool(results) and all(r.outcome == "skip" for r in results)
     if all_skipped and not interrupted:
         if args.allow_skipped:
@@ -232,23 +219,70 @@ def cmd_conformance(args: argparse.Namespace) -> int:
                 style="bold red",
                 markup=False,
             )
-    if args.json:
-        data = report_json(results)
-        if json_to_stdout:
-            sys.stdout.write(data.decode())
-            sys.stdout.flush()
-        else:
-            try:
-                Path(args.json).write_bytes(data)
-            except OSError as exc:  # checked up front; the disk may still refuse it now
-                err.print(f"videoflow-aio: error: cannot write --json {args.json}: {exc}")
-                return 2
-            out.print(f"JSON report written to {args.json}", markup=False, highlight=False)
+    if args.json and not _write_json_report(args.json, results, out, err):
+        return 2
     if interrupted:
         err.print("interrupted", style="bold red")
         return 130
     failed = any(r.outcome == "fail" for r in results)
     return 1 if failed or (all_skipped and not args.allow_skipped) else 0
+
+
+def _run_with_progress(
+    args: argparse.Namespace,
+    chosen: list[Case],
+    providers: list[Provider],
+    backends: list[str],
+    total: int,
+    err: Console,
+) -> tuple[list[CaseResult], bool]:
+    """Run the plan with a progress bar; ``(results so far, interrupted by Ctrl-C)``."""
+    results: list[CaseResult] = []
+    with progress(err, total) as advance:
+
+        def on_result(result: CaseResult) -> None:
+            results.append(result)
+            advance(result)
+
+        try:
+            run_cases(
+                chosen,
+                providers,
+                backends,
+                on_result,
+                require_available=True if args.require_servers else None,
+                wall_limit=args.timeout,
+                parallel=not args.serial,
+            )
+        except KeyboardInterrupt:
+            return results, True
+    return results, False
+
+
+def _print_report(out: Console, results: list[CaseResult], chosen: list[Case], show: str) -> None:
+    table = results_table(results, show=show)
+    if table.row_count:
+        out.print(table)
+    elif results:
+        out.print(f"no case run to show with --show {show}", markup=False)
+    out.print(summary_table(results, {c.id: c.contract for c in chosen}))
+    out.print(verdict(results))
+
+
+def _write_json_report(target: str, results: list[CaseResult], out: Console, err: Console) -> bool:
+    """Write the JSON report to ``target`` (``-``: stdout); False when the disk refused it."""
+    data = report_json(results)
+    if target == "-":
+        sys.stdout.write(data.decode())
+        sys.stdout.flush()
+        return True
+    try:
+        Path(target).write_bytes(data)
+    except OSError as exc:  # checked up front; the disk may still refuse it now
+        err.print(f"videoflow-aio: error: cannot write --json {target}: {exc}")
+        return False
+    out.print(f"JSON report written to {target}", markup=False, highlight=False)
+    return True
 
 
 # -- explore --------------------------------------------------------------------------------

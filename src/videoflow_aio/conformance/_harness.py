@@ -171,8 +171,7 @@ class Harness(Generic[BackendT, ControlsT]):
         frame = sys._getframe(1)
         while frame.f_back is not None and frame.f_code.co_filename in _HERE:
             frame = frame.f_back
-        parts = Path(frame.f_code.co_filename).parts
-        where = f"{'/'.join(parts[-2:])}:{frame.f_lineno} in {frame.f_code.co_name}"
+        where = place(frame.f_code.co_filename, frame.f_lineno, frame.f_code.co_name)
         self.failures.append(f"{message} (at {where})")
         raise CaseFailure(message)
 
@@ -225,3 +224,8 @@ RuntimeStoreHarness = Harness[RuntimeStore, RuntimeStoreControls]
 AllocationHarness = Harness[AcceleratorAllocationBackend, AllocationControls]
 """The harness of an allocation case: ``h.open()`` returns an
 ``AcceleratorAllocationBackend``."""
+
+
+def place(filename: str, lineno: int | None, function: str) -> str:
+    """``folder/file.py:line in function``: where a case failed, short enough to read."""
+    return f"{'/'.join(Path(filename).parts[-2:])}:{lineno} in {function}"

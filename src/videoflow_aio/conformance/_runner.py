@@ -32,7 +32,7 @@ from ..contracts.errors import ValidationError
 from ..vtime import Backend, VirtualClock, VirtualTimeDeadlock
 from ..vtime import run as vrun
 from ._case import Case
-from ._harness import CaseFailure, Harness, Skip
+from ._harness import CaseFailure, Harness, Skip, place
 from ._parallel import side_by_side
 from ._provider import Provider
 
@@ -112,9 +112,7 @@ def _where(exc: BaseException) -> str:
         fname = frame.filename
         if fname in _FRAMEWORK or fname.startswith(_LIBRARIES):
             continue
-        parts = Path(fname).parts
-        short = "/".join(parts[-2:]) if len(parts) >= 2 else fname
-        return f"{short}:{frame.lineno} in {frame.name}"
+        return place(fname, frame.lineno, frame.name)
     return ""
 
 
@@ -281,26 +279,9 @@ def execute(
         return CaseResult(c.id, c.title, provider.name, backend, outcome, why, virtual, wall)
 
     check_backends((backend,))
-    # order: backend → available here? → set up (capabilities may depend on the live server)
-    # → profile and controls
-    if backend not in provider.backends:
-        return Execution(result("skip", inapplicable(case, provider, backend) or ""))
-    try:
-        missing = provider.unavailable()
-        if missing:
-            if require_available if require_available is not None else servers_required():
-                why = f"provider required ({REQUIRE_SERVERS_ENV}=1) but unavailable: {missing}"
-                return Execution(result("fail", why))
-            return Execution(result("skip", missing))
-        setup_error = ensure_setup(provider)
-        if setup_error is not None:
-            return Execution(result("fail", setup_error))
-        skip = inapplicable(case, provider, backend)
-    except Exception as exc:  # a broken provider is a failure of its cases, not of the run
-        trace = "".join(traceback.format_exception(exc))
-        return Execution(result("fail", f"provider {provider.name}: {describe(exc)}"), trace)
-    if skip is not None:
-        return Execution(result("skip", skip))
+    refused = _preflight(case, provider, backend, require_available)
+    if refused is not None:
+        return Execution(result(refused[0], refused[1]), refused[2])
 
     span = [0.0, 0.0]
     holder: list[Harness] = []
@@ -344,38 +325,79 @@ def execute(
         raise
     except BaseException as exc:  # a case failure of any kind is a result, not a crash
         error = exc
-        trace = "".join(traceback.format_exception(exc))
-        only_skip = _only_skips(exc)
-        if holder and holder[0].failures:
-            outcome, reason = "fail", holder[0].failures[0]
-            trace = ""  # a failed check: its message and case line say it all
-        elif only_skip is not None:
-            outcome, reason = "skip", only_skip.reason
-        elif isinstance(exc, VirtualTimeDeadlock):
-            outcome, reason = "fail", f"deadlock: {exc}"
-        else:
-            outcome, reason = "fail", describe(exc)
+        outcome, reason, trace = _classify(exc, holder)
     wall = time.perf_counter() - wall0  # wall-clock: as above
     if outcome == "pass":
-        if watchdog.fired:
-            outcome, reason = "fail", f"stopped after the wall-clock limit of {wall_limit:g} s"
-        elif limit_hit[0]:
-            clock = "real" if provider.real_time else "virtual"
-            outcome, reason = (
-                "fail",
-                f"still running after {limit:g} {clock} seconds (blocked forever? deadlock?)",
-            )
-        elif not holder:
-            outcome, reason = "fail", "the provider's harness never started the case"
-        elif holder[0].failures:
-            outcome, reason = "fail", holder[0].failures[0] + " (the case caught the failure)"
-        elif holder[0].checks == 0:
-            outcome, reason = "fail", "the case made no check (nothing passes by doing nothing)"
+        clock = "real" if provider.real_time else "virtual"
+        outcome, reason = _judge_pass(
+            holder, watchdog.fired, wall_limit, limit_hit[0], limit, clock
+        )
     elif outcome == "fail" and watchdog.fired:
         reason = f"stopped after the wall-clock limit of {wall_limit:g} s: {reason}"
     virtual = round(span[1] - span[0], 9)
     injected = injectors[0].injected if injectors else []
     return Execution(result(outcome, reason, virtual, round(wall, 6)), trace, error, injected)
+
+
+def _preflight(
+    case: Case, provider: Provider, backend: str, require_available: bool | None
+) -> tuple[Outcome, str, str] | None:
+    """``(outcome, reason, trace)`` when the run cannot start, else None. Order: backend →
+    available here? → set up (capabilities may depend on the live server) → profile and
+    controls."""
+    if backend not in provider.backends:
+        return "skip", inapplicable(case, provider, backend) or "", ""
+    try:
+        missing = provider.unavailable()
+        if missing:
+            if require_available if require_available is not None else servers_required():
+                why = f"provider required ({REQUIRE_SERVERS_ENV}=1) but unavailable: {missing}"
+                return "fail", why, ""
+            return "skip", missing, ""
+        setup_error = ensure_setup(provider)
+        if setup_error is not None:
+            return "fail", setup_error, ""
+        skip = inapplicable(case, provider, backend)
+    except Exception as exc:  # a broken provider is a failure of its cases, not of the run
+        trace = "".join(traceback.format_exception(exc))
+        return "fail", f"provider {provider.name}: {describe(exc)}", trace
+    return None if skip is None else ("skip", skip, "")
+
+
+def _classify(exc: BaseException, holder: list[Harness]) -> tuple[Outcome, str, str]:
+    """``(outcome, reason, trace)`` of a run that raised ``exc``."""
+    only_skip = _only_skips(exc)
+    if holder and holder[0].failures:
+        return "fail", holder[0].failures[0], ""  # a failed check: its message and line say it
+    trace = "".join(traceback.format_exception(exc))
+    if only_skip is not None:
+        return "skip", only_skip.reason, trace
+    if isinstance(exc, VirtualTimeDeadlock):
+        return "fail", f"deadlock: {exc}", trace
+    return "fail", describe(exc), trace
+
+
+def _judge_pass(
+    holder: list[Harness],
+    watchdog_fired: bool,
+    wall_limit: float | None,
+    limit_hit: bool,
+    limit: float,
+    clock: str,
+) -> tuple[Outcome, str]:
+    """A run that returned normally passes only if it ran, checked something, and neither
+    a limit nor a caught failure spoils it."""
+    if watchdog_fired:
+        return "fail", f"stopped after the wall-clock limit of {wall_limit:g} s"
+    if limit_hit:
+        return "fail", f"still running after {limit:g} {clock} seconds (blocked forever? deadlock?)"
+    if not holder:
+        return "fail", "the provider's harness never started the case"
+    if holder[0].failures:
+        return "fail", holder[0].failures[0] + " (the case caught the failure)"
+    if holder[0].checks == 0:
+        return "fail", "the case made no check (nothing passes by doing nothing)"
+    return "pass", ""
 
 
 def fault_injector(seed: int, rate: float) -> faults.FaultInjector:

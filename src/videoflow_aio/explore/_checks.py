@@ -25,49 +25,71 @@ def _names(event: Event) -> list[str]:
 
 def messaging_violations(log: ObservationLog) -> list[str]:
     """What breaks the messaging invariants above, in log order (empty: nothing)."""
-    found: list[str] = []
-    state: dict[tuple[str, int, str], str] = {}  # (channel, seq, subscription) -> fate
-    accepted: dict[str, set[int]] = {}
-    fated: list[tuple[str, int, Event]] = []
+    audit = _MessagingAudit()
     for e in log.events(
         ("publish", "deliver", "unresolved", "subscription_created", "channel_closed", *FATES)
     ):
+        audit.see(e)
+    return audit.finish()
+
+
+class _MessagingAudit:
+    """The messaging invariants, checked one event at a time."""
+
+    def __init__(self) -> None:
+        self.found: list[str] = []
+        self.state: dict[tuple[str, int, str], str] = {}  # (channel, seq, subscription) -> fate
+        self.accepted: dict[str, set[int]] = {}
+        self.fated: list[tuple[str, int, Event]] = []
+
+    def see(self, e: Event) -> None:
         ch = e.subject
         if e.kind == "channel_closed":
-            state = {k: v for k, v in state.items() if k[0] != ch}
-            found.extend(_unaccepted(fated, accepted, ch))
-            fated = [f for f in fated if f[0] != ch]
-            accepted.pop(ch, None)
-            continue
+            self.state = {k: v for k, v in self.state.items() if k[0] != ch}
+            self._close(ch)
+            return
         if e.kind == "subscription_created":
-            state = {k: v for k, v in state.items() if not (k[0] == ch and k[2] == e.ident)}
-            continue
+            self.state = {
+                k: v for k, v in self.state.items() if not (k[0] == ch and k[2] == e.ident)
+            }
+            return
         seq = e.attrs.get("seq")
         if not isinstance(seq, int):
-            continue
+            return
         if e.kind == "publish":
             if not e.attrs.get("duplicate"):
-                accepted.setdefault(ch, set()).add(seq)
-            continue
-        where = f"{e.kind} of {e.ident!r} (channel {ch}, seq {seq}, at {e.at!r}, event {e.seq})"
+                self.accepted.setdefault(ch, set()).add(seq)
+            return
         for name in _names(e):
-            key = (ch, seq, name)
-            before = state.get(key)
-            if e.kind == "deliver":
-                if before is not None:
-                    found.append(f"{where}: delivered to {name} after {before}")
-                continue
-            if before is not None and before != "unresolved":
-                found.append(f"{where}: a second fate for {name}, after {before}")
-            elif before == "unresolved" and e.kind == "unresolved":
-                found.append(f"{where}: unresolved twice for {name}")
-            state[key] = e.kind
+            self._fate(e, ch, seq, name)
         if e.kind != "deliver":
-            fated.append((ch, seq, e))
-    for ch in list(accepted) + [f[0] for f in fated]:
-        found.extend(_unaccepted(fated, accepted, ch))
-        fated = [f for f in fated if f[0] != ch]
-    return found
+            self.fated.append((ch, seq, e))
+
+    def _fate(self, e: Event, ch: str, seq: int, name: str) -> None:
+        where = f"{e.kind} of {e.ident!r} (channel {ch}, seq {seq}, at {e.at!r}, event {e.seq})"
+        key = (ch, seq, name)
+        before = self.state.get(key)
+        if e.kind == "deliver":
+            if before is not None:
+                self.found.append(f"{where}: delivered to {name} after {before}")
+            return
+        if before is not None and before != "unresolved":
+            self.found.append(f"{where}: a second fate for {name}, after {before}")
+        elif before == "unresolved" and e.kind == "unresolved":
+            self.found.append(f"{where}: unresolved twice for {name}")
+        self.state[key] = e.kind
+
+    def _close(self, ch: str) -> None:
+        """Fates on ``ch`` for sequences it never accepted are violations; forget ``ch``."""
+        self.found.extend(_unaccepted(self.fated, self.accepted, ch))
+        self.fated = [f for f in self.fated if f[0] != ch]
+        self.accepted.pop(ch, None)
+
+    def finish(self) -> list[str]:
+        for ch in list(self.accepted) + [f[0] for f in self.fated]:
+            self.found.extend(_unaccepted(self.fated, self.accepted, ch))
+            self.fated = [f for f in self.fated if f[0] != ch]
+        return self.found
 
 
 def _unaccepted(

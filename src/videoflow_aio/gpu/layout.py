@@ -18,7 +18,7 @@ Every layout it returns passes ``check_layout``. Refusals say why, truthfully:
 * conservative — the heuristic gave up, a search might succeed; the reason then contains
   :data:`CONSERVATIVE` (``may be conservative``): the greedy placement refused on one card, or
   the assignment search ran out of budget. (On the shipped tables the greedy placement is
-  exact — checked by exhaustive enumeration in ``tests/test_mig_planner.py`` — but the code
+  exact — checked by exhaustive enumeration in ``tests/gpu/test_mig_planner.py`` — but the code
   does not rely on that.)
 
 Layouts are counts only (mig-parted ``mig-devices``); placements are not part of a layout, and

@@ -1,4 +1,4 @@
-"""Queueing formulas the simulator is validated against (``tests/test_sim_queueing.py``).
+"""Queueing formulas the simulator is validated against (``tests/sim/test_sim_queueing.py``).
 
 All times in seconds; ``lam`` is the arrival rate, ``mu`` one server's service rate.
 """

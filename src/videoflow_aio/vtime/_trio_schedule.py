@@ -13,7 +13,7 @@ While a seeded run is active, this module sets that flag and puts a stand-in for
 in its place: in a seeded run's own thread, ``shuffle`` permutes from that run's PRNG; in
 any other trio run it defers to trio's own ``_r``. Both are restored when the last seeded
 run ends. The private names are checked on first use (:func:`check_trio`) and pinned by
-``tests/test_vtime_seed_trio.py``: an incompatible trio fails loudly, never silently
+``tests/vtime/test_vtime_seed_trio.py``: an incompatible trio fails loudly, never silently
 unseeded.
 """
 

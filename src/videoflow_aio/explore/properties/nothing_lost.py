@@ -11,7 +11,7 @@ so the plans do not depend on the schedule); the schedule decides how they inter
 from __future__ import annotations
 
 import random
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import anyio
 
@@ -140,21 +140,7 @@ async def check_nothing_lost(
         for name in names:
             fates.setdefault((int(e.attrs["seq"]), str(name)), []).append(e.kind)  # type: ignore[arg-type]
     for name, sid in sids.items():
-        open_pairs = unresolved = dropped = dead = 0
-        for seq, kind in kind_of.items():
-            events = fates.get((seq, sid.name), [])
-            if kind != SUBS[name]:
-                assert not events, f"seq {seq} has a fate on {name}, which never sees it"
-                continue
-            final = [k for k in events if k != "unresolved"]
-            assert len(final) <= 1, f"seq {seq} on {name}: more than one fate {events}"
-            if final == ["drop"]:
-                dropped += 1
-            elif final == ["dead_letter"]:
-                dead += 1
-            elif not final:
-                open_pairs += 1
-                unresolved += events == ["unresolved"]
+        open_pairs, unresolved, dropped, dead = _fates_of(name, sid.name, kind_of, fates)
         obs = await b.observe_subscription(sid)
         assert isinstance(obs, Known), obs
         v = obs.value
@@ -166,3 +152,29 @@ async def check_nothing_lost(
         assert v.unresolved == unresolved, f"{name}: unresolved {v.unresolved} != {unresolved}"
         assert v.dropped == dropped, f"{name}: dropped {v.dropped} != log's {dropped}"
         assert v.dead_lettered == dead, f"{name}: dead-lettered {v.dead_lettered} != log's {dead}"
+
+
+def _fates_of(
+    name: str,
+    sub: str,
+    kind_of: Mapping[int, object],
+    fates: dict[tuple[int, str], list[str]],
+) -> tuple[int, int, int, int]:
+    """``(without a fate, of those unresolved, dropped, dead-lettered)`` on one subscription,
+    from the log; asserts no message has two fates and none of another kind has one."""
+    open_pairs = unresolved = dropped = dead = 0
+    for seq, kind in kind_of.items():
+        events = fates.get((seq, sub), [])
+        if kind != SUBS[name]:
+            assert not events, f"seq {seq} has a fate on {name}, which never sees it"
+            continue
+        final = [k for k in events if k != "unresolved"]
+        assert len(final) <= 1, f"seq {seq} on {name}: more than one fate {events}"
+        if final == ["drop"]:
+            dropped += 1
+        elif final == ["dead_letter"]:
+            dead += 1
+        elif not final:
+            open_pairs += 1
+            unresolved += events == ["unresolved"]
+    return open_pairs, unresolved, dropped, dead

@@ -5,9 +5,9 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+from _paths import ROOT
+
 README = (ROOT / "README.md").read_text()
 
 

@@ -2,7 +2,7 @@
 
 Each test drives ``trio.run`` itself (the virtual-time plugin does not apply to a real
 server). The MSG conformance cases run on the ``nats`` provider under both backends in
-tests/test_conformance.py; these tests pin what the bridge itself must guarantee: the
+tests/conformance/test_conformance.py; these tests pin what the bridge itself must guarantee: the
 nats-py connection and its background tasks live on the run's trio-asyncio loop, concurrent
 trio tasks share it, cancellation from trio leaves the backend usable, failures map as under
 asyncio, and a backend first used from asyncio is refused under trio with a reason.

@@ -19,11 +19,11 @@ from pathlib import Path
 
 import pytest
 
+from _paths import ROOT
 from _plugin_helpers import Run, run_pytest, write
 
 pytestmark = pytest.mark.slow
 
-ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("pytest>=8.4", "anyio>=4.6", "trio>=0.27", "pytest-asyncio>=0.24")
 
 

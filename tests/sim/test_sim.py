@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from _paths import ROOT
 from videoflow_aio.cli import main
 from videoflow_aio.pipeline import LatencyHistogram
 from videoflow_aio.sim import (
@@ -25,7 +26,6 @@ from videoflow_aio.sim import (
     to_json,
 )
 
-ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "examples" / "camera-farm.toml"
 
 

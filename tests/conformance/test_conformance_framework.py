@@ -16,6 +16,7 @@ import anyio.lowlevel
 import pytest
 
 from _conformance_fakes import FakeBackend, FakeProvider, fake_case
+from _paths import ROOT
 from videoflow_aio import conformance, faults
 from videoflow_aio.conformance import (
     BACKENDS,
@@ -77,7 +78,9 @@ def test_an_exception_fails_with_type_message_and_place(backend: str) -> None:
 
     r = run_case(fake_case(broken), FakeProvider(), backend)
     assert r.outcome == "fail"
-    assert r.reason.startswith("KeyError: 'missing-stream' (at tests/test_conformance_framework")
+    assert r.reason.startswith(
+        "KeyError: 'missing-stream' (at conformance/test_conformance_framework"
+    )
     assert "in broken" in r.reason
 
 
@@ -110,8 +113,8 @@ def test_task_group_errors_are_unwrapped(backend: str) -> None:
     r = run_case(fake_case(two), FakeProvider(), backend)
     assert r.outcome == "fail"
     assert r.reason.startswith("2 errors in a task group: RuntimeError: ")
-    assert "RuntimeError: a (at tests/" in r.reason
-    assert "RuntimeError: b (at tests/" in r.reason
+    assert "RuntimeError: a (at conformance/" in r.reason
+    assert "RuntimeError: b (at conformance/" in r.reason
 
 
 @both
@@ -133,7 +136,7 @@ def test_a_caught_check_failure_still_fails(backend: str) -> None:
 
     r = run_case(fake_case(swallow), FakeProvider(), backend)
     assert r.outcome == "fail"
-    assert r.reason.startswith("lost update (at tests/test_conformance_framework.py:")
+    assert r.reason.startswith("lost update (at conformance/test_conformance_framework.py:")
     assert r.reason.endswith("in swallow) (the case caught the failure)")
 
 
@@ -225,7 +228,7 @@ def test_control_absent_on_the_backend_skips_or_fails_when_strict(backend: str) 
     assert (r.outcome, r.reason) == ("skip", "provider fake cannot perform control 'corrupt'")
     r = run_case(case, FakeProvider(strict=True), backend)
     assert r.outcome == "fail"
-    assert r.reason.startswith("provider fake has no model control 'corrupt' (at tests/")
+    assert r.reason.startswith("provider fake has no model control 'corrupt' (at conformance/")
 
 
 @both
@@ -269,7 +272,7 @@ def test_a_failed_check_wins_over_a_later_skip(backend: str) -> None:
 
     r = run_case(fake_case(fail_then_skip), FakeProvider(), backend)
     assert r.outcome == "fail"
-    assert r.reason.startswith("first this failed (at tests/test_conformance_framework.py:")
+    assert r.reason.startswith("first this failed (at conformance/test_conformance_framework.py:")
 
 
 def test_unavailable_provider_skips_or_fails_when_servers_are_required(
@@ -419,7 +422,7 @@ def test_a_provider_that_raises_while_asked_fails_its_cases() -> None:
 
     r = run_case(fake_case(ok), Broken(), "asyncio")
     assert r.outcome == "fail"
-    assert r.reason.startswith("provider fake: RuntimeError: capabilities unknown (at tests/")
+    assert r.reason.startswith("provider fake: RuntimeError: capabilities unknown (at conformance/")
 
 
 def test_close_errors_become_warnings() -> None:
@@ -1030,7 +1033,7 @@ def _collect(*args: str) -> list[str]:
         capture_output=True,
         text=True,
         timeout=300,
-        cwd=Path(__file__).parent.parent,
+        cwd=ROOT,
     )
     assert done.returncode == 0, done.stdout + done.stderr
     assert "STARTED []" in done.stdout, done.stdout  # collecting started no server

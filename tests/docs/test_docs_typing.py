@@ -13,9 +13,10 @@ from pathlib import Path
 
 import pytest
 
+from _paths import ROOT
+
 mypy_api = pytest.importorskip("mypy.api")
 
-ROOT = Path(__file__).resolve().parents[1]
 
 PROGRAM = textwrap.dedent(
     """

@@ -1,7 +1,8 @@
 """The NATS adapters on a real nats-server: where JetStream is silent, the adapter is truthful.
 
-Real time, asyncio (trio through the bridge: tests/test_nats_trio.py). The MSG conformance
-cases run on the ``nats`` provider under both in tests/test_conformance.py; these tests pin
+Real time, asyncio (trio through the bridge: tests/adapters/nats/test_nats_trio.py). The MSG
+conformance cases run on the ``nats`` provider under both in
+tests/conformance/test_conformance.py; these tests pin
 the adapter's own ledgers and error mapping, each against the raw server behaviour it closes.
 """
 

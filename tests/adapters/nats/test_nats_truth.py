@@ -1,5 +1,6 @@
 """Issue #14: the JetStream adapter with more than one client, a server restart, and an
-administrator acting out of band (real nats-server, asyncio; trio: tests/test_nats_trio.py).
+administrator acting out of band (real nats-server, asyncio; trio:
+tests/adapters/nats/test_nats_trio.py).
 
 Each test is a schedule the issue's differential test found the adapter untruthful on; the
 comment names the finding. The rule checked throughout: a definite value is right, or the

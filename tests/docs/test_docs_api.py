@@ -7,12 +7,12 @@ from __future__ import annotations
 import importlib
 import pkgutil
 import re
-from pathlib import Path
 from types import ModuleType
 
 import videoflow_aio
+from _paths import ROOT
 
-REFERENCE = Path(__file__).resolve().parents[1] / "docs" / "reference"
+REFERENCE = ROOT / "docs" / "reference"
 _DIRECTIVE = re.compile(r"^::: (\S+)\n((?:    .*\n)*)", re.MULTILINE)
 
 

@@ -1,7 +1,8 @@
 """RedisRuntimeStore on a real redis-server: versions, paging, lost replies, errors.
 
 Real time, asyncio only (redis-py is asyncio); the conformance cases RTS-… run on the redis
-provider in tests/test_conformance.py. Replies and requests are cut with a holding proxy.
+provider in tests/conformance/test_conformance.py. Replies and requests are cut with a holding
+proxy.
 """
 
 from __future__ import annotations

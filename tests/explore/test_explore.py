@@ -10,13 +10,13 @@ from pathlib import Path
 import pytest
 
 import _planted
+from _paths import ROOT
 from videoflow_aio import explore, vtime
 from videoflow_aio.cli import main
 from videoflow_aio.observe import ObservationLog
 from videoflow_aio.vtime import Backend
 
 BACKENDS: tuple[Backend, ...] = ("asyncio", "trio")
-ROOT = Path(__file__).resolve().parents[1]
 PLANTED = "tests/_planted.py"
 TOY = explore.find_target("TOY-LEASE")
 

@@ -3,7 +3,7 @@ without ``wait_replicas`` (WAIT), and that a write WAIT could not confirm is nev
 replicated.
 
 Real time, asyncio only; RTS-… and PAY-… run on the ``redis-replicated`` provider in
-tests/test_conformance.py.
+tests/conformance/test_conformance.py.
 """
 
 from __future__ import annotations

@@ -1,7 +1,8 @@
 """RedisPayloadStore on real redis-server: budget ledger, real OOM, tiers vs server policy,
-lost replies and Redis' own eviction (their use from trio: tests/test_trio_bridge.py).
+lost replies and Redis' own eviction (their use from trio: tests/adapters/test_trio_bridge.py).
 
-The PAY-… conformance cases run on the redis provider (both tiers) in tests/test_conformance.py.
+The PAY-… conformance cases run on the redis provider (both tiers) in
+tests/conformance/test_conformance.py.
 """
 
 from __future__ import annotations

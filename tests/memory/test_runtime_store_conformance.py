@@ -1,6 +1,6 @@
 """The RTS cases catch real bugs: each mutant of the reference model fails the cases that
 describe the behaviour it breaks (and the faithful models pass them all; see
-tests/test_conformance.py for the full matrix)."""
+tests/conformance/test_conformance.py for the full matrix)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """EtcdRuntimeStore on a real etcd: mod_revision versions, append, paging, limits, lost replies.
 
 Real time, asyncio only (aetcd is grpc.aio); the conformance cases RTS-… run on the etcd
-provider in tests/test_conformance.py.
+provider in tests/conformance/test_conformance.py.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 pauses, and a write in flight when its member stops answering is resolved — never guessed.
 
 Real time, asyncio only (aetcd is grpc.aio); RTS-… run on the ``etcd-cluster`` provider in
-tests/test_conformance.py.
+tests/conformance/test_conformance.py.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The PAY conformance cases have teeth: a model with one rule broken fails the cases that
 check it (the faithful model passes them all, under asyncio and trio, in
-tests/test_conformance.py)."""
+tests/conformance/test_conformance.py)."""
 
 from __future__ import annotations
 

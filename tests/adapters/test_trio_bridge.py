@@ -2,7 +2,7 @@
 
 Real servers and real time, so each test drives ``trio.run`` itself (the virtual-time plugin
 does not apply). The asyncio-only test proxy runs on the bridge's asyncio side too. The RTS-…
-and PAY-… conformance cases run on both backends in tests/test_conformance.py.
+and PAY-… conformance cases run on both backends in tests/conformance/test_conformance.py.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """The ALC case inventory (every case runs on the memory provider, under asyncio and trio, in
-tests/test_conformance.py)."""
+tests/conformance/test_conformance.py)."""
 
 from __future__ import annotations
 
