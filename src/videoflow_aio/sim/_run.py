@@ -139,14 +139,18 @@ def _workers(
     return workers, recorders, slowdowns
 
 
-async def _simulate(spec: SimSpec, progress: ProgressCallback | None) -> dict[str, Any]:
+async def _simulate(
+    spec: SimSpec, progress: ProgressCallback | None, clock: VirtualClock
+) -> dict[str, Any]:
     now, _ = loop_clock()
     setup_start = now()
     run = spec.run
     bin_seconds = bin_seconds_for(spec)
     bins = (bin_seconds, max(1, math.ceil(run.duration_seconds / bin_seconds - 1e-9)))
 
-    messaging = MemoryMessagingBackend()
+    # the models read the run's virtual clock directly (the loop's own reading, without
+    # looking up the running loop on every call)
+    messaging = MemoryMessagingBackend(clock=clock)
     model: MemoryPayloadStore | None = None
     stallable: StallablePayloadStore | None = None
     store: Any = None
@@ -156,7 +160,9 @@ async def _simulate(spec: SimSpec, progress: ProgressCallback | None) -> dict[st
         or any(s.output_bytes for s in spec.stages)
         or any(f.kind in payload_faults for f in spec.faults)
     ):
-        model = store = MemoryPayloadStore(tier=spec.payload.tier, max_bytes=spec.payload.max_bytes)
+        model = store = MemoryPayloadStore(
+            clock, tier=spec.payload.tier, max_bytes=spec.payload.max_bytes
+        )
         if any(f.kind == "pause_payload" for f in spec.faults):
             stallable = store = StallablePayloadStore(model)
     pipe = await ensure_pipeline(messaging, run.flow_id, run.run_id, pipeline_nodes(spec))
@@ -268,7 +274,8 @@ def simulate(spec: SimSpec, *, progress: ProgressCallback | None = None) -> dict
     JSON-ready dict described in ``docs/simulate.md`` (``run.wall_seconds`` is the only
     value that depends on the machine)."""
     wall0 = time.perf_counter()  # wall-clock: reported as run.wall_seconds, nothing else
-    result = vrun(_simulate, spec, progress, backend=spec.run.backend, clock=VirtualClock())
+    clock = VirtualClock()
+    result = vrun(_simulate, spec, progress, clock, backend=spec.run.backend, clock=clock)
     result["run"]["wall_seconds"] = time.perf_counter() - wall0  # wall-clock: as above
     return result
 
