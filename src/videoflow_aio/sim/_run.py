@@ -8,6 +8,7 @@ adding a stage or a source leaves every other stream's samples unchanged.
 
 from __future__ import annotations
 
+import gc
 import math
 import random
 import time
@@ -44,6 +45,8 @@ from ._spec import SimSpec, StageSpec
 MAX_BINS = 600
 POLL_SECONDS = 1.0
 """How long an idle stage worker's receive waits before looking again."""
+GC_GEN0 = 20_000
+"""The cyclic collector's youngest-generation threshold while a simulation runs."""
 
 
 def bin_seconds_for(spec: SimSpec) -> float:
@@ -275,7 +278,16 @@ def simulate(spec: SimSpec, *, progress: ProgressCallback | None = None) -> dict
     value that depends on the machine)."""
     wall0 = time.perf_counter()  # wall-clock: reported as run.wall_seconds, nothing else
     clock = VirtualClock()
-    result = vrun(_simulate, spec, progress, clock, backend=spec.run.backend, clock=clock)
+    thresholds = gc.get_threshold()
+    # a run allocates millions of short-lived objects (envelopes, deliveries, futures,
+    # handles) and frees them by reference counting: the cyclic collector's youngest
+    # generation is scanned every GC_GEN0 allocations instead of every 700 (cycles are still
+    # collected, memory stays flat); the caller's thresholds come back afterwards
+    gc.set_threshold(max(thresholds[0], GC_GEN0), *thresholds[1:])
+    try:
+        result = vrun(_simulate, spec, progress, clock, backend=spec.run.backend, clock=clock)
+    finally:
+        gc.set_threshold(*thresholds)
     result["run"]["wall_seconds"] = time.perf_counter() - wall0  # wall-clock: as above
     return result
 
