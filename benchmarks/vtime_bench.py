@@ -8,7 +8,8 @@ of the workload alone (imports and process start excluded) is measured and the m
 reported, with the final virtual time each engine reached (they must agree), the rate,
 and ratios. The machine is shared, so absolute figures are noisy: ratios from one run
 matter most. Targets (issue 2, this 2-core machine): vtime-asyncio W1 >= 180k events/s,
-W2 >= 140k msgs/s, W3 >= 85k ops/s; vtime-trio >= 0.9x trio MockClock.
+W2 >= 140k msgs/s, W3 >= 85k ops/s; vtime-trio >= 0.9x trio MockClock. The ``-seeded``
+engines run the same loop under ``VirtualClock(seed=1)`` (issue 18: a seed costs <= 1.5x).
 """
 
 from __future__ import annotations
@@ -28,7 +29,9 @@ import _vtime_workloads as wl
 
 ENGINES = [
     "vtime-asyncio",
+    "vtime-asyncio-seeded",
     "vtime-trio",
+    "vtime-trio-seeded",
     "trio-mockclock",
     "simpy",
     "looptime",
@@ -36,6 +39,8 @@ ENGINES = [
     "asyncio-sleep0",
 ]
 TARGETS = {"W1": 180_000.0, "W2": 140_000.0, "W3": 85_000.0}
+SEED = 1  # the -seeded engines: the same loop under VirtualClock(seed=SEED)
+SEEDED_TARGET = 1.5  # a seed may cost at most 1.5x (CPU time)
 UNITS = {"W1": "timer events/s", "W2": "msgs/s", "W3": "ops/s"}
 
 
@@ -56,10 +61,11 @@ def _run_asyncio_engine(engine: str, workload: str, data: Any) -> tuple[_Timer, 
     import asyncio
 
     body = wl.ASYNCIO[workload]
-    if engine == "vtime-asyncio":
+    if engine in ("vtime-asyncio", "vtime-asyncio-seeded"):
         from videoflow_aio.vtime import VirtualClock, new_event_loop
 
-        loop = new_event_loop(VirtualClock(start=0.0))
+        seed = SEED if engine.endswith("-seeded") else None
+        loop = new_event_loop(VirtualClock(start=0.0, seed=seed))
         with _Timer() as timer:
             loop.run_until_complete(body(asyncio.sleep, data))
         final = loop.time()
@@ -106,10 +112,11 @@ def _run_trio_engine(engine: str, workload: str, data: Any) -> tuple[_Timer, flo
     import trio.testing
 
     clock: Any
-    if engine == "vtime-trio":
+    if engine in ("vtime-trio", "vtime-trio-seeded"):
         from videoflow_aio.vtime import VirtualClock
 
-        clock = VirtualClock(start=0.0).trio_clock()
+        seed = SEED if engine.endswith("-seeded") else None
+        clock = VirtualClock(start=0.0, seed=seed).trio_clock()
     else:
         clock = trio.testing.MockClock(autojump_threshold=0)
     final: list[float] = []
@@ -126,7 +133,7 @@ def _run_trio_engine(engine: str, workload: str, data: Any) -> tuple[_Timer, flo
 def child(engine: str, workload: str) -> dict[str, Any]:
     data = wl.w1_delays() if workload == "W1" else None
     final: float | None
-    if engine in ("vtime-trio", "trio-mockclock"):
+    if engine in ("vtime-trio", "vtime-trio-seeded", "trio-mockclock"):
         timer, final = _run_trio_engine(engine, workload, data)
     elif engine == "simpy":
         import simpy  # noqa: F401  (imported before the measurement)
@@ -212,6 +219,14 @@ def main() -> None:
             target = TARGETS[workload]
             verdict = "meets" if ours["rate"] >= target else "MISSES"
             print(f"  vtime-asyncio {ours['rate']:,.0f} {verdict} target {target:,.0f}")
+        for base in ("vtime-asyncio", "vtime-trio"):
+            if base in rows and f"{base}-seeded" in rows:
+                cost = rows[base]["cpu_rate"] / rows[f"{base}-seeded"]["cpu_rate"]
+                verdict = "meets" if cost <= SEEDED_TARGET else "MISSES"
+                print(
+                    f"  {base} seeded/unseeded CPU time = {cost:.2f}x ({verdict} target "
+                    f"<= {SEEDED_TARGET}x)"
+                )
         if "vtime-trio" in rows and "trio-mockclock" in rows:
             r = rows["vtime-trio"]["rate"] / rows["trio-mockclock"]["rate"]
             print(f"  vtime-trio / trio MockClock = {r:.2f}x (target >= 0.90x)")

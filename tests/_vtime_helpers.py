@@ -51,3 +51,20 @@ class DelayedEchoServer:
                         self._stop.wait(2.0)
                 except OSError:
                     pass
+
+
+async def wake_order(n: int) -> list[int]:
+    """``n`` tasks started in order, each sleeping 1 s: the order they run in once woken
+    together (works under asyncio and trio, seeded or not)."""
+    import anyio
+
+    order: list[int] = []
+
+    async def task(i: int) -> None:
+        await anyio.sleep(1)
+        order.append(i)
+
+    async with anyio.create_task_group() as tg:
+        for i in range(n):
+            tg.start_soon(task, i)
+    return order

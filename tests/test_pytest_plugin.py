@@ -101,7 +101,7 @@ _OPT_IN = """
             await vclock.advance(5)
         assert vclock.monotonic() == 5.0
 
-    @pytest.mark.vtime(seed=1)
+    @pytest.mark.vtime(speed=1)
     async def test_unknown_marker_option():
         pass
 
@@ -228,7 +228,7 @@ def test_opting_in_and_choosing_backends(tmp_path: Path) -> None:
         assert "was never awaited" in run.message(test_id)
     refused = {  # usage errors: at setup ("error"), or at call once anyio_backend is known
         "test_a_clock_in_the_options_is_refused[anyio_backend0]": ("failed", "options set clock"),
-        "test_unknown_marker_option": ("error", "unknown option(s) seed; it accepts start"),
+        "test_unknown_marker_option": ("error", "unknown option(s) speed; it accepts start"),
         "test_module_scoped_async_generator_fixture": ("error", "'module_wide' has scope"),
         "test_opted_out_but_requests_vclock": ("error", "requests vclock but is marked"),
         "test_also_claimed_by_pytest_asyncio": ("error", "pytest-asyncio also claims"),

@@ -518,3 +518,10 @@ def _has_matplotlib() -> bool:
     except ImportError:
         return False
     return True
+
+
+def test_every_fault_kind_the_spec_accepts_has_an_implementation() -> None:
+    from videoflow_aio.sim._faults import _KINDS
+    from videoflow_aio.sim._spec import FAULT_KINDS
+
+    assert set(_KINDS) == set(FAULT_KINDS)

@@ -70,6 +70,11 @@ async def test_timeouts_fire_exactly_at_their_deadline() -> None:
     assert anyio.current_time() == t0 + 1.25 + 4.999999
 
 
+#: unseeded order on purpose (kept so under pytest --vtime-seeds)
+FIFO = pytest.mark.vtime(seed=None)
+
+
+@FIFO
 async def test_timer_callbacks_with_equal_deadlines_fire_in_order(vclock: VirtualClock) -> None:
     fired: list[tuple[int, float]] = []
     for i in range(50):
@@ -81,6 +86,7 @@ async def test_timer_callbacks_with_equal_deadlines_fire_in_order(vclock: Virtua
     assert [t for _, t in fired] == sorted(t for _, t in fired)
 
 
+@FIFO
 async def test_asyncio_call_later_equal_deadlines_fifo(anyio_backend_name: str) -> None:
     if anyio_backend_name != "asyncio":
         pytest.skip("asyncio loop API")
@@ -110,6 +116,7 @@ async def test_cancelled_timers_are_purged_without_losing_or_repeating_any(
     assert fired == list(range(50))
 
 
+@FIFO
 async def test_sleepers_wake_in_deadline_order_then_fifo(anyio_backend_name: str) -> None:
     woke: list[tuple[float, int]] = []
 

@@ -4,6 +4,10 @@
                               [--select PATTERN] [--json PATH|-] [--list]
                               [--nats-url URL] [--redis-url URL] [--etcd-url URL]
                               [--option PROVIDER.KEY=VALUE] [--allow-skipped] [--secure]
+    videoflow-aio explore [--select PATTERN] [--seeds N] [--backend asyncio,trio]
+                          [--jitter S] [--faults P] [--load MODULE] [--list]
+    videoflow-aio explore --replay ID --seed N --backend B [--jitter S] [--faults P]
+                          [--log PATH]
     videoflow-aio simulate SPEC.toml [--json PATH|-] [--plot PATH] [--seed N] [--duration S]
     videoflow-aio bench [NAME [ARGS...]]
     videoflow-aio --version
@@ -247,6 +251,29 @@ def cmd_conformance(args: argparse.Namespace) -> int:
     return 1 if failed or (all_skipped and not args.allow_skipped) else 0
 
 
+# -- explore --------------------------------------------------------------------------------
+def cmd_explore(args: argparse.Namespace) -> int:
+    from .contracts.errors import ValidationError
+    from .explore._command import run_explore, run_replay
+
+    args.backends = _backends(args)
+    if args.seeds < 1 or args.first_seed < 0:
+        raise UsageError("--seeds must be >= 1 and --first-seed >= 0")
+    if not (math.isfinite(args.jitter) and args.jitter >= 0):
+        raise UsageError(f"--jitter {args.jitter:g}: must be a finite number of seconds >= 0")
+    if not 0 <= args.faults <= 1:
+        raise UsageError(f"--faults {args.faults:g}: must be a probability in [0, 1]")
+    if args.stop_after < 1:
+        raise UsageError("--stop-after must be >= 1")
+    out, err = make_console(sys.stdout), make_console(sys.stderr)
+    try:
+        if args.replay:
+            return run_replay(args, out, err)
+        return run_explore(args, out, err)
+    except ValidationError as exc:
+        raise UsageError(str(exc)) from exc
+
+
 # -- bench ----------------------------------------------------------------------------------
 def _bench_dir(given: str | None) -> Path:
     if given:
@@ -376,6 +403,60 @@ def build_parser() -> argparse.ArgumentParser:
         help="exit 0 even when every selected run was skipped (default: exit 1, nothing ran)",
     )
 
+    exp = sub.add_parser(
+        "explore",
+        help="run cases and properties under many seeded schedules; replay a failure",
+        description="Run conformance cases (on the memory models) and properties under many "
+        "seeds, each a schedule: same-instant order, timing jitter, injected faults. A failure "
+        "prints its seed and the command that replays it exactly. Exit status 1 when a run "
+        "failed.",
+    )
+    exp.add_argument(
+        "--select",
+        "-k",
+        metavar="PATTERN",
+        help="case or program IDs or titles, comma-separated globs (e.g. 'MSG-0*,PROP-*'; "
+        "default: all)",
+    )
+    exp.add_argument("--seeds", type=int, default=100, metavar="N", help="seeds to try (100)")
+    exp.add_argument(
+        "--first-seed", type=int, default=0, metavar="S", help="the first seed (default 0)"
+    )
+    exp.add_argument(
+        "--backend", "-b", action="append", metavar="asyncio,trio", help="(default: both)"
+    )
+    exp.add_argument(
+        "--jitter",
+        type=float,
+        default=0.0,
+        metavar="S",
+        help="timers fire up to S virtual seconds late, drawn from the seed (default 0)",
+    )
+    exp.add_argument(
+        "--faults",
+        type=float,
+        default=0.0,
+        metavar="P",
+        help="each barrier reached crashes or pauses the task with probability P (default 0)",
+    )
+    exp.add_argument(
+        "--stop-after",
+        type=int,
+        default=1,
+        metavar="K",
+        help="stop exploring a target on a backend after K failing seeds (default 1)",
+    )
+    exp.add_argument(
+        "--load",
+        action="append",
+        metavar="MODULE",
+        help="import a module (dotted name or .py file) that registers cases or programs",
+    )
+    exp.add_argument("--list", action="store_true", help="list the selected targets")
+    exp.add_argument("--replay", metavar="ID", help="replay one run of ID (with --seed)")
+    exp.add_argument("--seed", type=int, metavar="N", help="the seed to replay")
+    exp.add_argument("--log", metavar="PATH", help="replay: write the observation log (JSON lines)")
+    exp.add_argument("--traceback", action="store_true", help="replay: print the traceback")
     from .sim._cli import add_parser as add_simulate
 
     add_simulate(sub)
@@ -410,6 +491,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.command == "conformance":
             return cmd_conformance(args)
+        if args.command == "explore":
+            return cmd_explore(args)
         if args.command == "simulate":
             from .sim._cli import cmd_simulate
 

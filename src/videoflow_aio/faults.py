@@ -9,16 +9,27 @@ would leave. Two tasks racing at barriers is how CAS and lifecycle cases are wri
 Barriers live in a :class:`Barriers` registry. The module-level functions use the registry
 of the current context (``isolated()`` installs a fresh one), falling back to a process-wide
 default.
+
+Faults can also come from a seed: ``barriers().inject(FaultInjector(rate, seed=...))`` makes
+every barrier
+a task reaches (that no test armed) a fault with probability ``rate`` — a crash, or a pause
+of a seeded virtual duration — drawn from a PRNG seeded with ``seed``, so the same seed and
+the same schedule inject the same faults at the same points (see :class:`FaultInjector`).
 """
 
 from __future__ import annotations
 
 import contextvars
-from collections.abc import Callable, Iterator
+import random
+from collections.abc import Callable, Collection, Iterator
 from contextlib import contextmanager
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, Literal
 
 import anyio
+
+from .contracts.errors import ValidationError
+from .vtime._seeded import check_seconds, make_rng
 
 
 class SimulatedCrash(BaseException):
@@ -95,11 +106,92 @@ class Barrier:
         return len(parked)
 
 
+@dataclass(frozen=True)
+class InjectedFault:
+    """One fault a :class:`FaultInjector` injected: where, what, when (loop time), and the
+    context the barrier was reached with."""
+
+    barrier: str
+    kind: Literal["crash", "pause"]
+    at: float
+    pause: float = 0.0
+    context: dict[str, Any] = field(default_factory=dict)
+
+
+def _probability(value: Any, name: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ValidationError(f"{name} must be a number in [0, 1], not {value!r}", field=name)
+    if not 0.0 <= value <= 1.0:  # also refuses nan
+        raise ValidationError(f"{name} must be in [0, 1], not {value!r}", field=name, value=value)
+    return float(value)
+
+
+class FaultInjector:
+    """Seeded random faults at barriers: each reach is a fault with probability ``rate``.
+
+    A fault is a crash (:class:`SimulatedCrash`) with probability ``crash``, else a pause of
+    ``u * max_pause`` virtual seconds for a drawn ``u`` in [0, 1). ``barriers`` limits it to
+    those names (default: every barrier). Every decision is drawn from one PRNG seeded with
+    ``seed`` (a non-negative int, or a ``random.Random``), in the order tasks reach
+    barriers, so a deterministic schedule gets the same faults every run; a draw of 0.0
+    always means "no fault". ``injected`` lists what was injected, in order.
+    """
+
+    def __init__(
+        self,
+        rate: float,
+        *,
+        seed: int | random.Random,
+        crash: float = 0.5,
+        max_pause: float = 1.0,
+        barriers: Collection[str] | None = None,
+    ) -> None:
+        self.rate = _probability(rate, "rate")
+        self.crash = _probability(crash, "crash")
+        self.max_pause = check_seconds(max_pause, "max_pause")
+        rng = make_rng(seed)
+        if rng is None:
+            raise ValidationError("fault injection needs a seed", field="seed", value=seed)
+        self._rng = rng
+        self.only = None if barriers is None else frozenset(barriers)
+        self.injected: list[InjectedFault] = []
+
+    async def _reach(self, name: str, context: dict[str, Any]) -> None:
+        if self.only is not None and name not in self.only:
+            return
+        draw = self._rng.random
+        if draw() < 1.0 - self.rate:
+            return
+        at = anyio.current_time()
+        if draw() >= 1.0 - self.crash:
+            self.injected.append(InjectedFault(name, "crash", at, context=context))
+            raise SimulatedCrash(name)
+        pause = draw() * self.max_pause
+        self.injected.append(InjectedFault(name, "pause", at, pause, context))
+        await anyio.sleep(pause)
+
+
 class Barriers:
     """A registry of armed barriers. Reaching an unarmed name costs one dict lookup."""
 
     def __init__(self) -> None:
         self._armed: dict[str, Barrier] = {}
+        self._injector: FaultInjector | None = None
+
+    def inject(self, injector: FaultInjector) -> FaultInjector:
+        """Inject ``injector``'s seeded faults at the barriers reached from now on; a barrier
+        a test armed behaves as armed. Replaces any earlier injector; ``uninject()`` stops
+        it. Returns ``injector`` (its ``injected`` lists what it did)."""
+        if not isinstance(injector, FaultInjector):
+            raise ValidationError(
+                f"inject() takes a FaultInjector, not {injector!r}", field="injector"
+            )
+        self._injector = injector
+        return injector
+
+    def uninject(self) -> None:
+        """Stop injecting faults."""
+        self._injector = None
 
     def arm(self, name: str, *, crash: bool = False, times: int = 1) -> Barrier:
         """Arm ``name``: the next ``times`` tasks to reach it pause (or crash)."""
@@ -119,15 +211,21 @@ class Barriers:
                 barrier.release()
 
     def armed(self, name: str) -> bool:
+        """Reaching ``name`` may do something: it is armed, or faults are injected there."""
         barrier = self._armed.get(name)
-        return barrier is not None and barrier.remaining > 0
+        if barrier is not None and barrier.remaining > 0:
+            return True
+        injector = self._injector
+        return injector is not None and (injector.only is None or name in injector.only)
 
     async def reach(self, name: str, **context: Any) -> None:
-        """Called by backends at the named point. A no-op unless ``name`` is armed."""
+        """Called by backends at the named point. A no-op unless ``name`` is armed (or
+        faults are injected)."""
         barrier = self._armed.get(name)
-        if barrier is None or barrier.remaining <= 0:
-            return
-        await barrier._hit(context)
+        if barrier is not None and barrier.remaining > 0:
+            await barrier._hit(context)
+        elif self._injector is not None:
+            await self._injector._reach(name, context)
 
 
 _default = Barriers()
@@ -148,13 +246,14 @@ def isolated() -> Iterator[Barriers]:
         yield fresh
     finally:
         fresh.disarm()
+        fresh.uninject()
         _current.reset(token)
 
 
 async def reach(name: str, **context: Any) -> None:
     """Backends call this at each named point; free when the barrier is not armed."""
     registry = _current.get(_default)
-    if registry._armed:
+    if registry._armed or registry._injector is not None:
         await registry.reach(name, **context)
 
 
@@ -171,6 +270,8 @@ def disarm(name: str | None = None) -> None:
 __all__ = [
     "Barrier",
     "Barriers",
+    "FaultInjector",
+    "InjectedFault",
     "SimulatedCrash",
     "arm",
     "barriers",

@@ -11,12 +11,13 @@ import asyncio
 import contextlib
 import functools
 import os
+import random
 import threading
 import time
 import traceback
 import warnings
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal, cast
 
@@ -27,6 +28,7 @@ import msgspec
 import trio
 
 from .. import faults
+from ..contracts.errors import ValidationError
 from ..vtime import Backend, VirtualClock, VirtualTimeDeadlock
 from ..vtime import run as vrun
 from ._case import Case
@@ -217,21 +219,26 @@ def close_provider(provider: Provider) -> None:
 # -- running one case -----------------------------------------------------------------------
 @dataclass
 class Execution:
-    """A case result plus the traceback of what failed (empty when nothing did)."""
+    """A case result plus the traceback of what failed (empty when nothing did), the
+    exception itself, and the faults injected under ``faults=`` (in order)."""
 
     result: CaseResult
     traceback: str = ""
+    error: BaseException | None = None
+    injected: list[faults.InjectedFault] = field(default_factory=list)
 
 
 class _Watchdog:
-    """Cancels a scope from a thread once ``limit`` wall seconds have passed."""
+    """Cancels a scope from a thread once ``limit`` wall seconds have passed (None: never)."""
 
-    def __init__(self, limit: float) -> None:
+    def __init__(self, limit: float | None) -> None:
         self.limit = limit
         self.fired = False
         self._timer: threading.Timer | None = None
 
     def arm(self, scope: anyio.CancelScope) -> None:
+        if self.limit is None:
+            return
         token = anyio.lowlevel.current_token()
 
         def fire() -> None:
@@ -254,9 +261,20 @@ def execute(
     backend: str,
     *,
     require_available: bool | None = None,
-    wall_limit: float = WALL_LIMIT,
+    wall_limit: float | None = WALL_LIMIT,
+    seed: int | None = None,
+    jitter: float = 0.0,
+    fault_rate: float = 0.0,
 ) -> Execution:
-    """Run one case in a fresh event loop and keep the traceback of a failure."""
+    """Run one case in a fresh event loop and keep the traceback of a failure.
+
+    ``wall_limit=None`` runs without the wall-clock watchdog (a thread per case): for
+    virtual-time providers, whose cases are capped in virtual time, run in bulk.
+    On a virtual-time provider, ``seed`` (and ``jitter``) seed the case's clock and
+    ``fault_rate`` injects seeded faults at the barriers it reaches (drawn from a PRNG of
+    its own, derived from ``seed``); the same seed replays the same run.
+    """
+    _schedule(provider, seed, jitter, fault_rate)
 
     def result(outcome: Outcome, why: str, virtual: float = 0.0, wall: float = 0.0) -> CaseResult:
         c = case
@@ -290,8 +308,12 @@ def execute(
     limit_hit = [False]
     watchdog = _Watchdog(wall_limit)
 
+    injectors: list[faults.FaultInjector] = []
+
     async def body() -> None:
-        with faults.isolated(), anyio.CancelScope() as outer:
+        with faults.isolated() as registry, anyio.CancelScope() as outer:
+            if seed is not None and fault_rate:
+                injectors.append(registry.inject(fault_injector(seed, fault_rate)))
             watchdog.arm(outer)
             try:
                 async with provider.harness(case) as harness:
@@ -308,6 +330,7 @@ def execute(
                 watchdog.disarm()
 
     wall0 = time.perf_counter()  # wall-clock: reports the wall time a case took
+    error: BaseException | None = None
     outcome: Outcome = "pass"
     reason = ""
     trace = ""
@@ -315,10 +338,12 @@ def execute(
         if provider.real_time:
             anyio.run(body, backend=backend)
         else:
-            vrun(body, backend=cast(Backend, backend), clock=VirtualClock())  # checked there
+            vclock = VirtualClock(seed=seed, jitter=jitter)
+            vrun(body, backend=cast(Backend, backend), clock=vclock)  # backend checked there
     except KeyboardInterrupt:
         raise
     except BaseException as exc:  # a case failure of any kind is a result, not a crash
+        error = exc
         trace = "".join(traceback.format_exception(exc))
         only_skip = _only_skips(exc)
         if holder and holder[0].failures:
@@ -349,7 +374,30 @@ def execute(
     elif outcome == "fail" and watchdog.fired:
         reason = f"stopped after the wall-clock limit of {wall_limit:g} s: {reason}"
     virtual = round(span[1] - span[0], 9)
-    return Execution(result(outcome, reason, virtual, round(wall, 6)), trace)
+    injected = injectors[0].injected if injectors else []
+    return Execution(result(outcome, reason, virtual, round(wall, 6)), trace, error, injected)
+
+
+def fault_injector(seed: int, rate: float) -> faults.FaultInjector:
+    """The fault injector of a run under ``seed``: its PRNG is derived from the seed, apart
+    from the clock's (so the same seed does not pair each fault with a scheduling draw)."""
+    return faults.FaultInjector(rate, seed=random.Random(f"videoflow-faults/{seed}"))
+
+
+def _schedule(provider: Provider, seed: int | None, jitter: float, fault_rate: float) -> None:
+    """Refuse a seed, jitter or faults a provider's run cannot honour (before anything runs)."""
+    if provider.real_time and (seed is not None or jitter or fault_rate):
+        raise ValueError(
+            f"provider {provider.name} runs on real time: seeds, jitter and injected faults "
+            "need a virtual-time provider"
+        )
+    VirtualClock(seed=seed, jitter=jitter)  # the clock's own checks: a typed error here
+    if fault_rate:
+        if seed is None:
+            raise ValidationError(
+                "injected faults need a seed", field="fault_rate", value=fault_rate
+            )
+        faults.FaultInjector(fault_rate, seed=0)  # the injector's own checks, up front
 
 
 def run_case(

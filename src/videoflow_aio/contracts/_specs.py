@@ -598,43 +598,56 @@ def spec_for(tp: Any, meta: dict[str, Any] | None = None) -> Spec:
         return spec_for(args[0], {**meta, **_meta_of(tp.__metadata__)})
     if tp is Any or tp is object or isinstance(tp, TypeVar | str | typing.ForwardRef):
         return ANY
-    if tp is None or tp is type(None):
-        return _NoneSpec()
-    if tp is bool:
-        return _BoolSpec()
-    if tp is int:
-        return _IntSpec(meta)
-    if tp is float:
-        return _FloatSpec(meta)
-    if tp is str:
-        return _StrSpec(meta, meta.get("choices"))
-    if tp is bytes:
-        return _BytesSpec(meta)
-    if origin is typing.Literal:
-        if all(type(a) is str for a in args):
-            return _StrSpec(meta, choices=args)
-        return _LiteralSpec(args)
-    if origin is typing.Union or origin is types.UnionType:
-        options: list[Spec] = []
-        for a in args:
-            s = spec_for(a, meta if typing.get_origin(a) is not typing.Union else None)
-            options.extend(s.options if isinstance(s, _UnionSpec) else [s])
-        union = _UnionSpec(options)
-        union.shown = " | ".join(getattr(a, "__name__", repr(a)) for a in args)
-        return union
-    if origin is collections.abc.Sequence:
-        return _SeqSpec(spec_for(args[0]) if args else ANY, None, meta)
-    if origin is tuple:
-        if len(args) == 2 and args[1] is Ellipsis:
-            return _SeqSpec(spec_for(args[0]), tuple, meta)
-        if not args:
-            return _SeqSpec(ANY, tuple, meta)
-        return _FixedTupleSpec([spec_for(a) for a in args])
-    if origin is list:
-        return _SeqSpec(spec_for(args[0]) if args else ANY, list, meta)
-    if origin is dict or origin is collections.abc.Mapping:
+    scalar = _SCALARS.get(tp) if isinstance(tp, type) or tp is None else None
+    if scalar is not None:
+        return scalar(meta)
+    generic = _GENERICS.get(origin)
+    if generic is not None:
+        return generic(args, meta)
+    return _class_spec(tp, origin)
+
+
+def _literal(args: tuple[Any, ...], meta: dict[str, Any]) -> Spec:
+    if all(type(a) is str for a in args):
+        return _StrSpec(meta, choices=args)
+    return _LiteralSpec(args)
+
+
+def _union(args: tuple[Any, ...], meta: dict[str, Any]) -> Spec:
+    options: list[Spec] = []
+    for a in args:
+        s = spec_for(a, meta if typing.get_origin(a) is not typing.Union else None)
+        options.extend(s.options if isinstance(s, _UnionSpec) else [s])
+    union = _UnionSpec(options)
+    union.shown = " | ".join(getattr(a, "__name__", repr(a)) for a in args)
+    return union
+
+
+def _tuple(args: tuple[Any, ...], meta: dict[str, Any]) -> Spec:
+    if len(args) == 2 and args[1] is Ellipsis:
+        return _SeqSpec(spec_for(args[0]), tuple, meta)
+    if not args:
+        return _SeqSpec(ANY, tuple, meta)
+    return _FixedTupleSpec([spec_for(a) for a in args])
+
+
+def _mapping(exact: bool) -> Callable[[tuple[Any, ...], dict[str, Any]], Spec]:
+    def make(args: tuple[Any, ...], meta: dict[str, Any]) -> Spec:
         key, item = (spec_for(args[0]), spec_for(args[1])) if args else (ANY, ANY)
-        return _MapSpec(key, item, origin is dict, meta)
+        return _MapSpec(key, item, exact, meta)
+
+    return make
+
+
+def _sequence(kind: type | None) -> Callable[[tuple[Any, ...], dict[str, Any]], Spec]:
+    def make(args: tuple[Any, ...], meta: dict[str, Any]) -> Spec:
+        return _SeqSpec(spec_for(args[0]) if args else ANY, kind, meta)
+
+    return make
+
+
+def _class_spec(tp: Any, origin: Any) -> Spec:
+    """A TypedDict, a Struct, a (parametrised) class — or anything else, unchecked."""
     if typing.is_typeddict(tp):
         hints = typing.get_type_hints(tp, include_extras=True)
         return _TypedDictSpec(
@@ -651,6 +664,29 @@ def spec_for(tp: Any, meta: dict[str, Any] | None = None) -> Spec:
             return ANY
         return _ClassSpec(tp)
     return ANY  # callables, abstract collections we do not police, …
+
+
+#: hint -> its spec, for the scalar types (``meta`` carries ``Annotated`` constraints)
+_SCALARS: dict[Any, Callable[[dict[str, Any]], Spec]] = {
+    None: lambda meta: _NoneSpec(),
+    type(None): lambda meta: _NoneSpec(),
+    bool: lambda meta: _BoolSpec(),
+    int: _IntSpec,
+    float: _FloatSpec,
+    str: lambda meta: _StrSpec(meta, meta.get("choices")),
+    bytes: _BytesSpec,
+}
+#: ``typing.get_origin`` of a generic hint -> its spec, from the hint's arguments
+_GENERICS: dict[Any, Callable[[tuple[Any, ...], dict[str, Any]], Spec]] = {
+    typing.Literal: _literal,
+    typing.Union: _union,
+    types.UnionType: _union,
+    collections.abc.Sequence: _sequence(None),
+    list: _sequence(list),
+    tuple: _tuple,
+    dict: _mapping(True),
+    collections.abc.Mapping: _mapping(False),
+}
 
 
 def struct_spec(cls: type) -> _StructSpec:

@@ -19,7 +19,7 @@ instant and acts through a model control or a worker control.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 import anyio
@@ -158,60 +158,82 @@ async def run_fault(ctx: FaultContext, spec: FaultSpec, report: dict[str, Any]) 
     from the start of the run)."""
     await _sleep_until(ctx, spec.at_seconds)
     report["applied_at_seconds"] = ctx.now() - ctx.start
-    kind = spec.kind
-    if kind == "crash_replica":
-        assert spec.stage is not None
-        worker = ctx.workers[spec.stage]
-        worker.crash(spec.replica, mid_message=True)
-        await worker.wait_dead(spec.replica)
-        report["died_at_seconds"] = ctx.now() - ctx.start
-        if spec.restart_after_seconds is not None:
-            await anyio.sleep(spec.restart_after_seconds)
-            worker.restart(spec.replica)
-            report["restarted_at_seconds"] = ctx.now() - ctx.start
-    elif kind == "kill_stage":
-        assert spec.stage is not None
-        worker = ctx.workers[spec.stage]
-        report["busy_replicas"] = sum(worker.busy())
+    await _KINDS[spec.kind](ctx, spec, report)
+
+
+async def _crash_replica(ctx: FaultContext, spec: FaultSpec, report: dict[str, Any]) -> None:
+    assert spec.stage is not None
+    worker = ctx.workers[spec.stage]
+    worker.crash(spec.replica, mid_message=True)
+    await worker.wait_dead(spec.replica)
+    report["died_at_seconds"] = ctx.now() - ctx.start
+    if spec.restart_after_seconds is not None:
+        await anyio.sleep(spec.restart_after_seconds)
+        worker.restart(spec.replica)
+        report["restarted_at_seconds"] = ctx.now() - ctx.start
+
+
+async def _kill_stage(ctx: FaultContext, spec: FaultSpec, report: dict[str, Any]) -> None:
+    assert spec.stage is not None
+    worker = ctx.workers[spec.stage]
+    report["busy_replicas"] = sum(worker.busy())
+    for i in range(len(worker.alive())):
+        worker.crash(i, mid_message=False)
+    if spec.restart_after_seconds is not None:
+        await anyio.sleep(spec.restart_after_seconds)
         for i in range(len(worker.alive())):
-            worker.crash(i, mid_message=False)
-        if spec.restart_after_seconds is not None:
-            await anyio.sleep(spec.restart_after_seconds)
-            for i in range(len(worker.alive())):
-                worker.restart(i)
-            report["restarted_at_seconds"] = ctx.now() - ctx.start
-    elif kind == "pause_acceptance":
-        channels: Sequence[ChannelId]
-        if spec.channel is not None:
-            channels = (ctx.channels[spec.channel],)
-        else:
-            assert spec.stage is not None
-            channels = ctx.inputs[spec.stage]
-        for ch in channels:
-            ctx.messaging.pause_acceptance(ch)
-        assert spec.duration_seconds is not None
-        await anyio.sleep(spec.duration_seconds)
-        late = 0
-        for ch in channels:
-            late += len(ctx.messaging.resume_acceptance(ch))
-        report["accepted_late"] = late
-        report["resumed_at_seconds"] = ctx.now() - ctx.start
-    elif kind == "pause_payload":
-        assert ctx.stallable is not None and spec.duration_seconds is not None
-        ctx.stallable.stall()
-        await anyio.sleep(spec.duration_seconds)
-        ctx.stallable.resume()
-        report["resumed_at_seconds"] = ctx.now() - ctx.start
-    elif kind == "fail_payload_reads":
-        assert ctx.payload_model is not None
-        ctx.payload_model.fail_reads(["injected read failure"] * spec.count)
-    elif kind == "slow_stage":
-        assert spec.stage is not None and spec.duration_seconds is not None
-        slow = ctx.slowdowns[spec.stage]
-        slow.factor = spec.factor
-        await anyio.sleep(spec.duration_seconds)
-        slow.factor = 1.0
-        report["ended_at_seconds"] = ctx.now() - ctx.start
+            worker.restart(i)
+        report["restarted_at_seconds"] = ctx.now() - ctx.start
+
+
+async def _pause_acceptance(ctx: FaultContext, spec: FaultSpec, report: dict[str, Any]) -> None:
+    channels: Sequence[ChannelId]
+    if spec.channel is not None:
+        channels = (ctx.channels[spec.channel],)
+    else:
+        assert spec.stage is not None
+        channels = ctx.inputs[spec.stage]
+    for ch in channels:
+        ctx.messaging.pause_acceptance(ch)
+    assert spec.duration_seconds is not None
+    await anyio.sleep(spec.duration_seconds)
+    late = 0
+    for ch in channels:
+        late += len(ctx.messaging.resume_acceptance(ch))
+    report["accepted_late"] = late
+    report["resumed_at_seconds"] = ctx.now() - ctx.start
+
+
+async def _pause_payload(ctx: FaultContext, spec: FaultSpec, report: dict[str, Any]) -> None:
+    assert ctx.stallable is not None and spec.duration_seconds is not None
+    ctx.stallable.stall()
+    await anyio.sleep(spec.duration_seconds)
+    ctx.stallable.resume()
+    report["resumed_at_seconds"] = ctx.now() - ctx.start
+
+
+async def _fail_payload_reads(ctx: FaultContext, spec: FaultSpec, report: dict[str, Any]) -> None:
+    assert ctx.payload_model is not None
+    ctx.payload_model.fail_reads(["injected read failure"] * spec.count)
+
+
+async def _slow_stage(ctx: FaultContext, spec: FaultSpec, report: dict[str, Any]) -> None:
+    assert spec.stage is not None and spec.duration_seconds is not None
+    slow = ctx.slowdowns[spec.stage]
+    slow.factor = spec.factor
+    await anyio.sleep(spec.duration_seconds)
+    slow.factor = 1.0
+    report["ended_at_seconds"] = ctx.now() - ctx.start
+
+
+_KINDS: dict[str, Callable[[FaultContext, FaultSpec, dict[str, Any]], Awaitable[None]]] = {
+    "crash_replica": _crash_replica,
+    "kill_stage": _kill_stage,
+    "pause_acceptance": _pause_acceptance,
+    "pause_payload": _pause_payload,
+    "fail_payload_reads": _fail_payload_reads,
+    "slow_stage": _slow_stage,
+}
 
 
 __all__ = ["FaultContext", "SlowDown", "StallablePayloadStore", "run_fault"]

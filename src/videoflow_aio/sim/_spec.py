@@ -295,19 +295,8 @@ def _service(raw: Any, path: str, base: Path | None) -> ServiceSpec:
     dist = _str(t, "dist", path, choices=DISTS, required=True) or ""
     if dist in ("exponential", "lognormal"):
         mean = _num(t, "mean_ms", path, required=True, strict=True)
-        p99 = None
-        if dist == "lognormal":
-            p99 = _num(t, "p99_ms", path, required=True, strict=True)
-            assert mean is not None and p99 is not None
-            if p99 <= mean:
-                raise _fail(f"{path}.p99_ms", "must be > mean_ms for a lognormal", p99)
-            # mean = exp(mu + s^2/2), p99 = exp(mu + z s): s solves s^2/2 - z s + d = 0
-            if 2 * math.log(p99 / mean) > _Z99**2:
-                raise _fail(
-                    f"{path}.p99_ms",
-                    f"p99_ms / mean_ms must be < {math.exp(_Z99**2 / 2):.1f} for a lognormal",
-                    p99,
-                )
+        assert mean is not None
+        p99 = _lognormal_p99(t, path, mean) if dist == "lognormal" else None
         return ServiceSpec(dist=dist, mean_ms=mean, p99_ms=p99)
     if dist == "constant":
         value = _num(t, "value_ms", path) if "value_ms" in t else _num(t, "mean_ms", path)
@@ -315,37 +304,62 @@ def _service(raw: Any, path: str, base: Path | None) -> ServiceSpec:
             raise _fail(f"{path}.value_ms", "is required (or mean_ms) for a constant")
         return ServiceSpec(dist=dist, value_ms=value, mean_ms=value)
     # empirical: samples inline or from a file of numbers (ms), one per line
-    samples: list[float] = []
-    if "samples_ms" in t:
-        seq = t["samples_ms"]
-        if not isinstance(seq, list):
-            raise _fail(f"{path}.samples_ms", "must be an array of numbers", seq)
-        for i, v in enumerate(seq):
-            if isinstance(v, bool) or not isinstance(v, int | float) or not v >= 0:
-                raise _fail(f"{path}.samples_ms[{i}]", "must be a number >= 0", v)
-            samples.append(float(v))
+    samples = _inline_samples(t, path)
     file = _str(t, "file", path)
     if file is not None:
-        where = Path(file) if base is None else base / file
-        try:
-            text = where.read_text()
-        except OSError as exc:
-            raise _fail(f"{path}.file", f"cannot read {where}: {exc.strerror}", file) from None
-        for n, line in enumerate(text.splitlines(), 1):
-            line = line.split("#", 1)[0].strip()
-            if not line:
-                continue
-            try:
-                v = float(line)
-            except ValueError:
-                raise _fail(f"{path}.file", f"{where}:{n}: not a number: {line!r}", file) from None
-            if not (v >= 0 and math.isfinite(v)):
-                raise _fail(f"{path}.file", f"{where}:{n}: must be a number >= 0", file)
-            samples.append(v)
+        samples += _file_samples(file, path, base)
     if not samples:
         raise _fail(path, "an empirical distribution needs samples_ms or a file of samples")
     mean = math.fsum(samples) / len(samples)
     return ServiceSpec(dist=dist, mean_ms=mean, file=file, samples_ms=tuple(samples))
+
+
+def _lognormal_p99(t: Mapping[str, Any], path: str, mean: float) -> float:
+    p99 = _num(t, "p99_ms", path, required=True, strict=True)
+    assert p99 is not None
+    if p99 <= mean:
+        raise _fail(f"{path}.p99_ms", "must be > mean_ms for a lognormal", p99)
+    # mean = exp(mu + s^2/2), p99 = exp(mu + z s): s solves s^2/2 - z s + d = 0
+    if 2 * math.log(p99 / mean) > _Z99**2:
+        raise _fail(
+            f"{path}.p99_ms",
+            f"p99_ms / mean_ms must be < {math.exp(_Z99**2 / 2):.1f} for a lognormal",
+            p99,
+        )
+    return p99
+
+
+def _inline_samples(t: Mapping[str, Any], path: str) -> list[float]:
+    if "samples_ms" not in t:
+        return []
+    seq = t["samples_ms"]
+    if not isinstance(seq, list):
+        raise _fail(f"{path}.samples_ms", "must be an array of numbers", seq)
+    for i, v in enumerate(seq):
+        if isinstance(v, bool) or not isinstance(v, int | float) or not v >= 0:
+            raise _fail(f"{path}.samples_ms[{i}]", "must be a number >= 0", v)
+    return [float(v) for v in seq]
+
+
+def _file_samples(file: str, path: str, base: Path | None) -> list[float]:
+    where = Path(file) if base is None else base / file
+    try:
+        text = where.read_text()
+    except OSError as exc:
+        raise _fail(f"{path}.file", f"cannot read {where}: {exc.strerror}", file) from None
+    samples: list[float] = []
+    for n, line in enumerate(text.splitlines(), 1):
+        line = line.split("#", 1)[0].strip()
+        if not line:
+            continue
+        try:
+            v = float(line)
+        except ValueError:
+            raise _fail(f"{path}.file", f"{where}:{n}: not a number: {line!r}", file) from None
+        if not (v >= 0 and math.isfinite(v)):
+            raise _fail(f"{path}.file", f"{where}:{n}: must be a number >= 0", file)
+        samples.append(v)
+    return samples
 
 
 _Z99 = 2.3263478740408408  # the standard normal's 0.99 quantile
@@ -524,37 +538,13 @@ def parse_spec(doc: Mapping[str, Any], base: Path | None = None) -> SimSpec:
         raise _fail("source", "at least one [[source]] is required")
     if not stages:
         raise _fail("stage", "at least one [[stage]] is required")
-    names: dict[str, str] = {}
-    labelled = [("source", i, s.name) for i, s in enumerate(sources)]
-    labelled += [("stage", i, s.name) for i, s in enumerate(stages)]
-    for kind, i, name in labelled:
-        if name in names:
-            raise _fail(f"{kind}[{i}].name", f"duplicate node name {name!r}", name)
-        names[name] = kind
-    stage_names = [s.name for s in stages]
-    for i, s in enumerate(stages):
-        for inp in s.inputs:
-            if inp not in names:
-                raise _fail(f"stage[{i}].inputs", f"unknown node {inp!r}", inp)
-            if inp == s.name:
-                raise _fail(f"stage[{i}].inputs", "a stage cannot read itself", inp)
-    _check_acyclic(stages)
+    names = _check_graph(sources, stages)
     if any(s.gpu for s in stages) and not nodes:
         raise _fail("node", "a stage asks for a gpu but the spec declares no [[node]]")
     node_names = [n.name for n in nodes]
     if len(set(node_names)) != len(node_names):
         raise _fail("node", "duplicate node names", node_names)
-    for i, f in enumerate(faults):
-        if f.stage is not None and f.stage not in stage_names:
-            raise _fail(f"fault[{i}].stage", f"unknown stage {f.stage!r}", f.stage)
-        if f.channel is not None and f.channel not in names:
-            raise _fail(f"fault[{i}].channel", f"unknown node {f.channel!r}", f.channel)
-        if f.kind == "crash_replica" and f.stage is not None:
-            replicas = next(s for s in stages if s.name == f.stage).replicas
-            if f.replica >= replicas:
-                raise _fail(
-                    f"fault[{i}].replica", f"stage {f.stage!r} has {replicas} replicas", f.replica
-                )
+    _check_faults(faults, stages, names)
     return SimSpec(
         run=run,
         sources=sources,
@@ -564,6 +554,43 @@ def parse_spec(doc: Mapping[str, Any], base: Path | None = None) -> SimSpec:
         gpu=_gpu(doc.get("gpu")),
         payload=_payload(doc.get("payload")),
     )
+
+
+def _check_graph(sources: tuple[SourceSpec, ...], stages: tuple[StageSpec, ...]) -> set[str]:
+    """Unique node names, inputs that exist and no cycle; the node names."""
+    names: set[str] = set()
+    labelled = [("source", i, s.name) for i, s in enumerate(sources)]
+    labelled += [("stage", i, s.name) for i, s in enumerate(stages)]
+    for kind, i, name in labelled:
+        if name in names:
+            raise _fail(f"{kind}[{i}].name", f"duplicate node name {name!r}", name)
+        names.add(name)
+    for i, s in enumerate(stages):
+        for inp in s.inputs:
+            if inp not in names:
+                raise _fail(f"stage[{i}].inputs", f"unknown node {inp!r}", inp)
+            if inp == s.name:
+                raise _fail(f"stage[{i}].inputs", "a stage cannot read itself", inp)
+    _check_acyclic(stages)
+    return names
+
+
+def _check_faults(
+    faults: tuple[FaultSpec, ...], stages: tuple[StageSpec, ...], names: set[str]
+) -> None:
+    """Every fault names a stage or channel that exists, and a replica the stage has."""
+    replicas = {s.name: s.replicas for s in stages}
+    for i, f in enumerate(faults):
+        if f.stage is not None and f.stage not in replicas:
+            raise _fail(f"fault[{i}].stage", f"unknown stage {f.stage!r}", f.stage)
+        if f.channel is not None and f.channel not in names:
+            raise _fail(f"fault[{i}].channel", f"unknown node {f.channel!r}", f.channel)
+        if f.kind == "crash_replica" and f.stage is not None and f.replica >= replicas[f.stage]:
+            raise _fail(
+                f"fault[{i}].replica",
+                f"stage {f.stage!r} has {replicas[f.stage]} replicas",
+                f.replica,
+            )
 
 
 def _check_acyclic(stages: tuple[StageSpec, ...]) -> None:

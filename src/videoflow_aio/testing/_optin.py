@@ -9,6 +9,9 @@ A test runs on virtual time when, in this order of precedence:
    ``anyio_backend``: a test run by another async plugin is left alone);
 3. it requests the ``vclock`` fixture.
 
+``--vtime-seeds N`` runs every such test under seeds ``0..N-1`` (one test item per seed,
+``test_x[asyncio-seed3]``), unless its marker sets ``seed`` itself.
+
 Which backends a test runs on stays anyio's choice (the ``anyio_backend`` fixture, its
 parametrisation): the plugin only puts whatever backend anyio picked on the test's clock.
 """
@@ -26,7 +29,11 @@ from videoflow_aio.vtime._run import backend_options
 
 MARKER = "vtime"
 INI = "vtime"
-CLOCK_OPTIONS = ("start", "wall_start", "autojump", "spin_threshold")
+CLOCK_OPTIONS = ("start", "wall_start", "autojump", "spin_threshold", "seed", "jitter")
+#: the command-line option that runs every virtual-time test under N seeds
+SEEDS_OPTION = "--vtime-seeds"
+#: the parameter a test gets under ``--vtime-seeds`` (its ids read ``seed0``, ``seed1``, …)
+SEED_PARAM = "_vtime_seed"
 PREFIX = "videoflow_aio virtual time: "
 
 #: the options each backend's virtual time sets itself (a clash is an error, not an override)
@@ -96,6 +103,9 @@ def item_clock(item: pytest.Item) -> VirtualClock:
     clock = item.stash.get(_CLOCK, None)
     if clock is None:
         options = choice(item).options
+        callspec = getattr(item, "callspec", None)
+        if callspec is not None and SEED_PARAM in callspec.params:
+            options = {**options, "seed": callspec.params[SEED_PARAM]}
         try:
             clock = VirtualClock(**options)
         except (TypeError, ValueError) as exc:
@@ -148,6 +158,19 @@ def virtual_backend(item: pytest.Item, value: object) -> tuple[str, dict[str, An
     virtual = (name, {**options, **backend_options(name, clock)})
     item.stash[_BACKEND] = (value, virtual)
     return virtual
+
+
+def seeds_for(metafunc: pytest.Metafunc) -> list[int]:
+    """The seeds ``--vtime-seeds N`` runs this test under: ``0..N-1`` for an anyio test on
+    virtual time whose marker does not set ``seed`` itself (an explicit ``seed=None`` keeps
+    a test that needs FIFO order on it), else none."""
+    count = metafunc.config.getoption(SEEDS_OPTION, None)
+    if not count or "anyio_backend" not in metafunc.fixturenames:
+        return []
+    found = choice(metafunc.definition)
+    if not found.enabled or "seed" in found.options:
+        return []
+    return list(range(count))
 
 
 def _on_clock(name: str, options: dict[str, Any], clock: VirtualClock) -> bool:

@@ -8,7 +8,8 @@ backends it runs on stays anyio's choice (``anyio_backend``): the plugin puts th
 on the test's :class:`~videoflow_aio.vtime.VirtualClock` (the ``vclock`` fixture). A test
 that deadlocks gets :class:`~videoflow_aio.vtime.VirtualTimeDeadlock` at the await that
 can never complete, so ``pytest.raises(VirtualTimeDeadlock)`` catches it, and it never
-hangs the session. See docs/vtime.md, "Testing with it".
+hangs the session. ``--vtime-seeds N`` runs every such test under seeds ``0..N-1`` (see
+docs/explore.md). See docs/vtime.md, "Testing with it".
 """
 
 from __future__ import annotations
@@ -25,10 +26,13 @@ from ._optin import (
     INI,
     MARKER,
     PREFIX,
+    SEED_PARAM,
+    SEEDS_OPTION,
     choice,
     item_clock,
     marker_enabled,
     refuse,
+    seeds_for,
     virtual_backend,
 )
 from ._wrap import guard_fixture, guard_test, with_backend
@@ -40,7 +44,22 @@ _BACKEND_ARG = "anyio_backend"
 _ANYIO_PLUGIN = "anyio"  # the name anyio's pytest11 entry point registers
 
 
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise ValueError(f"{SEEDS_OPTION} needs a positive count, not {text}")
+    return value
+
+
 def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.getgroup("videoflow_aio").addoption(
+        SEEDS_OPTION,
+        type=_positive_int,
+        default=None,
+        metavar="N",
+        help="run every virtual-time test under seeds 0..N-1 (each seed a schedule; a test "
+        "whose vtime marker sets seed= keeps it)",
+    )
     parser.addini(
         INI,
         type="bool",
@@ -110,6 +129,14 @@ def _asyncio_auto_mode(config: pytest.Config) -> bool:
     except ValueError:  # pytest-asyncio is not installed
         return False
     return bool(mode == "auto")
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """``--vtime-seeds N``: one item per seed for every virtual-time test."""
+    seeds = seeds_for(metafunc)
+    if seeds:
+        metafunc.fixturenames.append(SEED_PARAM)
+        metafunc.parametrize(SEED_PARAM, seeds, ids=[f"seed{s}" for s in seeds])
 
 
 @pytest.hookimpl(trylast=True)

@@ -12,6 +12,7 @@ import asyncio
 import heapq
 import math
 import numbers
+import random
 import sys
 import time
 import warnings
@@ -20,6 +21,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ._advance import Advance
+from ._seeded import Seed, check_jitter, make_rng, overshoot, shuffle
 
 if TYPE_CHECKING:
     from ._loop import VirtualEventLoop
@@ -84,6 +86,13 @@ class VirtualClock:
 
     Used standalone (no loop driving it), :meth:`advance` is a plain call that fires the
     :meth:`at` timers due on the way.
+
+    ``seed`` (a non-negative int) makes the schedule a function of the seed: everything that
+    becomes ready at one virtual instant (callbacks, timers with equal deadlines, tasks
+    woken together) runs in an order drawn from a PRNG seeded with it, the same on every run
+    of the same program (see :attr:`seed`). ``jitter`` (seconds, needs a seed) makes each
+    jump overshoot its deadline by a seeded amount in ``[0, jitter)``: timers fire late,
+    never early, and timers that fall within the overshoot fire together, in seeded order.
     """
 
     def __init__(
@@ -92,7 +101,14 @@ class VirtualClock:
         wall_start: float = 1_700_000_000.0,
         autojump: bool = True,
         spin_threshold: int | None = DEFAULT_SPIN_THRESHOLD,
+        seed: Seed | None = None,
+        jitter: float = 0.0,
     ) -> None:
+        rng = make_rng(seed)
+        self._jitter = check_jitter(jitter, seed)
+        self._seed = seed
+        #: the PRNG every seeded decision draws from (None: FIFO, as without a seed)
+        self._rng: random.Random | None = rng
         start = _seconds(start, "start")
         wall_start = _seconds(wall_start, "wall_start")
         if not math.isfinite(start) or not math.isfinite(wall_start):
@@ -120,7 +136,34 @@ class VirtualClock:
 
     def __repr__(self) -> str:
         mode = "autojump" if self.autojump else "manual"
-        return f"<{type(self).__name__} monotonic={self._now!r} {mode}>"
+        seeded = "" if self._seed is None else f" seed={self._seed!r}"
+        jitter = f" jitter={self._jitter!r}" if self._jitter else ""
+        return f"<{type(self).__name__} monotonic={self._now!r} {mode}{seeded}{jitter}>"
+
+    @property
+    def seed(self) -> Seed | None:
+        """The seed the schedule is drawn from (None: unseeded).
+
+        Unseeded, asyncio runs same-instant work FIFO and trio in its own random order.
+        Seeded, both draw that order from one PRNG, seeded once when the clock is made: a
+        fresh clock with the same seed gives the same schedule for the same program (a
+        clock reused for a second run continues the PRNG where the first run left it).
+        """
+        return self._seed
+
+    @property
+    def jitter(self) -> float:
+        """Upper bound, in seconds, of the seeded overshoot of each jump (0.0: none)."""
+        return self._jitter
+
+    def _jump_target(self, when: float) -> float:
+        """Where a jump to deadline ``when`` lands: ``when``, or later by the seeded jitter
+        (never past what ``advance()`` reached in manual mode)."""
+        if not self._jitter:
+            return when
+        assert self._rng is not None
+        limit = math.inf if self.autojump else max(self._horizon, when)
+        return overshoot(when, self._jitter, self._rng.random, limit)
 
     @property
     def spin_threshold(self) -> int | None:
@@ -164,7 +207,14 @@ class VirtualClock:
 
     # -- backends ------------------------------------------------------------------------
     def trio_clock(self) -> trio_abc_Clock:
-        """The ``trio.abc.Clock`` that runs a trio program on this clock (one per clock)."""
+        """The ``trio.abc.Clock`` that runs a trio program on this clock (one per clock).
+
+        Seeded, it raises ``RuntimeError`` on a trio whose scheduler it cannot take over.
+        """
+        if self._rng is not None:
+            from ._trio_schedule import check_trio
+
+            check_trio()
         if self._trio is None:
             from ._trio import TrioVirtualClock
 
@@ -207,7 +257,8 @@ class VirtualClock:
     def at(self, seconds_from_now: float, callback: Callable[[], None]) -> None:
         """Call ``callback()`` once ``seconds_from_now`` virtual seconds have passed.
 
-        Timers with equal deadlines fire in the order they were set. A negative delay
+        Timers with equal deadlines fire in the order they were set (seeded: in seeded
+        order). A negative delay
         fires at the current instant. On asyncio the callback runs as a loop callback; on
         trio and standalone it runs when the clock reaches its deadline (from the run loop
         on trio: it must not block or await).
@@ -233,19 +284,30 @@ class VirtualClock:
         none, propagates to the caller.
         """
         pending = self._pending
+        rng = self._rng
         fired = 0
         while pending and pending[0][0] <= upto:
-            when, _, cb = heapq.heappop(pending)
-            self._set_now(when)
-            fired += 1
-            try:
-                cb()
-            except Exception:  # a timer callback's error must not kill the loop
-                _report_callback_error(cb)
-            except BaseException as exc:
-                if on_interrupt is None:
-                    raise
-                on_interrupt(exc)
+            # the timers due at one instant (every one the clock has already passed is due
+            # now), in the order set, or in seeded order
+            instant = max(pending[0][0], self._now)
+            group = []
+            while pending and pending[0][0] <= instant:
+                group.append(heapq.heappop(pending))
+            if rng is not None and len(group) > 1:
+                shuffle(group, rng.random)
+            self._set_now(instant)
+            for i, (_, _, cb) in enumerate(group):
+                fired += 1
+                try:
+                    cb()
+                except Exception:  # a timer callback's error must not kill the loop
+                    _report_callback_error(cb)
+                except BaseException as exc:
+                    if on_interrupt is None:
+                        for entry in group[i + 1 :]:  # not fired: still pending
+                            heapq.heappush(pending, entry)
+                        raise
+                    on_interrupt(exc)
         return fired
 
     def advance(self, seconds: float) -> Awaitable[None]:

@@ -6,7 +6,8 @@ The loop keeps its timers in a ``(when, seq, handle)`` heap (equal deadlines fir
 and replaces asyncio's run-once step with a tight loop that never calls ``select()``
 while callbacks are ready unless real I/O is registered. When nothing is ready it decides
 (see ``_vt_idle``): wait for worker threads, wait for real I/O, jump to the next deadline,
-or report a deadlock.
+or report a deadlock. On a seeded clock each round is permuted from the clock's PRNG
+(``_vt_permute``) and every jump goes through ``_vt_idle`` (which adds the jitter).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ._clock import RealWait, VirtualClock, VirtualTimeDeadlock
+from ._seeded import shuffle
 
 try:  # AnyIO keeps its worker threads per event loop, in a "run var" dict keyed by the loop
     from anyio._backends._asyncio import _threadpool_idle_workers, _threadpool_workers
@@ -102,6 +104,15 @@ class _Timer(asyncio.TimerHandle):
             self._args = None
 
 
+def _batch_order(handle: events.Handle) -> int:
+    """A handle's place in a seeded batch before the permutation: -1 for a callback that
+    is not a task step (the stable sort keeps those in the order scheduled), else the
+    number of the task it steps or wakes (callbacks woken by iterating a set of tasks —
+    cancelling a task group, say — are thus ordered by task, not by memory address)."""
+    order: int = getattr(getattr(handle._callback, "__self__", None), "_vt_order", -1)
+    return order
+
+
 def _set_result_unless_cancelled(fut: asyncio.Future[None]) -> None:
     if not fut.done():
         fut.set_result(None)
@@ -149,6 +160,7 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
             weakref.WeakKeyDictionary()
         )
         self._vt_main: asyncio.Task[Any] | None = None
+        self._vt_ntasks = 0  # tasks created (numbered only when seeded)
         super().__init__(selectors.DefaultSelector())
         self._clock_resolution = 0.0
         self._vt_fds: dict[Any, Any] = self._selector._fd_to_key  # registered fds
@@ -294,6 +306,9 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
 
     def create_task(self, coro: Any, **kwargs: Any) -> asyncio.Task[Any]:
         task = super().create_task(coro, **kwargs)
+        if self.virtual_clock._rng is not None:  # seeded: the task's place in a batch
+            task._vt_order = self._vt_ntasks
+            self._vt_ntasks += 1
         parent = asyncio.current_task(self)
         if parent is not None:
             self._vt_parents[task] = weakref.ref(parent)
@@ -402,8 +417,9 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
             or (self._vt_real_io() and self._vt_real_wait.waited(now) < when - now)
         ):
             return now
-        self.virtual_clock._set_now(when)
-        return when
+        clock = self.virtual_clock
+        clock._set_now(clock._jump_target(when) if clock._rng is not None else when)
+        return clock._now
 
     # -- the run loop --------------------------------------------------------------------
     def _run_once(self) -> None:
@@ -420,6 +436,8 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
         workers_key = _threadpool_workers
         sleep_done = _futures_set_result_unless_cancelled
         inf = math.inf
+        rng = clock._rng  # seeded: each round is permuted (see _vt_permute), no inlined jumps
+        seeded = rng is not None
         spin_at = math.nan  # the instant of the current run of busy rounds, and its length
         spins = 0
         while True:
@@ -443,6 +461,8 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
                         timer._scheduled = False
                         append(timer)
                 timer = None
+                if seeded and len(ready) > 1 and len(fds) <= base_fds:
+                    self._vt_permute(rng)
                 for _ in range(len(ready)):
                     handle = popleft()
                     if handle._cancelled:
@@ -467,6 +487,7 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
                 and not (anyio_vars and anyio_vars.get(workers_key))
                 and not heap[0][2]._cancelled
                 and heap[0][0] != inf  # a deadline of inf is never: see _vt_idle
+                and not seeded  # seeded: _vt_idle jumps (jitter) and the round permutes
             ):
                 # the common case, inlined: nothing external pending → jump to the deadline
                 # and run the timers due there (ready is empty, so running them now is
@@ -520,6 +541,8 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
         if self._vt_real_io() and not self._vt_wait_real_io(when, jumpable):
             return
         if jumpable:
+            if clock._rng is not None and when > clock._now:
+                when = clock._jump_target(when)
             clock._set_now(when)
             ready = self._ready
             while heap and heap[0][0] <= when:
@@ -531,6 +554,17 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
                     ready.append(timer)
             return
         clock._deadlock(clock._describe_wait(when), self._vt_deliver)
+
+    def _vt_permute(self, rng: Any) -> None:
+        """Seeded: put this round's handles in a canonical order (handles that are not task
+        steps in the order scheduled, then task steps by task creation, so no memory address
+        decides) and permute them from the clock's PRNG. Not while real I/O is registered:
+        asyncio's transports rely on FIFO order, and real I/O is not reproducible anyway."""
+        batch = list(self._ready)
+        batch.sort(key=_batch_order)
+        shuffle(batch, rng.random)
+        self._ready.clear()
+        self._ready.extend(batch)
 
     def _vt_wait_real_io(self, when: float, jumpable: bool) -> bool:
         """Wait for real I/O; True when the jump to ``when`` may go ahead.

@@ -8,9 +8,11 @@ from typing import Any, Literal, TypeVar, TypeVarTuple
 
 import anyio
 
+from ..contracts.errors import ValidationError
 from ._clock import VirtualClock, VirtualTimeDeadlock
 from ._guard import guarded
 from ._loop import new_event_loop
+from ._seeded import Seed
 
 T = TypeVar("T")
 Args = TypeVarTuple("Args")
@@ -35,16 +37,29 @@ def run(
     *args: *Args,
     backend: Backend = "asyncio",
     clock: VirtualClock | None = None,
+    seed: Seed | None = None,
+    jitter: float = 0.0,
 ) -> T:
     """Run ``func(*args)`` on virtual time under ``backend`` and return its result.
 
     ``clock=None`` uses a fresh autojumping [`VirtualClock`][videoflow_aio.vtime.VirtualClock]
-    (it starts at 1000.0). A program that can never make progress raises
-    [`VirtualTimeDeadlock`][videoflow_aio.vtime.VirtualTimeDeadlock] instead of hanging. The
-    arguments are typed against ``func``'s parameters, so a type checker catches a wrong one;
-    an unknown ``backend`` is a ``ValueError``.
+    (it starts at 1000.0), built with ``seed`` and ``jitter``: the same seed gives the same
+    schedule for the same program (see ``VirtualClock.seed``); with a ``clock`` of your own,
+    give it the seed instead. A program that can never make
+    progress raises [`VirtualTimeDeadlock`][videoflow_aio.vtime.VirtualTimeDeadlock] instead
+    of hanging. The arguments are typed against ``func``'s parameters, so a type checker
+    catches a wrong one; an unknown ``backend`` is a ``ValueError``.
     """
-    clock = clock if clock is not None else VirtualClock()
+    if clock is None:
+        clock = VirtualClock(seed=seed, jitter=jitter)
+    elif seed is not None or jitter:
+        field = "seed" if seed is not None else "jitter"
+        raise ValidationError(
+            f"run() got both a clock and {field}=: build the clock with it "
+            f"(VirtualClock({field}=...)) or pass no clock",
+            field=field,
+            value=seed if seed is not None else jitter,
+        )
     options = backend_options(backend, clock)
 
     async def main() -> T:

@@ -116,9 +116,15 @@ class TrioVirtualClock(trio.abc.Clock):
         return f"<TrioVirtualClock of {self.virtual_clock!r}>"
 
     def start_clock(self) -> None:
-        self._runner = GLOBAL_RUN_CONTEXT.runner
+        runner = self._runner = GLOBAL_RUN_CONTEXT.runner
         self._real_wait = RealWait()
         self._reads = self._iters = 0
+        rng = self.virtual_clock._rng
+        if rng is not None:  # seeded: this run's batches follow the clock's PRNG
+            from . import _trio_schedule
+
+            _trio_schedule.begin(runner, rng)
+            runner.instruments.add_instrument(_trio_schedule.SeededRun(runner))
 
     def current_time(self) -> float:
         self._reads += 1
@@ -158,9 +164,9 @@ class TrioVirtualClock(trio.abc.Clock):
             or (_io_waiters(runner) and self._real_wait.waited(now) < when - now)
         ):
             return now
-        owner._set_now(when)
-        if pending and pending[0][0] <= when:
-            owner._fire_pending(when, self._interrupt)
+        owner._set_now(owner._jump_target(when) if owner._rng is not None else when)
+        if pending and pending[0][0] <= owner._now:
+            owner._fire_pending(owner._now, self._interrupt)
         return owner._now
 
     def jump(self, seconds: float) -> None:
@@ -231,9 +237,9 @@ class TrioVirtualClock(trio.abc.Clock):
             io_manager.process_events(events)
             return 0.0
         if jumpable:
-            owner._set_now(when)
-            if pending and pending[0][0] <= when:
-                owner._fire_pending(when, self._interrupt)
+            owner._set_now(owner._jump_target(when) if owner._rng is not None else when)
+            if pending and pending[0][0] <= owner._now:
+                owner._fire_pending(owner._now, self._interrupt)
             return 0.0
         owner._deadlock(owner._describe_wait(when), self._deliver)
         return 0.0

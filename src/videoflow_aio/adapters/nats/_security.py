@@ -73,18 +73,7 @@ class NatsAuth:
     ) -> tuple[list[str], NatsAuth]:
         """``(server URLs without user info, auth)``; the URL's user info counts as given
         (``user:password@`` or ``token@``); two ways of authenticating are refused."""
-        clean: list[str] = []
-        from_url: tuple[str | None, str | None] = (None, None)
-        for url in servers:
-            plain, user, pw = split_url(url)
-            clean.append(plain)
-            if user is not None or pw is not None:
-                from_url = (user, pw)
-        url_user, url_pw = from_url
-        if url_user is not None and url_pw is None:  # nats://TOKEN@host
-            url_user, url_token = None, url_user
-        else:
-            url_token = None
+        clean, url_user, url_pw, url_token = _url_credentials(servers)
         if any(v is not None for v in (url_user, url_pw, url_token)) and any(
             v is not None for v in (username, password, token)
         ):
@@ -96,35 +85,8 @@ class NatsAuth:
             nkey_seed_file=nkey_seed_file,
             creds_file=creds_file,
         )
-        kinds = [
-            k
-            for k, on in (
-                ("username/password", creds.username is not None or creds.password is not None),
-                ("token", creds.token is not None),
-                ("nkey_seed_file", creds.nkey_seed_file is not None),
-                ("creds_file", creds.creds_file is not None),
-            )
-            if on
-        ]
-        if len(kinds) > 1:
-            raise ValidationError(
-                f"one way to authenticate, not {' and '.join(kinds)}", field="credentials"
-            )
-        if (creds.username is None) != (creds.password is None):
-            raise ValidationError(
-                "username and password go together",
-                field="username" if creds.username is None else "password",
-            )
-        context: ssl.SSLContext | None
-        hostname = None
-        if isinstance(tls, TLSConfig):
-            context, hostname = tls.context(), tls.server_hostname
-        elif isinstance(tls, ssl.SSLContext) or tls is None:
-            context = tls
-        else:
-            raise ValidationError("tls must be a TLSConfig, an ssl.SSLContext or None", field="tls")
-        if context is None and any(u.lower().startswith("tls://") for u in clean):
-            context = TLSConfig().context()  # tls:// asks for TLS with the system's trust store
+        _check_one_way(creds)
+        context, hostname = _tls_context(tls, clean)
         return clean, cls(tls=context, tls_hostname=hostname, credentials=creds)
 
     @property
@@ -364,3 +326,58 @@ __all__ = [
     "raise_if_denied",
     "round_trip",
 ]
+
+
+def _url_credentials(
+    servers: Sequence[str],
+) -> tuple[list[str], str | None, str | None, str | None]:
+    """``(URLs without user info, user, password, token)`` from the URLs' user info
+    (``user:password@`` or ``token@``; the last URL with any wins)."""
+    clean: list[str] = []
+    user: str | None = None
+    pw: str | None = None
+    for url in servers:
+        plain, u, p = split_url(url)
+        clean.append(plain)
+        if u is not None or p is not None:
+            user, pw = u, p
+    if user is not None and pw is None:  # nats://TOKEN@host
+        return clean, None, None, user
+    return clean, user, pw, None
+
+
+def _check_one_way(creds: Credentials) -> None:
+    """One way of authenticating at most, and a username only with its password."""
+    kinds = [
+        k
+        for k, on in (
+            ("username/password", creds.username is not None or creds.password is not None),
+            ("token", creds.token is not None),
+            ("nkey_seed_file", creds.nkey_seed_file is not None),
+            ("creds_file", creds.creds_file is not None),
+        )
+        if on
+    ]
+    if len(kinds) > 1:
+        raise ValidationError(
+            f"one way to authenticate, not {' and '.join(kinds)}", field="credentials"
+        )
+    if (creds.username is None) != (creds.password is None):
+        raise ValidationError(
+            "username and password go together",
+            field="username" if creds.username is None else "password",
+        )
+
+
+def _tls_context(
+    tls: TLSConfig | ssl.SSLContext | None, urls: list[str]
+) -> tuple[ssl.SSLContext | None, str | None]:
+    """The client's TLS context and the host name it checks (``tls://`` alone asks for TLS
+    with the system's trust store)."""
+    if isinstance(tls, TLSConfig):
+        return tls.context(), tls.server_hostname
+    if not (isinstance(tls, ssl.SSLContext) or tls is None):
+        raise ValidationError("tls must be a TLSConfig, an ssl.SSLContext or None", field="tls")
+    if tls is None and any(u.lower().startswith("tls://") for u in urls):
+        return TLSConfig().context(), None
+    return tls, None

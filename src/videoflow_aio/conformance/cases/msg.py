@@ -8,7 +8,9 @@ archive profile, as the source document fixes them.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+import itertools
+import weakref
+from collections.abc import Awaitable, Callable, Iterator
 from typing import Any, Final
 
 import anyio
@@ -39,11 +41,15 @@ from .._case import case
 from .._harness import MessagingHarness as Harness  # every case here is a messaging case
 
 M: Final = "messaging"
-_ops = iter(range(1, 1 << 62))
+_ops: weakref.WeakKeyDictionary[Harness, Iterator[int]] = weakref.WeakKeyDictionary()
 
 
-def _op() -> str:
-    return f"op-{next(_ops)}"
+def _op(h: Harness) -> str:
+    """A fresh operation id, counted per run (a run's log never depends on what ran before)."""
+    ops = _ops.get(h)
+    if ops is None:
+        ops = _ops[h] = itertools.count(1)
+    return f"op-{next(ops)}"
 
 
 def _window(h: Harness, s: float) -> int:
@@ -54,7 +60,7 @@ def _window(h: Harness, s: float) -> int:
 async def _channel(h: Harness, backend: Any, node: str = "n1", **kw: Any) -> ChannelSpec:
     kw.setdefault("retention", "limits")
     spec = make_channel("flow", "run1", node, kw.pop("profile", "work"), **kw)
-    await backend.ensure_channel(spec, _op())
+    await backend.ensure_channel(spec, _op(h))
     return spec
 
 
@@ -63,7 +69,7 @@ async def _sub(
 ) -> SubscriptionSpec:
     kw.setdefault("ack_wait_seconds", h.seconds(30))
     spec = make_subscription(channel, consumer, **kw)
-    await backend.ensure_subscription(spec, _op())
+    await backend.ensure_subscription(spec, _op(h))
     return spec
 
 
@@ -761,13 +767,13 @@ async def ensure_incompatible(h: Harness) -> None:
     other = make_channel("flow", "run1", "n1", "work", "interest", max_msgs=5)
     raised = None
     try:
-        await b.ensure_channel(other, _op())
+        await b.ensure_channel(other, _op(h))
     except IncompatibleProfile as exc:
         raised = exc
     h.check(raised is not None, "IncompatibleProfile raised")
     assert raised is not None
     h.equal(raised.fields.get("field"), "retention", "names the field")
-    again = await b.ensure_channel(spec, _op())
+    again = await b.ensure_channel(spec, _op(h))
     h.equal(again.effective.retention, "limits", "unchanged")
     h.equal((await _chan_obs(h, b, spec.channel)).messages, 1, "messages kept")
 
@@ -903,7 +909,7 @@ async def unknown_names(h: Harness) -> None:
         lambda: b.receive(SubscriptionId(ch.channel, "nobody"), 1, 1024, h.deadline(1)),
         lambda: b.observe_subscription(SubscriptionId(ch.channel, "nobody")),
         lambda: b.observe_channel(other_run),
-        lambda: b.ensure_subscription(make_subscription(other_run, "w"), _op()),
+        lambda: b.ensure_subscription(make_subscription(other_run, "w"), _op(h)),
         lambda: b.subscription_ids(other_run),
     ]
     for i, call in enumerate(calls):
@@ -926,16 +932,16 @@ async def ensure_subscription(h: Harness) -> None:
     b = await h.open()
     ch = await _channel(h, b)
     spec = make_subscription(ch.channel, "w", ack_wait_seconds=h.seconds(30), item_credit=4)
-    v1 = await b.ensure_subscription(spec, _op())
+    v1 = await b.ensure_subscription(spec, _op(h))
     h.check(v1.created, "created")
-    v2 = await b.ensure_subscription(spec, _op())
+    v2 = await b.ensure_subscription(spec, _op(h))
     h.check(not v2.created and not v2.updated, "idempotent")
     more = make_subscription(ch.channel, "w", ack_wait_seconds=h.seconds(30), item_credit=8)
-    v3 = await b.ensure_subscription(more, _op())
+    v3 = await b.ensure_subscription(more, _op(h))
     h.equal(v3.effective.item_credit, 8, "credit reconciled")
     raised = False
     try:
-        await b.ensure_subscription(make_subscription(ch.channel, "w", kind="eos"), _op())
+        await b.ensure_subscription(make_subscription(ch.channel, "w", kind="eos"), _op(h))
     except IncompatibleProfile:
         raised = True
     h.check(raised, "a kind change is an IncompatibleProfile")
@@ -1064,11 +1070,11 @@ async def max_bytes(h: Harness) -> None:
 async def _peer(h: Harness, b: Any, ch: ChannelSpec, *subs: SubscriptionSpec) -> Any:
     """Another client of ``b``'s broker, with the channel and subscriptions ensured."""
     c = await h.controls(b).another_client()
-    seen = await c.ensure_channel(ch, _op())
+    seen = await c.ensure_channel(ch, _op(h))
     h.check(not seen.created, "another client finds the channel, it does not create it")
     h.equal(seen.effective.retention, ch.retention, "another client reads the same channel")
     for spec in subs:
-        got = await c.ensure_subscription(spec, _op())
+        got = await c.ensure_subscription(spec, _op(h))
         h.check(not got.created, f"another client finds subscription {spec.id.consumer}")
     return c
 
@@ -1252,7 +1258,7 @@ async def admin_delete_subscription(h: Harness) -> None:
     b = await h.open()
     ch = await _channel(h, b)
     spec = make_subscription(ch.channel, "w", ack_wait_seconds=h.seconds(5), max_deliver=1)
-    await b.ensure_subscription(spec, _op())
+    await b.ensure_subscription(spec, _op(h))
     await _publish(h, b, ch.channel, "p1")
     await _recv(h, b, spec.id)
     await h.sleep(6)
@@ -1260,7 +1266,7 @@ async def admin_delete_subscription(h: Harness) -> None:
     await h.controls(b).delete_subscription(spec.id)
     with h.raises(NotFound, "a deleted subscription"):
         await b.observe_subscription(spec.id)
-    again = await b.ensure_subscription(spec, _op())
+    again = await b.ensure_subscription(spec, _op(h))
     h.check(again.created, "ensured again, it is created")
     obs = await _sub_obs(h, b, spec.id)
     h.equal((obs.unresolved, obs.pending, obs.leased, obs.dropped), (0, 1, 0, 0), "fresh")
@@ -1299,11 +1305,11 @@ async def final_retry_unresolved(h: Harness) -> None:
 async def zero_dedup_window(h: Harness) -> None:
     b = await h.open(dedup_window_seconds=0)
     spec = await _channel(h, b, "a")
-    got = await b.ensure_channel(spec, _op())
+    got = await b.ensure_channel(spec, _op(h))
     h.equal(got.effective.dedup_window_seconds, 0, "capped by the backend")
     plain = await h.open()
     none = make_channel("flow", "run1", "b", "work", "limits", dedup_window_seconds=0)
-    h.equal((await plain.ensure_channel(none, _op())).effective.dedup_window_seconds, 0, "spec 0")
+    h.equal((await plain.ensure_channel(none, _op(h))).effective.dedup_window_seconds, 0, "spec 0")
     for backend, cid in ((b, spec.channel), (plain, none.channel)):
         one = await _publish(h, backend, cid, "same")
         two = await _publish(h, backend, cid, "same")
@@ -1338,9 +1344,9 @@ async def required_created(h: Harness) -> None:
     cid = ChannelId("flow", "run1", "n1")
     await _channel(h, b, retention="interest", required=(SubscriptionId(cid, "a"),))
     spec = make_subscription(cid, "a", ack_wait_seconds=h.seconds(30))
-    first = await b.ensure_subscription(spec, _op())
+    first = await b.ensure_subscription(spec, _op(h))
     h.equal((first.created, first.updated), (True, False), "created")
-    again = await b.ensure_subscription(spec, _op())
+    again = await b.ensure_subscription(spec, _op(h))
     h.equal((again.created, again.updated), (False, False), "then found as is")
 
 
@@ -1446,7 +1452,7 @@ async def core_two_clients(h: Harness) -> None:
     ch = await _channel(h, b)
     mine = await _sub(h, b, ch.channel, "mine", competing=False)
     c = await h.controls(b).another_client()
-    await c.ensure_channel(ch, _op())
+    await c.ensure_channel(ch, _op(h))
     theirs = await _sub(h, c, ch.channel, "theirs", competing=False)
     for i in range(3):
         await _publish(h, b, ch.channel, f"p{i}")
