@@ -9,6 +9,7 @@ import math
 import anyio
 import anyio.lowlevel
 import pytest
+import sniffio
 
 from _pipeline_helpers import THREE, CancelAt, Trigger, feed, sleeper, three_stage
 from videoflow_aio.contracts import Known
@@ -33,6 +34,7 @@ from videoflow_aio.pipeline import (
     StageWorker,
     deadline_in,
     ensure_pipeline,
+    loop_clock,
     plan_pipeline,
     run_stage,
     sent_at,
@@ -113,6 +115,27 @@ def test_deadline_in_needs_a_loop_and_a_sane_number() -> None:
 async def test_deadline_in_is_relative_to_the_loop_clock() -> None:
     assert deadline_in(5) == anyio.current_time() + 5
     assert deadline_in(math.inf) == math.inf
+
+
+async def test_loop_clock_sleep_is_the_loops_sleep() -> None:
+    """loop_clock()'s sleep waits the virtual delay, returns at once for zero (and, as
+    asyncio.sleep, for a negative delay), refuses NaN as the loop does, and a cancelled sleep
+    leaves no live timer behind."""
+    now, sleep = loop_clock()
+    t0 = now()
+    await sleep(2.5)
+    assert now() == t0 + 2.5
+    await sleep(0)
+    if sniffio.current_async_library() == "asyncio":  # trio refuses a negative delay
+        await sleep(-1)
+    assert now() == t0 + 2.5
+    with anyio.move_on_after(1):
+        await sleep(10)
+    assert now() == t0 + 3.5
+    await sleep(20)  # the cancelled 10-second timer did not fire into anything
+    assert now() == t0 + 23.5
+    with pytest.raises(ValueError):
+        await sleep(math.nan)
 
 
 # -- a whole pipeline --------------------------------------------------------------------------

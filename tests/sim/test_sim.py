@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import copy
+import gc
 import json
 import sys
 from pathlib import Path
@@ -56,6 +57,32 @@ def small(**run: Any) -> dict[str, Any]:
 
 def run_doc(doc: dict[str, Any]) -> dict[str, Any]:
     return simulate(parse_spec(doc))
+
+
+class _Boom(Exception):
+    pass
+
+
+def test_simulate_restores_the_gc_thresholds() -> None:
+    """A run raises the youngest generation's threshold while it goes, and gives the caller's
+    thresholds back afterwards (also when the run fails)."""
+    before = gc.get_threshold()
+    try:
+        gc.set_threshold(123, 4, 5)
+        doc = small()
+        doc["run"]["duration_seconds"] = 2.0
+        doc["run"]["warmup_seconds"] = 0.0
+        run_doc(doc)
+        assert gc.get_threshold() == (123, 4, 5)
+
+        def explode(virtual: float, total: float) -> None:
+            raise _Boom
+
+        with pytest.raises((_Boom, BaseExceptionGroup)):
+            simulate(parse_spec(doc), progress=explode)
+        assert gc.get_threshold() == (123, 4, 5)
+    finally:
+        gc.set_threshold(*before)
 
 
 # -- spec validation -------------------------------------------------------------------------

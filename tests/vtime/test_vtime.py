@@ -251,6 +251,30 @@ def test_new_event_loop_as_runner_loop_factory() -> None:
         assert runner.run(main()) == 4600.0
 
 
+def test_loop_time_future_and_debug_stay_what_asyncio_says() -> None:
+    """time(), create_future() and get_debug() are per-instance C-level callables: the same
+    answers as the methods they replace, also after a jump and after set_debug()."""
+    clock = VirtualClock(start=7.0)
+    loop = vtime.new_event_loop(clock)
+    try:
+        assert loop.time() == 7.0
+        fut = loop.create_future()
+        assert isinstance(fut, asyncio.Future) and fut.get_loop() is loop
+        assert loop.get_debug() is False
+        loop.set_debug(True)
+        assert loop.get_debug() is True
+        loop.set_debug(False)
+        assert loop.get_debug() is False
+
+        async def main() -> float:
+            await asyncio.sleep(3)
+            return loop.time()
+
+        assert loop.run_until_complete(main()) == 10.0 == clock.monotonic()
+    finally:
+        loop.close()
+
+
 def test_trio_clock_used_directly_by_trio_run() -> None:
     clock = VirtualClock(start=5.0)
 

@@ -19,6 +19,9 @@ import sniffio
 
 from ..contracts.errors import ValidationError
 
+_set_result_unless_cancelled = asyncio.futures._set_result_unless_cancelled  # type: ignore[attr-defined]
+"""What ``asyncio.sleep``'s timer calls (the virtual-time loop runs it without a context)."""
+
 Clock = Callable[[], float]
 Sleep = Callable[[float], Awaitable[None]]
 
@@ -48,12 +51,34 @@ def check_seconds(value: float, field: str, *, positive: bool = False) -> float:
     return float(value)
 
 
+def _asyncio_sleep(loop: asyncio.AbstractEventLoop) -> Sleep:
+    """``asyncio.sleep`` bound to ``loop``: the same future, timer and cancellation, without
+    looking up the running loop on each call (a ``getpid`` system call per lookup)."""
+    create_future = loop.create_future
+    call_later = loop.call_later
+    asyncio_sleep = asyncio.sleep
+
+    async def sleep(delay: float) -> None:
+        if not delay > 0:  # zero, negative or NaN: as asyncio.sleep does (a bare yield, or
+            await asyncio_sleep(delay)  # the loop's error for NaN)
+            return
+        fut = create_future()
+        handle = call_later(delay, _set_result_unless_cancelled, fut, None)
+        try:
+            await fut
+        finally:
+            handle.cancel()
+
+    return sleep
+
+
 def loop_clock() -> tuple[Clock, Sleep]:
     """The running loop's ``(time, sleep)``: what ``anyio.current_time``/``anyio.sleep``
-    return and do, called directly."""
+    return and do, called directly (on asyncio, ``asyncio.sleep`` bound to the loop)."""
     library = sniffio.current_async_library()
     if library == "asyncio":
-        return asyncio.get_running_loop().time, asyncio.sleep
+        loop = asyncio.get_running_loop()
+        return loop.time, _asyncio_sleep(loop)
     if library == "trio":
         import trio
 

@@ -16,8 +16,10 @@ import asyncio
 import concurrent.futures
 import contextlib
 import contextvars
+import functools
 import heapq
 import math
+import operator
 import selectors
 import weakref
 from asyncio import events, format_helpers
@@ -42,6 +44,8 @@ _ANYIO_FROM_THREAD = "AsyncIOBackend.run_async_from_thread.<locals>.task_wrapper
 #: real seconds the loop blocks at a time while waiting for a worker thread or real I/O
 #: that cannot be jumped over (it re-evaluates after each slice).
 _WAIT_SLICE = 0.25
+
+_read_now = operator.attrgetter("_now")  # a VirtualClock's reading
 
 
 class _Handle(events.Handle):
@@ -167,9 +171,17 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
         )
         self.virtual_clock = clock if clock is not None else VirtualClock()
         self.virtual_clock._bind_loop(self)
+        # what is asked several times per message, as C-level callables (no Python frame per
+        # call): the clock's reading, and a future (whose constructor asks get_debug())
+        self.time = functools.partial(_read_now, self.virtual_clock)
+        self.create_future = functools.partial(asyncio.Future, loop=self)
+
+    def set_debug(self, enabled: bool) -> None:
+        super().set_debug(enabled)
+        self.get_debug = (True).__bool__ if self._debug else (False).__bool__
 
     # -- time and timers -----------------------------------------------------------------
-    def time(self) -> float:
+    def time(self) -> float:  # replaced per instance by the same reading, one C call deep
         return self.virtual_clock._now
 
     def _vt_push(

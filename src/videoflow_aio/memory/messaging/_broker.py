@@ -133,6 +133,8 @@ class Broker(abc.ABC):
         self._clock = clock
         self._loop: asyncio.AbstractEventLoop | None = None
         self._loop_time: Callable[[], float] = trio.current_time
+        if clock is not None:  # read on every call: the clock's own method, one call deep
+            self.now = clock.monotonic  # type: ignore[method-assign]
 
     def now(self) -> float:
         if self._clock is not None:

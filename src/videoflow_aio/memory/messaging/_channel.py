@@ -225,8 +225,9 @@ class Channel:
         else:
             self.dead_letters -= 1
         lost: list[str] = []
+        kind = m.kind
         for sub in self.subs.values():
-            if sub.lose(m):
+            if sub.kind == kind and sub.lose(m):  # lose() checks the kind too: fewer calls
                 lost.append(sub.id.name)
         if self.log is not None:
             self.record(
@@ -259,12 +260,13 @@ class Channel:
         """Every required subscription that sees ``m`` exists and has settled it (and there is
         at least one: the model never drops a message nobody was required to settle)."""
         seen = False
+        kind, pkey, seq = m.kind, m.pkey, m.seq
         for sid in self.spec.required:
             sub = self.subs.get(sid)
             if sub is None:
                 return False
-            if sub.sees(m):
-                if not sub.is_settled(m.seq):
+            if sub.kind == kind and (sub.pstr is None or pkey == sub.pstr):  # sub.sees(m)
+                if not (seq <= sub.floor or seq in sub.settled_above):  # sub.is_settled(seq)
                     return False
                 seen = True
         return seen

@@ -73,8 +73,11 @@ class StreamBroker(Broker):
     def take(
         self, sub: Sub, item_credit: int, byte_credit: int, now: float
     ) -> list[Delivery] | None:
-        self.catch_up(sub, now)
-        return self.leases.take(sub, item_credit, byte_credit, now)
+        if sub.channel.spec.max_age_seconds is not None:  # catch_up(), inlined: every receive
+            sub.channel.expire_age(now)
+        leases = self.leases
+        leases.fire_due(sub, now)
+        return leases.take(sub, item_credit, byte_credit, now)
 
     def renew(self, sub: Sub, token: DeliveryToken) -> LeaseObservation:
         return self.leases.renew(sub, token, self.now())

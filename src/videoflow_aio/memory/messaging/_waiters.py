@@ -40,20 +40,16 @@ class _TrioWaiter:
         self.woken = False
 
 
-class Waiters:
-    """The callers parked in ``wait`` on one subscription (see the module docstring)."""
+class Waiters(deque[Any]):
+    """The callers parked in ``wait`` on one subscription (see the module docstring), longest
+    waiting first: a ``deque`` of ``Future[bool]`` (asyncio) or ``_TrioWaiter``, so that
+    ``if sub.waiters:`` — asked on every publish and settle — is a C-level length test."""
 
-    __slots__ = ("_deadlines", "_queue")
+    __slots__ = ("_deadlines",)
 
     def __init__(self) -> None:
-        self._queue: deque[Any] = deque()  # Future[bool] (asyncio) or _TrioWaiter
+        super().__init__()
         self._deadlines: dict[int, float] = {}  # id(entry) -> deadline, for earliest
-
-    def __bool__(self) -> bool:
-        return bool(self._queue)
-
-    def __len__(self) -> int:
-        return len(self._queue)
 
     @property
     def earliest(self) -> float:
@@ -63,7 +59,7 @@ class Waiters:
 
     def notify(self, n: int = 1) -> int:
         """Wake the ``n`` longest-waiting callers; how many were woken."""
-        q = self._queue
+        q = self
         woken = 0
         while q and woken < n:
             entry = q.popleft()
@@ -80,7 +76,7 @@ class Waiters:
 
     def notify_all(self) -> int:
         """Wake every parked caller; how many were woken."""
-        return self.notify(len(self._queue))
+        return self.notify(len(self))
 
     async def wait(self, deadline: float) -> bool:
         """Park until notified (True) or ``deadline`` on the loop clock (False). Cancellation
@@ -89,7 +85,7 @@ class Waiters:
         if loop is None:
             return await self._wait_trio(deadline)
         fut: Future[bool] = loop.create_future()
-        self._queue.append(fut)
+        self.append(fut)
         self._deadlines[id(fut)] = deadline
         timer = loop.call_at(deadline, _expire, fut) if deadline != math.inf else None
         try:
@@ -105,7 +101,7 @@ class Waiters:
 
     async def _wait_trio(self, deadline: float) -> bool:
         entry = _TrioWaiter(deadline)
-        self._queue.append(entry)
+        self.append(entry)
         self._deadlines[id(entry)] = deadline
         try:
             with trio.move_on_at(deadline):
@@ -121,7 +117,7 @@ class Waiters:
     def _forget(self, entry: object) -> None:
         """Take a caller that stopped waiting off the queue (woken callers are off it)."""
         if self._deadlines.pop(id(entry), None) is not None:
-            self._queue.remove(entry)  # the two are kept in step: it is there
+            self.remove(entry)  # the two are kept in step: it is there
 
 
 __all__ = ["Waiters"]

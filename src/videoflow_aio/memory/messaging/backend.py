@@ -161,12 +161,13 @@ class MemoryMessagingBackend(ModelControls, MessagingBackend):
     async def receive(
         self, subscription: SubscriptionId, item_credit: int, byte_credit: int, deadline: float
     ) -> list[Delivery]:
-        _check_credits(item_credit, byte_credit)
+        if item_credit < 1 or byte_credit < 1:
+            _check_credits(item_credit, byte_credit)
         self._calls += 1
         if not self._calls & _YIELD_MASK:
             await anyio.lowlevel.checkpoint()
         broker = self._broker
-        sub = broker.sub(subscription)
+        sub = broker.subs.get(subscription) or broker.sub(subscription)
         if not sub.spec.competing and sub.receivers:
             raise ConflictError(
                 f"{subscription} is non-competing and already has a receiver",

@@ -77,8 +77,11 @@ class Objects(abc.ABC):
 
     def advance(self) -> float:
         """Apply every timer due by now, in due order; return now."""
-        if self._clock is None and (loop := _running_loop()) is not None:
-            now = loop.time()  # now() inlined: this runs at the start of every call
+        clock = self._clock  # now() inlined: this runs at the start of every call
+        if clock is not None:
+            now = clock.monotonic()
+        elif (loop := _running_loop()) is not None:
+            now = loop.time()
         else:
             now = self.now()
         timers = self.timers
