@@ -389,9 +389,12 @@ async def diagnose_tls(
     context: ssl.SSLContext | None,
     server_hostname: str | None = None,
     seconds: float = PROBE_SECONDS,
+    *,
+    greeting_first: bool = False,
 ) -> str | None:
     """Name a connection failure by a TLS handshake of our own (asyncio only), taking at most
-    ``2 * seconds``.
+    ``2 * seconds``. ``greeting_first``: the server sends one line in clear before the
+    handshake (NATS' ``INFO``), read first.
 
     Without ``context`` (a plain client): ``"tls-required"`` when the port completes a TLS
     handshake. With it: the :func:`tls_failure` reason of the handshake, including the
@@ -407,12 +410,8 @@ async def diagnose_tls(
     handshaken = False
     try:
         async with asyncio.timeout(2 * seconds):  # the handshake times out first
-            reader, writer = await asyncio.open_connection(
-                host,
-                port,
-                ssl=probe,
-                server_hostname=server_hostname or host,
-                ssl_handshake_timeout=seconds,
+            reader, writer = await _tls_connection(
+                host, port, probe, server_hostname or host, seconds, greeting_first
             )
             handshaken = True
             try:
@@ -430,6 +429,30 @@ async def diagnose_tls(
     except (OSError, TimeoutError):
         return None
     return None
+
+
+async def _tls_connection(
+    host: str,
+    port: int,
+    context: ssl.SSLContext,
+    server_hostname: str,
+    seconds: float,
+    greeting_first: bool,
+) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    if not greeting_first:
+        return await asyncio.open_connection(
+            host, port, ssl=context, server_hostname=server_hostname, ssl_handshake_timeout=seconds
+        )
+    reader, writer = await asyncio.open_connection(host, port)
+    try:
+        await reader.readline()
+        await writer.start_tls(
+            context, server_hostname=server_hostname, ssl_handshake_timeout=seconds
+        )
+    except BaseException:
+        writer.transport.abort()
+        raise
+    return reader, writer
 
 
 __all__ = [

@@ -25,6 +25,7 @@ from _security_matrix import (
 from _security_matrix import refused as _refused
 from _servers_fixtures import NATS_PREFIX, SECRETS
 from videoflow_aio.adapters.nats import CoreNatsMessagingBackend, JetStreamMessagingBackend
+from videoflow_aio.adapters.nats import _security as nats_security
 from videoflow_aio.contracts import Known
 from videoflow_aio.contracts.errors import (
     AccessDenied,
@@ -144,6 +145,29 @@ async def test_mtls(nats_mtls_srv: ServerProcess, pki: Certificates) -> None:
             )
             assert isinstance(err, AuthenticationFailed), err
             assert err.reason == "client-certificate-refused"
+
+
+async def test_a_refusal_seen_only_as_a_lost_connection_is_still_named(
+    nats_mtls_srv: ServerProcess, pki: Certificates, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Under load, a TLS 1.3 server's refusal of the client certificate races the CONNECT
+    and nats-py sees only ``Connection lost``: the adapter's own handshake (after ``INFO``)
+    names the refusal; a real reset against an accepted certificate stays unavailable."""
+
+    async def lost(self: Any, *args: Any, **kwargs: Any) -> None:
+        raise ConnectionResetError("Connection lost")
+
+    monkeypatch.setattr(nats_security._Client, "connect", lost)
+    with refused_client_certificates(pki) as refusals:
+        for tls in refusals:
+            err = await refused(
+                CoreNatsMessagingBackend(nats_mtls_srv.url, tls=tls, request_timeout=TIMEOUT)
+            )
+            assert isinstance(err, AuthenticationFailed), err
+            assert err.reason == "client-certificate-refused"
+    ok = CoreNatsMessagingBackend(nats_mtls_srv.url, tls=pki.client_tls(), request_timeout=TIMEOUT)
+    err = await refused(ok)
+    assert not isinstance(err, AuthenticationFailed), err
 
 
 async def test_accounts_do_not_see_each_others_streams(

@@ -3,7 +3,7 @@ ACL users with exactly the documented least-privilege rules, and every refusal a
 error within the adapter's timeout.
 
 Real time, asyncio (redis-py is asyncio); the secured conformance run is in
-tests/test_security_conformance.py.
+tests/conformance/test_conformance.py.
 """
 
 from __future__ import annotations

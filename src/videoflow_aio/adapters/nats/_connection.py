@@ -108,15 +108,17 @@ async def connect(
     except AuthenticationFailed:
         await _security.discard(nc)
         raise
-    except TimeoutError as exc:
-        await _security.discard(nc)
-        cause = causes[-1] if causes else f"no answer within {budget:g} s"
-        raise BackendUnavailable(
-            f"cannot connect to NATS at {where}: {cause}", backend="nats"
-        ) from exc
     except Exception as exc:  # nats-py raises assorted errors (OSError, NoServersError…)
         await _security.discard(nc)
-        cause = causes[-1] if causes else f"{type(exc).__name__}: {exc}"
+        refusal = await _security.diagnose(servers, auth, connect_timeout)
+        if refusal is not None:
+            raise refusal from exc
+        if causes:
+            cause = causes[-1]
+        elif isinstance(exc, TimeoutError):
+            cause = f"no answer within {budget:g} s"
+        else:
+            cause = f"{type(exc).__name__}: {exc}"
         raise BackendUnavailable(
             f"cannot connect to NATS at {where}: {cause}", backend="nats"
         ) from exc

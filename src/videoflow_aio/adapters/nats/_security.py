@@ -24,6 +24,7 @@ import asyncio
 import contextlib
 import re
 import ssl
+import urllib.parse
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -39,7 +40,16 @@ from ...contracts.errors import (
     BackendUnavailable,
     ValidationError,
 )
-from .._security import Credentials, Secret, TLSConfig, as_secret, split_url, tls_failure
+from .._security import (
+    Credentials,
+    Secret,
+    TLSConfig,
+    as_secret,
+    diagnose_tls,
+    probe_seconds,
+    split_url,
+    tls_failure,
+)
 
 _DENIAL = re.compile(r"permissions violation for (publish|subscription) to \"?([^\"']+)\"?", re.I)
 _AUTH_TEXTS = (
@@ -189,6 +199,37 @@ def classify(exc: BaseException, auth: NatsAuth) -> AuthenticationFailed | None:
     return AuthenticationFailed(
         f"nats: TLS failed ({reason}): {type(exc).__name__}: {exc}", backend="nats", reason=reason
     )
+
+
+async def diagnose(
+    servers: Sequence[str], auth: NatsAuth, connect_timeout: float
+) -> AuthenticationFailed | None:
+    """The TLS refusal behind a failed connect that nats-py saw only as a lost connection (a
+    TLS 1.3 server refuses a client certificate after the handshake; its alert races the
+    CONNECT and may arrive as a reset): a handshake of our own to each server, after its
+    ``INFO`` line. None when TLS was not asked for or the probe finds nothing wrong."""
+    if auth.tls is None:
+        return None
+    for url in servers:
+        parts = urllib.parse.urlsplit(url if "://" in url else f"nats://{url}")
+        if parts.hostname is None:
+            continue
+        reason = await diagnose_tls(
+            parts.hostname,
+            parts.port or 4222,
+            auth.tls,
+            auth.tls_hostname,
+            probe_seconds(connect_timeout),
+            greeting_first=True,
+        )
+        if reason is not None:
+            return AuthenticationFailed(
+                f"nats: TLS failed ({reason}): the server at {parts.hostname}:{parts.port} "
+                "refused the handshake",
+                backend="nats",
+                reason=reason,
+            )
+    return None
 
 
 class _Client(Client):  # type: ignore[misc]
