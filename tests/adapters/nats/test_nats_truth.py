@@ -37,6 +37,7 @@ from videoflow_aio.contracts.errors import BackendUnavailable
 from videoflow_aio.contracts.messaging import (
     Accepted,
     Completed,
+    PublicationUnknown,
     Retry,
     SettleConfirmed,
     SettleStale,
@@ -590,4 +591,31 @@ async def test_a_cancelled_publish_is_resolved_by_observe_publication(srv: Serve
     assert [d.envelope.publication_id for d in await b.receive(sub.id, 8, 1 << 20, dl())] == [
         "c1"
     ]  # stored once, whichever attempt stored it
+    await b.aclose()
+
+
+async def test_a_retry_no_leader_answered_leaves_the_first_attempt_unknown(
+    srv: ServerProcess, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On a cluster, a publish whose leader died before the ack is unknown; the re-publish of
+    ``observe_publication`` can meet "no responders" while the next leader is elected. That
+    says nothing took the re-publish — not that the first attempt was not stored by a
+    majority (MSG-801 saw it delivered after the adapter had answered Rejected)."""
+    from videoflow_aio.adapters.nats import _api
+
+    b = backend(srv)
+    ch, _ = await setup(b)
+    env = make_envelope(ch.channel, "lost-ack")
+    first = await b.publish(env, dl())
+    assert isinstance(first, Accepted), first
+    c = b._c
+    _, at, sent = c.pubs.get("lost-ack")
+    c.pubs.put("lost-ack", (PublicationUnknown("lost-ack", "no acknowledgement"), at, sent))
+
+    async def no_leader(*args: Any, **kwargs: Any) -> Any:
+        raise _api.NoResponders("no responders available for request")
+
+    monkeypatch.setattr(_api, "request", no_leader)
+    seen = await b.observe_publication(env)
+    assert isinstance(seen, PublicationUnknown), seen
     await b.aclose()

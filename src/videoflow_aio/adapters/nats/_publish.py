@@ -223,6 +223,12 @@ async def observe_publication(c: Client, envelope: Envelope) -> PublishOutcome:
         if _index(c, chs, res.sequence, env):
             await flush_index(c, chs)
         return Accepted(pid, res.sequence, False)
-    if isinstance(res, Rejected) and res.reason.startswith("not sent"):
+    if isinstance(res, Rejected) and res.reason.startswith(_SAYS_NOTHING_OF_THE_FIRST):
+        # the re-publish was not sent, or no stream leader answered it (one is being elected):
+        # that is about this attempt; the first may still have been stored by a majority
         return PublicationUnknown(pid, f"still unknown: {res.reason}")
     return res
+
+
+#: reasons of a re-publish's Rejected that say nothing about the first attempt
+_SAYS_NOTHING_OF_THE_FIRST = ("not sent", "not stored: no stream leader answered")
