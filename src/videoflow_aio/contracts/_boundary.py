@@ -44,8 +44,7 @@ def _make_wrapper(impl: Callable[..., Any], hints: dict[str, Any], is_async: boo
         return None  # *args / **kwargs: nothing sensible to check against
     names = Names()
     sig_parts, call_parts = _signature_parts(params, names)
-    specs = [(p.name, spec_for(hints[p.name]) if p.name in hints else ANY) for p in params]
-    checked = [(n, s) for n, s in specs if s is not ANY]
+    checked = _checked_params(params, hints)
     if not checked:
         return None
 
@@ -71,6 +70,14 @@ def _make_wrapper(impl: Callable[..., Any], hints: dict[str, Any], is_async: boo
     wrapper.__wrapped__ = impl
     setattr(wrapper, _WRAPPED, True)
     return wrapper
+
+
+def _checked_params(
+    params: list[inspect.Parameter], hints: dict[str, Any]
+) -> list[tuple[str, Spec]]:
+    """``(name, spec)`` of each parameter whose hint checks anything."""
+    specs = [(p.name, spec_for(hints[p.name]) if p.name in hints else ANY) for p in params]
+    return [(n, s) for n, s in specs if s is not ANY]
 
 
 def _signature_parts(params: list[inspect.Parameter], names: Names) -> tuple[list[str], list[str]]:

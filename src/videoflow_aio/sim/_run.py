@@ -242,10 +242,15 @@ async def _simulate(
         times={"virtual_seconds": finished - setup_start, "gpu_ready_seconds": start - setup_start},
     )
     if alloc is not None:
-        for name, g in gpu.items():
-            released = await alloc.release(g["claim"], f"sim-release-{name}", g["generation"])
-            g["released"] = released.phase
+        await _release_gpus(alloc, gpu)
     return result
+
+
+async def _release_gpus(alloc: MemoryAllocationBackend, gpu: dict[str, dict[str, Any]]) -> None:
+    """Give back every stage's GPU claim; each stage's entry records the phase it ended in."""
+    for name, g in gpu.items():
+        released = await alloc.release(g["claim"], f"sim-release-{name}", g["generation"])
+        g["released"] = released.phase
 
 
 def _payload_models(
