@@ -114,11 +114,9 @@ def provider_options(args: argparse.Namespace, chosen: Sequence[str]) -> dict[st
     return options
 
 
-def _given_options(
+def _url_options(
     args: argparse.Namespace, selected: Mapping[str, object]
 ) -> list[tuple[str, str, Any]]:
-    """``(provider, key, value)`` from ``--<name>-url`` (the secured variant's when only it
-    is selected) and ``--option PROVIDER.KEY=VALUE``, in that order."""
     given: list[tuple[str, str, Any]] = []
     for name in URL_FLAGS:
         url = getattr(args, f"{name}_url", None)
@@ -126,6 +124,15 @@ def _given_options(
             secure = f"{name}{SECURE}"
             target = secure if secure in selected and name not in selected else name
             given.append((target, "url", url))
+    return given
+
+
+def _given_options(
+    args: argparse.Namespace, selected: Mapping[str, object]
+) -> list[tuple[str, str, Any]]:
+    """``(provider, key, value)`` from ``--<name>-url`` (the secured variant's when only it
+    is selected) and ``--option PROVIDER.KEY=VALUE``, in that order."""
+    given = _url_options(args, selected)
     for item in args.option or ():
         target, sep, value = item.partition("=")
         name, dot, key = target.partition(".")
@@ -326,23 +333,27 @@ def _first_doc_line(path: Path) -> str:
     return doc.strip().splitlines()[0] if doc else ""
 
 
+def _list_benchmarks(folder: Path, scripts: list[Path], console: Console) -> int:
+    if not scripts:
+        console.print(f"no benchmark scripts in {folder}", markup=False)
+        return 1
+    from rich.table import Table
+
+    table = Table(title=f"benchmarks in {folder}", title_justify="left")
+    table.add_column("name", no_wrap=True)
+    table.add_column("what it measures", overflow="fold")
+    for p in scripts:
+        table.add_row(p.stem, _first_doc_line(p))
+    console.print(table)
+    console.print("run one: videoflow-aio bench NAME [ARGS...]", markup=False)
+    return 0
+
+
 def cmd_bench(args: argparse.Namespace, console: Console) -> int:
     folder = _bench_dir(args.dir)
     scripts = sorted(p for p in folder.glob("*.py") if not p.name.startswith("_"))
     if not args.name:
-        if not scripts:
-            console.print(f"no benchmark scripts in {folder}", markup=False)
-            return 1
-        from rich.table import Table
-
-        table = Table(title=f"benchmarks in {folder}", title_justify="left")
-        table.add_column("name", no_wrap=True)
-        table.add_column("what it measures", overflow="fold")
-        for p in scripts:
-            table.add_row(p.stem, _first_doc_line(p))
-        console.print(table)
-        console.print("run one: videoflow-aio bench NAME [ARGS...]", markup=False)
-        return 0
+        return _list_benchmarks(folder, scripts, console)
     matches = [p for p in scripts if p.stem in (args.name, f"{args.name}_bench")]
     if not matches:
         names = ", ".join(p.stem for p in scripts) or "none"

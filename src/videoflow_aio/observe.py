@@ -77,6 +77,14 @@ class ObservationLog:
         self._by_kind.setdefault(kind, []).append(event)
         return event
 
+    def _of_kind(self, kind: str | Iterable[str] | None) -> list[Event]:
+        if kind is None:
+            return self._events
+        if isinstance(kind, str):
+            return self._by_kind.get(kind, [])
+        wanted = set(kind)
+        return [e for e in self._events if e.kind in wanted]
+
     def events(
         self,
         kind: str | Iterable[str] | None = None,
@@ -85,13 +93,7 @@ class ObservationLog:
         ident: str | None = None,
     ) -> list[Event]:
         """Events in order, filtered by kind(s), subject and ident."""
-        if kind is None:
-            selected: list[Event] = self._events
-        elif isinstance(kind, str):
-            selected = self._by_kind.get(kind, [])
-        else:
-            wanted = set(kind)
-            selected = [e for e in self._events if e.kind in wanted]
+        selected = self._of_kind(kind)
         if subject is not None:
             selected = [e for e in selected if e.subject == subject]
         if ident is not None:

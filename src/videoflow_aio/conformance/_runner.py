@@ -16,7 +16,7 @@ import threading
 import time
 import traceback
 import warnings
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal, cast
@@ -316,11 +316,7 @@ def execute(
     reason = ""
     trace = ""
     try:
-        if provider.real_time:
-            anyio.run(body, backend=backend)
-        else:
-            vclock = VirtualClock(seed=seed, jitter=jitter)
-            vrun(body, backend=cast(Backend, backend), clock=vclock)  # backend checked there
+        _run_body(body, provider, backend, seed, jitter)
     except KeyboardInterrupt:
         raise
     except BaseException as exc:  # a case failure of any kind is a result, not a crash
@@ -337,6 +333,21 @@ def execute(
     virtual = round(span[1] - span[0], 9)
     injected = injectors[0].injected if injectors else []
     return Execution(result(outcome, reason, virtual, round(wall, 6)), trace, error, injected)
+
+
+def _run_body(
+    body: Callable[[], Awaitable[None]],
+    provider: Provider,
+    backend: str,
+    seed: int | None,
+    jitter: float,
+) -> None:
+    """Run ``body`` on real time or on a fresh virtual clock, as the provider runs."""
+    if provider.real_time:
+        anyio.run(body, backend=backend)
+    else:
+        vclock = VirtualClock(seed=seed, jitter=jitter)
+        vrun(body, backend=cast(Backend, backend), clock=vclock)  # backend checked there
 
 
 def _preflight(

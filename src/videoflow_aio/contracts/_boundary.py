@@ -39,32 +39,12 @@ _WRAPPED = "__vf_boundary__"
 
 def _make_wrapper(impl: Callable[..., Any], hints: dict[str, Any], is_async: bool) -> Any:
     """A function with ``impl``'s signature that checks its arguments, then calls ``impl``."""
-    sig = inspect.signature(impl)
-    params = list(sig.parameters.values())[1:]  # after self
+    params = list(inspect.signature(impl).parameters.values())[1:]  # after self
+    if any(p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD) for p in params):
+        return None  # *args / **kwargs: nothing sensible to check against
     names = Names()
-    specs: list[tuple[str, Spec]] = []
-    sig_parts: list[str] = []
-    call_parts: list[str] = []
-    seen_kwonly = False
-    for p in params:
-        if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
-            return None  # *args / **kwargs: nothing sensible to check against
-        text = p.name
-        if p.default is not p.empty:
-            text += f"={names.ref(p.default)}"
-        if p.kind is p.KEYWORD_ONLY:
-            if not seen_kwonly:
-                sig_parts.append("*")
-                seen_kwonly = True
-            call_parts.append(f"{p.name}={p.name}")
-        else:
-            call_parts.append(p.name)
-        sig_parts.append(text)
-        specs.append((p.name, spec_for(hints[p.name]) if p.name in hints else ANY))
-    if any(p.kind is p.POSITIONAL_ONLY for p in params):
-        last = max(i for i, p in enumerate(params) if p.kind is p.POSITIONAL_ONLY)
-        sig_parts.insert(last + 1, "/")
-    checked = [(n, s) for n, s in specs if s is not ANY]
+    sig_parts, call_parts = _signature_parts(params, names)
+    checked = _checked_params(params, hints)
     if not checked:
         return None
 
@@ -74,19 +54,7 @@ def _make_wrapper(impl: Callable[..., Any], hints: dict[str, Any], is_async: boo
 
     names.ns["_vf_impl"] = impl
     names.ns["_vf_slow"] = slow
-    fast_parts = [spec.fast(name, names) for name, spec in checked]
-    slow_call = f"_vf_slow({', '.join(n for n, _ in checked)})"
-    if any(f is None for f in fast_parts):
-        guard = f"    {slow_call}\n"
-    else:
-        guard = (
-            "    try:\n"
-            f"        _vf_ok = {' and '.join(typing.cast(list[str], fast_parts))}\n"
-            "    except Exception:\n"
-            "        _vf_ok = False\n"
-            "    if not _vf_ok:\n"
-            f"        {slow_call}\n"
-        )
+    guard = _guard(checked, names)
     first = "async def" if is_async else "def"
     call = f"_vf_impl(_vf_self, {', '.join(call_parts)})"
     src = (
@@ -102,6 +70,55 @@ def _make_wrapper(impl: Callable[..., Any], hints: dict[str, Any], is_async: boo
     wrapper.__wrapped__ = impl
     setattr(wrapper, _WRAPPED, True)
     return wrapper
+
+
+def _checked_params(
+    params: list[inspect.Parameter], hints: dict[str, Any]
+) -> list[tuple[str, Spec]]:
+    """``(name, spec)`` of each parameter whose hint checks anything."""
+    specs = [(p.name, spec_for(hints[p.name]) if p.name in hints else ANY) for p in params]
+    return [(n, s) for n, s in specs if s is not ANY]
+
+
+def _signature_parts(params: list[inspect.Parameter], names: Names) -> tuple[list[str], list[str]]:
+    """The wrapper's parameter list (defaults by reference, ``/`` and ``*`` where ``impl``
+    has them) and the arguments of its call to ``impl``."""
+    sig_parts: list[str] = []
+    call_parts: list[str] = []
+    seen_kwonly = False
+    for p in params:
+        text = p.name
+        if p.default is not p.empty:
+            text += f"={names.ref(p.default)}"
+        if p.kind is p.KEYWORD_ONLY:
+            if not seen_kwonly:
+                sig_parts.append("*")
+                seen_kwonly = True
+            call_parts.append(f"{p.name}={p.name}")
+        else:
+            call_parts.append(p.name)
+        sig_parts.append(text)
+    if any(p.kind is p.POSITIONAL_ONLY for p in params):
+        last = max(i for i, p in enumerate(params) if p.kind is p.POSITIONAL_ONLY)
+        sig_parts.insert(last + 1, "/")
+    return sig_parts, call_parts
+
+
+def _guard(checked: list[tuple[str, Spec]], names: Names) -> str:
+    """The wrapper's check: the specs' inline fast tests, falling back to the full checks
+    (which raise the typed error) when one fails or a spec has none."""
+    fast_parts = [spec.fast(name, names) for name, spec in checked]
+    slow_call = f"_vf_slow({', '.join(n for n, _ in checked)})"
+    if any(f is None for f in fast_parts):
+        return f"    {slow_call}\n"
+    return (
+        "    try:\n"
+        f"        _vf_ok = {' and '.join(typing.cast(list[str], fast_parts))}\n"
+        "    except Exception:\n"
+        "        _vf_ok = False\n"
+        "    if not _vf_ok:\n"
+        f"        {slow_call}\n"
+    )
 
 
 def _hints_of(fn: Callable[..., Any]) -> dict[str, Any] | None:

@@ -245,6 +245,9 @@ class _StrSpec(Spec):
         except UnicodeEncodeError:
             raise _fail(path, "must be valid Unicode (no lone surrogates)", value) from None
         self.lengths.check(value, path)
+        self._check_pattern(value, path)
+
+    def _check_pattern(self, value: str, path: str) -> None:
         bad = self.pattern is not None and self.pattern.search(value) is None
         if bad or (self.excludes is not None and not self.excludes.isdisjoint(value)):
             shown = self.description or (self.pattern and self.pattern.pattern) or "allowed"
@@ -646,15 +649,19 @@ def _sequence(kind: type | None) -> Callable[[tuple[Any, ...], dict[str, Any]], 
     return make
 
 
+def _typeddict_spec(tp: Any) -> Spec:
+    hints = typing.get_type_hints(tp, include_extras=True)
+    return _TypedDictSpec(
+        tp.__name__,
+        {k: spec_for(v) for k, v in hints.items()},
+        frozenset(getattr(tp, "__required_keys__", ())),
+    )
+
+
 def _class_spec(tp: Any, origin: Any) -> Spec:
     """A TypedDict, a Struct, a (parametrised) class — or anything else, unchecked."""
     if typing.is_typeddict(tp):
-        hints = typing.get_type_hints(tp, include_extras=True)
-        return _TypedDictSpec(
-            tp.__name__,
-            {k: spec_for(v) for k, v in hints.items()},
-            frozenset(getattr(tp, "__required_keys__", ())),
-        )
+        return _typeddict_spec(tp)
     if isinstance(tp, type) and issubclass(tp, msgspec.Struct):
         return struct_spec(tp)
     if origin is not None and isinstance(origin, type) and origin.__module__ != "collections.abc":

@@ -154,34 +154,10 @@ async def _simulate(
     # the models read the run's virtual clock directly (the loop's own reading, without
     # looking up the running loop on every call)
     messaging = MemoryMessagingBackend(clock=clock)
-    model: MemoryPayloadStore | None = None
-    stallable: StallablePayloadStore | None = None
-    store: Any = None
-    payload_faults = ("pause_payload", "fail_payload_reads")
-    if (
-        any(s.bytes for s in spec.sources)
-        or any(s.output_bytes for s in spec.stages)
-        or any(f.kind in payload_faults for f in spec.faults)
-    ):
-        model = store = MemoryPayloadStore(
-            clock, tier=spec.payload.tier, max_bytes=spec.payload.max_bytes
-        )
-        if any(f.kind == "pause_payload" for f in spec.faults):
-            stallable = store = StallablePayloadStore(model)
+    model, stallable, store = _payload_models(spec, clock)
     pipe = await ensure_pipeline(messaging, run.flow_id, run.run_id, pipeline_nodes(spec))
 
-    gpu: dict[str, dict[str, Any]] = {}
-    alloc: MemoryAllocationBackend | None = None
-    if spec.nodes:
-        alloc = MemoryAllocationBackend(
-            [node_fixture(n) for n in spec.nodes],
-            authority=spec.gpu.authority,
-            mig_apply_seconds=spec.gpu.mig_apply_seconds,
-        )
-        for i, st in enumerate(spec.stages):
-            if st.gpu:
-                gpu[st.name] = await reserve_gpus(alloc, st, i)
-
+    alloc, gpu = await _reserve_gpus(spec)
     start = now()  # the load starts once the GPUs are ready (geometry may take a while)
     end = start + run.duration_seconds
     frames = _Frames()
@@ -266,10 +242,52 @@ async def _simulate(
         times={"virtual_seconds": finished - setup_start, "gpu_ready_seconds": start - setup_start},
     )
     if alloc is not None:
-        for name, g in gpu.items():
-            released = await alloc.release(g["claim"], f"sim-release-{name}", g["generation"])
-            g["released"] = released.phase
+        await _release_gpus(alloc, gpu)
     return result
+
+
+async def _release_gpus(alloc: MemoryAllocationBackend, gpu: dict[str, dict[str, Any]]) -> None:
+    """Give back every stage's GPU claim; each stage's entry records the phase it ended in."""
+    for name, g in gpu.items():
+        released = await alloc.release(g["claim"], f"sim-release-{name}", g["generation"])
+        g["released"] = released.phase
+
+
+def _payload_models(
+    spec: SimSpec, clock: VirtualClock
+) -> tuple[MemoryPayloadStore | None, StallablePayloadStore | None, Any]:
+    """``(payload model, its stallable wrapper, the store the workers use)``: no store when
+    nothing in the spec carries bytes or faults the payload store."""
+    payload_faults = ("pause_payload", "fail_payload_reads")
+    if not (
+        any(s.bytes for s in spec.sources)
+        or any(s.output_bytes for s in spec.stages)
+        or any(f.kind in payload_faults for f in spec.faults)
+    ):
+        return None, None, None
+    model = MemoryPayloadStore(clock, tier=spec.payload.tier, max_bytes=spec.payload.max_bytes)
+    if any(f.kind == "pause_payload" for f in spec.faults):
+        stallable = StallablePayloadStore(model)
+        return model, stallable, stallable
+    return model, None, model
+
+
+async def _reserve_gpus(
+    spec: SimSpec,
+) -> tuple[MemoryAllocationBackend | None, dict[str, dict[str, Any]]]:
+    """The allocation model of the spec's ``[[node]]``s and each GPU stage's reservations."""
+    gpu: dict[str, dict[str, Any]] = {}
+    if not spec.nodes:
+        return None, gpu
+    alloc = MemoryAllocationBackend(
+        [node_fixture(n) for n in spec.nodes],
+        authority=spec.gpu.authority,
+        mig_apply_seconds=spec.gpu.mig_apply_seconds,
+    )
+    for i, st in enumerate(spec.stages):
+        if st.gpu:
+            gpu[st.name] = await reserve_gpus(alloc, st, i)
+    return alloc, gpu
 
 
 def simulate(spec: SimSpec, *, progress: ProgressCallback | None = None) -> dict[str, Any]:

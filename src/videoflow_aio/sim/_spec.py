@@ -539,11 +539,7 @@ def parse_spec(doc: Mapping[str, Any], base: Path | None = None) -> SimSpec:
     if not stages:
         raise _fail("stage", "at least one [[stage]] is required")
     names = _check_graph(sources, stages)
-    if any(s.gpu for s in stages) and not nodes:
-        raise _fail("node", "a stage asks for a gpu but the spec declares no [[node]]")
-    node_names = [n.name for n in nodes]
-    if len(set(node_names)) != len(node_names):
-        raise _fail("node", "duplicate node names", node_names)
+    _check_nodes(stages, nodes)
     _check_faults(faults, stages, names)
     return SimSpec(
         run=run,
@@ -573,6 +569,15 @@ def _check_graph(sources: tuple[SourceSpec, ...], stages: tuple[StageSpec, ...])
                 raise _fail(f"stage[{i}].inputs", "a stage cannot read itself", inp)
     _check_acyclic(stages)
     return names
+
+
+def _check_nodes(stages: tuple[StageSpec, ...], nodes: tuple[NodeSpec, ...]) -> None:
+    """GPU stages have nodes to run on; node names are unique."""
+    if any(s.gpu for s in stages) and not nodes:
+        raise _fail("node", "a stage asks for a gpu but the spec declares no [[node]]")
+    node_names = [n.name for n in nodes]
+    if len(set(node_names)) != len(node_names):
+        raise _fail("node", "duplicate node names", node_names)
 
 
 def _check_faults(
