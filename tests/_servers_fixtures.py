@@ -115,7 +115,7 @@ def redis_replicaset() -> Iterator[ClusterProcess]:
     )
 
 
-# -- secured servers (tests/adapters/*/test_security_*.py) ----------------------------------------------
+# -- secured servers (tests/adapters/*/test_security_*.py) -------------------------------
 # Recognisable secrets: the no-leak test greps everything the library produced for them.
 SECRETS = {
     "redis_admin": "adm1n-PW-redis-93f1c2",
