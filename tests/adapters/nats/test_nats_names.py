@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+from typing import Any
+
 from hypothesis import given
 from hypothesis import strategies as st
 
+from videoflow_aio.adapters.nats import _publish
 from videoflow_aio.adapters.nats._names import Names, escape, unescape
 from videoflow_aio.contracts.messaging import ChannelId, SubscriptionId
 
@@ -44,3 +48,18 @@ def test_subjects_and_filters() -> None:
     sub = SubscriptionId(ch, "w")
     assert n.dlq_subject(sub, 17, "3") == "vf.f.r.n.dlq.w.17.k.3"
     assert n.dlq_count_filter(sub, 17) == "vf.f.r.n.dlq.w.17.>"
+
+
+def test_publish_subjects_are_cached_per_channel_and_bounded(monkeypatch: Any) -> None:
+    """The publish path's subject cache answers what ``Names.subject`` answers, for every
+    kind and partition key, and starts over past its bound."""
+    names = Names("VF", "vf")
+    ch = ChannelId("f", "r", "n")
+    client: Any = SimpleNamespace(names=names)
+    chs: Any = SimpleNamespace(id=ch, subjects={})
+    monkeypatch.setattr(_publish, "SUBJECTS", 8)
+    for _ in range(2):  # the second pass reads the cache (and refills it past the bound)
+        for kind in ("data", "eos"):
+            for key in (None, *map(str, range(6))):
+                assert _publish.subject(client, chs, kind, key) == names.subject(ch, kind, key)
+                assert len(chs.subjects) <= 8

@@ -239,10 +239,19 @@ class Client:
         self.lease_margin = 0.01
         self.on_pull_reply: Any = None  # set by the backend: the inbox callback
 
-    async def conn(self) -> Any:
+    def ready(self) -> Any:
+        """The open connection when it is usable from the running loop (the one it was made
+        on: asyncio's, or the bridge's), else None (then :meth:`conn`). A plain call: the hot
+        paths test it before awaiting :meth:`conn`."""
         nc = self.nc
         if nc is not None and not nc.is_closed and self.loop is asyncio._get_running_loop():
-            return nc  # on the loop it was made on (asyncio's, or the bridge's)
+            return nc
+        return None
+
+    async def conn(self) -> Any:
+        nc = self.ready()
+        if nc is not None:
+            return nc
         on_asyncio_side()
         if self._lock is None:
             self._lock = anyio.Lock()

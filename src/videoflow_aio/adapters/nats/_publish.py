@@ -102,12 +102,27 @@ async def flush_all(c: Client) -> None:
             await flush_index(c, chs)
 
 
+SUBJECTS = 4096
+"""Most publish subjects cached per channel (past it the cache starts over)."""
+
+
+def subject(c: Client, chs: ChanState, kind: str, partition_key: str | None) -> str:
+    """``c.names.subject`` of ``chs``'s channel, computed once per kind and partition key."""
+    key = (kind, partition_key)
+    cached = chs.subjects.get(key)
+    if cached is None:
+        if len(chs.subjects) >= SUBJECTS:
+            chs.subjects.clear()
+        cached = chs.subjects[key] = c.names.subject(chs.id, kind, partition_key)
+    return cached
+
+
 async def send(c: Client, nc: Any, chs: ChanState, env: Envelope, seconds: float) -> PublishOutcome:
     pid = env.publication_id
-    subject = c.names.subject(chs.id, env.kind, env.partition_key)
+    subject_ = subject(c, chs, env.kind, env.partition_key)
     hdrs = _codec.headers(env, chs.spec.dedup_window_seconds > 0)
     try:
-        msg = await _api.request(nc, subject, env.body, seconds, headers=hdrs)
+        msg = await _api.request(nc, subject_, env.body, seconds, headers=hdrs)
     except NoAnswer as exc:
         return PublicationUnknown(
             pid, f"no acknowledgement before the deadline ({exc}); it may still be stored"
@@ -154,7 +169,7 @@ async def publish(
             field="kind",
             value="dlq",
         )
-    nc = await c.conn()
+    nc = c.ready() or await c.conn()
     chs = c.chans.get(envelope.channel) or await chan(c, envelope.channel)
     size = len(envelope.body)
     if size > limit:
@@ -162,15 +177,16 @@ async def publish(
     now = loop_time()
     if deadline <= now:
         return Rejected(pid, "deadline passed before the publication was sent")
+    pubs = c.pubs
     try:
         out = await send(c, nc, chs, envelope, deadline - now)
     except BaseException:  # cancelled in flight: the request may have left (a late store)
-        if c.pubs.get(pid) is None:
-            c.pubs.put(pid, (PublicationUnknown(pid, CANCELLED), now, envelope))
+        if pubs.get(pid) is None:
+            pubs.put(pid, (PublicationUnknown(pid, CANCELLED), now, envelope))
         raise
-    first = c.pubs.get(pid)
+    first = pubs.get(pid)
     if first is None or not isinstance(first[0], Accepted):  # once stored, it stays stored
-        c.pubs.put(pid, (out, now if first is None else first[1], envelope))
+        pubs.put(pid, (out, now if first is None else first[1], envelope))
     if isinstance(out, Accepted) and not out.duplicate:
         if _index(c, chs, out.sequence, envelope):
             await flush_index(c, chs)  # a buffered publish: no round trip

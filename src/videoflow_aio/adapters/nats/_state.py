@@ -192,6 +192,7 @@ class ChanState:
     live_adv: Any = None
     removed: Bounded = field(default_factory=Bounded)  # interest: seqs seen gone after settles
     created: str = ""  # the slot stream's incarnation (its ``created`` stamp)
+    subjects: dict[tuple[str, str | None], str] = field(default_factory=dict)  # publish subjects
 
     def new_stream(self, created: str) -> None:
         """The slot stream was deleted and created again: its sequences start over, so what
