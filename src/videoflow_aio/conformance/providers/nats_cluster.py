@@ -67,6 +67,22 @@ def replicated_class(replicas: int) -> Any:
     return Replicated
 
 
+PURGED_WITHIN = 5.0
+"""Seconds the purge control waits for the stream's consumers to apply a purge."""
+
+
+async def _consumers_purged(admin: Any, channel_id: ChannelId) -> None:
+    stream = admin.names.stream(channel_id)
+    names = (await admin.request(f"CONSUMER.NAMES.{stream}")).get("consumers") or []
+    with anyio.move_on_after(PURGED_WITHIN):
+        for name in names:
+            while True:
+                info = await admin.request(f"CONSUMER.INFO.{stream}.{name}")
+                if not info.get("num_ack_pending") and not info.get("num_pending"):
+                    break
+                await anyio.sleep(0.01)
+
+
 def _leader_of(info: dict[str, Any] | None) -> str:
     return str(((info or {}).get("cluster") or {}).get("leader") or "")
 
@@ -95,6 +111,15 @@ class NatsClusterControls(NatsControls, ClusterControls):
                 if leader is not None:
                     return leader.name
                 await anyio.sleep(0.1)
+
+    async def purge(self, channel_id: ChannelId) -> None:
+        """Purge the channel's stream and return once every consumer of it has applied the
+        purge. On a cluster each consumer is a raft group of its own: the purge request is
+        answered when the stream's leader applied it, and reaches the consumers after that
+        (an ack sent in between is applied by a consumer that still holds the message). An
+        administrator's purge is complete once no consumer holds or owes a purged message."""
+        await super().purge(channel_id)
+        await self._as_admin(lambda admin: _consumers_purged(admin, channel_id))
 
     async def pause_acceptance(self, channel_id: ChannelId) -> None:
         """Stop every member: publications get no answer until resumed."""
