@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import time
 from pathlib import Path
 
 import pytest
@@ -175,6 +176,11 @@ def test_redis_replicaset_replicates_and_restarts_on_its_data(
     assert redis_info(replica.port)["role"] == "slave"
     redis_call(primary.port, "SET", "k", "v1")
     assert redis_call(primary.port, "WAIT", 1, 2000) == 1  # the replica acknowledged it
+    # the replica's read can trail its acknowledgement by a moment (CI saw None once)
+    for _ in range(200):
+        if redis_call(replica.port, "GET", "k") == "v1":
+            break
+        time.sleep(0.01)  # wall-clock: a real replica applies meanwhile
     assert redis_call(replica.port, "GET", "k") == "v1"
     assert spec.replicas_in_sync(c)
     _kill_and_check(primary)
