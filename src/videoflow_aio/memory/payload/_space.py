@@ -85,17 +85,13 @@ class Objects(abc.ABC):
         else:
             now = self.now()
         timers = self.timers
-        heap = timers.heap
-        if heap and heap[0][0] <= now:
-            due: float | None = heap[0][0]
-            while due is not None and due <= now:
-                at, kind, _seq, key, gen, oid = timers.pop()
-                if kind == OBLIGATION:
-                    self._fire_obligation(at, key, gen, oid)
-                else:
-                    self._fire_object(at, key, gen)
-                due = timers.next_due()
-        if len(heap) > timers.compact_at:
+        while timers.next_at <= now:
+            at, kind, _seq, key, gen, oid = timers.pop()
+            if kind == OBLIGATION:
+                self._fire_obligation(at, key, gen, oid)
+            else:
+                self._fire_object(at, key, gen)
+        if timers.size > timers.compact_at:
             self._compact_timers()
         return now
 
@@ -167,7 +163,6 @@ class Objects(abc.ABC):
         self.objects[key] = obj
         self.used += size
         self.sets.pop(key, None)  # a dangling set of an older generation goes with it
-        self.gone.forget(key)
         self.touch(key)
         if expires is not None:
             self.timers.push(expires, OBJECT, key, gen)

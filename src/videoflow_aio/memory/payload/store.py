@@ -46,6 +46,11 @@ from ._space import Objects
 from ._state import StoredObject
 from ._tiers import DurableObjects, EvictableObjects
 
+WRITE_AFTER = "payload.write.after"
+"""The barrier a put reaches once its bytes are stored, before any obligation is attached."""
+ACQUIRE_AFTER = "obligation.acquire.after"
+"""The barrier a put reaches once the contract's obligations are attached."""
+
 
 class MemoryPayloadStore(PayloadControls, PayloadStore):
     """The reference PayloadStore (the package docstring says what it models).
@@ -104,9 +109,7 @@ class MemoryPayloadStore(PayloadControls, PayloadStore):
         self._memo: tuple[bytes, str] | None = None
 
     def _digest(self, data: bytes) -> str:
-        memo = self._memo
-        if memo is not None and memo[0] is data:
-            return memo[1]  # the same immutable bytes object as the last put
+        """The digest of ``data``, remembered for the next put of the same bytes object."""
         digest = payload_digest(data)
         self._memo = (data, digest)
         return digest
@@ -125,7 +128,9 @@ class MemoryPayloadStore(PayloadControls, PayloadStore):
                 capability=f"tier:{contract.required_tier}",
             )
         key = content_id
-        digest = self._digest(data)
+        memo = self._memo
+        # the same immutable bytes object as the last put: its digest is known
+        digest = memo[1] if memo is not None and memo[0] is data else self._digest(data)
         existing = space.objects.get(key)
         if existing is not None:
             if self._forward and _unchanged(existing, digest):
@@ -144,9 +149,7 @@ class MemoryPayloadStore(PayloadControls, PayloadStore):
                 replaced=existing.generation if existing is not None else None,
             )
         ref = ImmutablePayloadRef(key, obj.size, digest, gen, self._store)
-        await faults.reach("payload.write.after", key=key, generation=gen)
-        self._attach_contract(key, gen, contract)
-        await faults.reach("obligation.acquire.after", key=key, generation=gen)
+        await self._attach_contract(obj, contract, now)
         return ref
 
     def _check_replaceable(self, existing: StoredObject) -> None:
@@ -175,47 +178,67 @@ class MemoryPayloadStore(PayloadControls, PayloadStore):
                 "put", subject=key, ident=gen, generation=gen, size=obj.size, forwarded=True
             )
         ref = space.ref(obj)
-        await faults.reach("payload.write.after", key=key, generation=gen)
-        self._attach_contract(key, gen, contract)
-        await faults.reach("obligation.acquire.after", key=key, generation=gen)
+        await self._attach_contract(obj, contract, now)
         return ref
 
-    def _attach_contract(self, key: str, gen: str, contract: RetentionContract) -> None:
-        """Attach the contract's obligations to the generation just put. ``put`` calls it
+    async def _attach_contract(
+        self, obj: StoredObject, contract: RetentionContract, now: float
+    ) -> None:
+        """Attach the contract's obligations to ``obj``, the generation a put just stored,
         between the barriers ``payload.write.after`` (bytes stored, no obligation yet) and
-        ``obligation.acquire.after``: a crash between them leaves a TTL-only object
-        (PAY-007)."""
-        if not contract.obligations:
+        ``obligation.acquire.after``: a crash between them leaves a TTL-only object (PAY-007).
+        A barrier that is not armed is not reached at all (reaching it would do nothing), so
+        an unarmed put runs to the end without yielding."""
+        key, gen = obj.key, obj.generation
+        barriers = faults.barriers()
+        if barriers.armed(WRITE_AFTER):
+            await faults.reach(WRITE_AFTER, key=key, generation=gen)
+            if not contract.obligations:
+                return
+            # the put yielded: time may have passed and other calls may have run
+            now = self._space.advance()
+            self._check_still_there(key, gen)
+        if contract.obligations:
+            space = self._space
+            log = self._log
+            deadline = now + contract.obligation_seconds
+            for oid in contract.obligations:
+                effective = space.attach(obj, oid, deadline)
+                if log is not None:
+                    log.record(
+                        "acquire",
+                        subject=key,
+                        ident=oid,
+                        generation=gen,
+                        deadline=effective,
+                        via="put",
+                    )
+        if barriers.armed(ACQUIRE_AFTER):
+            await faults.reach(ACQUIRE_AFTER, key=key, generation=gen)
+
+    def _check_still_there(self, key: str, gen: str) -> None:
+        """ConflictError when generation ``gen`` left ``key`` while a put was between its
+        barriers (evicted, reclaimed, deleted, replaced): the ref would name bytes nobody
+        protects, so the put fails."""
+        obj = self._space.objects.get(key)
+        if obj is not None and obj.generation == gen:
             return
-        space = self._space
-        now = space.advance()
-        obj = space.objects.get(key)
-        if obj is None or obj.generation != gen:
-            # gone while the put was between its barriers (evicted, reclaimed, deleted,
-            # replaced): the ref would name bytes nobody protects, so the put fails
-            if self._log is not None:
-                self._log.record("put.unattached", subject=key, ident=gen, generation=gen)
-            raise ConflictError(
-                f"key {key!r} changed before the put's obligations were attached "
-                f"(generation {gen!r} is gone; retry the put)",
-                resource=key,
-                expected=gen,
-                actual=obj.generation if obj is not None else "",
-            )
-        deadline = now + contract.obligation_seconds
-        for oid in contract.obligations:
-            effective = space.attach(obj, oid, deadline)
-            if self._log is not None:
-                self._log.record(
-                    "acquire", subject=key, ident=oid, generation=gen, deadline=effective, via="put"
-                )
+        if self._log is not None:
+            self._log.record("put.unattached", subject=key, ident=gen, generation=gen)
+        raise ConflictError(
+            f"key {key!r} changed before the put's obligations were attached "
+            f"(generation {gen!r} is gone; retry the put)",
+            resource=key,
+            expected=gen,
+            actual=obj.generation if obj is not None else "",
+        )
 
     # -- read ------------------------------------------------------------------------------
     async def read(self, ref: ImmutablePayloadRef, reader: str | None = None) -> PayloadReadResult:
         space = self._space
         space.advance()
         validate_ref(ref, self._store)
-        if reader is not None:
+        if reader is not None and (type(reader) is not str or not reader):
             validate_id(reader, "reader")
         key = ref.key
         result: PayloadReadResult
