@@ -2,6 +2,7 @@
 
     .venv/bin/python benchmarks/payload_bench.py [--cycles 50000] [--sizes 50000,100000,200000]
         [--repeat 3] [--backend asyncio|trio] [--json PATH]
+    .venv/bin/python benchmarks/payload_bench.py --sim 3
 
 Measures, in the durable model (no log):
 
@@ -10,6 +11,9 @@ Measures, in the durable model (no log):
   ``same buffer`` re-puts one immutable ``bytes`` object (the store memoizes the digest of the
   last buffer it hashed: exact, since ``bytes`` cannot change), target >= 50,000 cycles/s;
   ``fresh bytes`` rotates 64 distinct buffers so every put hashes 64 KiB.
+- ``frame``: what a pipeline does with each frame (``pipeline/_publish.py``, ``_worker.py``):
+  put with a contract naming the reader as an obligation, read, release (which reclaims),
+  same buffer, eight frames in flight; in microseconds per frame.
 - anchors: ``sha256 64 KiB`` (hashlib alone: the ceiling for fresh bytes, since every put of
   new bytes must digest them) and ``4 awaits`` (four awaited no-op coroutines: the floor of
   any four-call cycle).
@@ -20,6 +24,13 @@ Measures, in the durable model (no log):
   1 is linear, 2 quadratic). Below ~50k objects the store still fits in the CPU caches and
   the collector's passes are short, so per-object cost is lower there; the default sizes
   start past that.
+
+``--sim N`` measures instead what the payload model costs the simulator per frame:
+``examples/camera-farm.toml`` for 120 virtual seconds without GPUs and faults (as
+``benchmarks/sim_bench.py`` compares it), once as written (every 64 KiB frame put, read and
+released) and once with ``bytes = 0`` (no payload store: the anchor), alternating, ``N`` times
+each, every run in a fresh process; the difference of the median CPU times divided by the
+frames published.
 
 Times are CPU seconds of this process (``time.process_time``): the machine is shared, and
 CPU time does not count the time other processes hold the cores. Exit status 1 when the
@@ -34,8 +45,11 @@ import hashlib
 import json
 import math
 import os
+import statistics
+import subprocess
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -45,6 +59,7 @@ from videoflow_aio.memory.payload import MemoryPayloadStore, StaticLedger
 
 SIZE = 64 * 1024
 TARGET = 50_000
+SPEC = Path(__file__).resolve().parent.parent / "examples" / "camera-farm.toml"
 
 
 async def cycles(n: int, buffers: list[bytes]) -> float:
@@ -72,6 +87,76 @@ async def cycles(n: int, buffers: list[bytes]) -> float:
     if store.object_count() != 0:
         raise RuntimeError("objects left behind")
     return elapsed
+
+
+async def frames(n: int, buffer: bytes, in_flight: int = 8) -> float:
+    """Seconds for ``n`` frames as a pipeline handles them: put with the reader's obligation,
+    then (``in_flight`` frames later) read and release, which reclaims."""
+    store = MemoryPayloadStore(tier="durable")
+    contract = RetentionContract(
+        ttl_seconds=3600.0, obligations=("decode",), obligation_seconds=600.0
+    )
+    put, read, release = store.put, store.read, store.release_obligation
+    keys = [f"cams/cams-{i % 16}-{i}" for i in range(n)]
+    pending: list[Any] = []
+    t0 = time.process_time()  # CPU seconds of this process: throughput
+    for i in range(n):
+        pending.append(await put(buffer, keys[i], contract))
+        if len(pending) > in_flight:
+            ref = pending.pop(0)
+            await read(ref, "decode")
+            await release(ref, "decode", f"{i}:lease")
+    for ref in pending:
+        await read(ref, "decode")
+        await release(ref, "decode", "last:lease")
+    elapsed = time.process_time() - t0  # CPU seconds: as above
+    if store.object_count() != 0:
+        raise RuntimeError("objects left behind")
+    return elapsed
+
+
+def sim_once(with_bytes: bool) -> tuple[float, int]:
+    """CPU seconds of one 120-virtual-second run of the camera farm (no GPUs, no faults) and
+    the frames it published; ``with_bytes=False`` sets every source's ``bytes`` to 0."""
+    from videoflow_aio.sim import load_spec, simulate
+
+    def fields(s: Any, **change: Any) -> Any:
+        return s.__class__(**{**{f: getattr(s, f) for f in s.__struct_fields__}, **change})
+
+    spec = load_spec(SPEC, {"duration_seconds": 120})
+    spec = spec.__class__(
+        run=spec.run,
+        sources=tuple(s if with_bytes else fields(s, bytes=0) for s in spec.sources),
+        stages=tuple(fields(s, gpu=None) for s in spec.stages),
+        payload=spec.payload,
+    )
+    t0 = time.process_time()  # CPU seconds of this process: throughput
+    result = simulate(spec)
+    elapsed = time.process_time() - t0  # CPU seconds: as above
+    return elapsed, sum(s["frames"] for s in result["sources"].values())
+
+
+def sim_delta(rounds: int) -> int:
+    """Print the payload model's CPU cost per frame in the simulator (see the docstring)."""
+    cpu: dict[str, list[float]] = {"with": [], "without": []}
+    published = 0
+    for _ in range(rounds):
+        for which in cpu:
+            out = subprocess.run(
+                [sys.executable, __file__, "--sim-once", which],
+                check=True,
+                capture_output=True,
+                text=True,
+            ).stdout.split()
+            cpu[which].append(float(out[0]))
+            published = int(out[1])
+    print(f"simulator, {SPEC.name}, 120 virtual s, no GPUs or faults, {published:,} frames:")
+    for which, label in (("with", "64 KiB frames    "), ("without", "bytes = 0 (anchor)")):
+        runs = " ".join(f"{c:.2f}" for c in cpu[which])
+        print(f"  {label}  median {statistics.median(cpu[which]):6.2f} CPU s   ({runs})")
+    delta = statistics.median(cpu["with"]) - statistics.median(cpu["without"])
+    print(f"  payload per frame: {delta / published * 1e6:.1f} µs (put + read + release)")
+    return 0
 
 
 def sha_anchor(n: int) -> float:
@@ -126,6 +211,7 @@ async def main(args: argparse.Namespace) -> int:
     t_same = await cycles(n, same)
     t_fresh = await cycles(max(n // 5, 1000), fresh)
     n_fresh = max(n // 5, 1000)
+    t_frames = await frames(n, same[0])
     t_sha = sha_anchor(n_fresh)
     t_await = await await_anchor(n)
     rate_same = n / t_same
@@ -140,6 +226,11 @@ async def main(args: argparse.Namespace) -> int:
     ratio = rate_fresh / rate_sha
     print(f"  fresh bytes   {rate_fresh:12,.0f} cycles/s   = {ratio:.2f} x sha256 anchor")
     print(f"  anchor sha256 64 KiB {rate_sha:12,.0f} /s   (ceiling for fresh bytes)")
+    us_frame = t_frames / n * 1e6
+    print(
+        f"  frame (put with the reader's obligation, read, release) {us_frame:.2f} µs "
+        f"= {t_frames / t_await:.1f} x 4 awaits"
+    )
     print(
         f"  anchor 4 awaits      {rate_await:12,.0f} /s   (same buffer = "
         f"{rate_same / rate_await:.2f} x this floor)"
@@ -170,6 +261,7 @@ async def main(args: argparse.Namespace) -> int:
                     "cycle_fresh_bytes_per_s": rate_fresh,
                     "anchor_sha256_64k_per_s": rate_sha,
                     "anchor_4_awaits_per_s": rate_await,
+                    "frame_us": us_frame,
                     "reconcile": recon,
                     "reconcile_growth_exponent": exponent,
                 },
@@ -186,5 +278,13 @@ if __name__ == "__main__":
     parser.add_argument("--repeat", type=int, default=3, help="reconcile passes per size (best)")
     parser.add_argument("--backend", default="asyncio", choices=("asyncio", "trio"))
     parser.add_argument("--json", default="")
+    parser.add_argument("--sim", type=int, default=0, help="rounds of the simulator delta")
+    parser.add_argument("--sim-once", choices=("with", "without"), help=argparse.SUPPRESS)
     ns = parser.parse_args()
+    if ns.sim_once:
+        cpu, published = sim_once(ns.sim_once == "with")
+        print(cpu, published)
+        sys.exit(0)
+    if ns.sim:
+        sys.exit(sim_delta(ns.sim))
     sys.exit(anyio.run(main, ns, backend=ns.backend))
