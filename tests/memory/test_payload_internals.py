@@ -128,3 +128,18 @@ async def test_obligation_deadline_counts_from_when_the_paused_put_attaches() ->
             await anyio.sleep(40)
             b.release()
     assert s.obligations("k") == {"r/a": start + 40 + 100}
+
+
+@pytest.mark.anyio
+async def test_a_put_without_obligations_still_reaches_both_barriers() -> None:
+    s, _ = store()
+    with faults.isolated():
+        first = faults.arm("payload.write.after")
+        second = faults.arm("obligation.acquire.after")
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(s.put, frame(1), "k", contract())
+            await first.wait_paused()
+            first.release()
+            await second.wait_paused()
+            second.release()
+    assert s.object_count() == 1 and s.obligations("k") == {}

@@ -189,32 +189,33 @@ class MemoryPayloadStore(PayloadControls, PayloadStore):
         ``obligation.acquire.after``: a crash between them leaves a TTL-only object (PAY-007).
         A barrier that is not armed is not reached at all (reaching it would do nothing), so
         an unarmed put runs to the end without yielding."""
-        key, gen = obj.key, obj.generation
         barriers = faults.barriers()
         if barriers.armed(WRITE_AFTER):
-            await faults.reach(WRITE_AFTER, key=key, generation=gen)
-            if not contract.obligations:
-                return
-            # the put yielded: time may have passed and other calls may have run
-            now = self._space.advance()
-            self._check_still_there(key, gen)
+            await faults.reach(WRITE_AFTER, key=obj.key, generation=obj.generation)
+            if contract.obligations:
+                # the put yielded: time may have passed and other calls may have run
+                now = self._space.advance()
+                self._check_still_there(obj.key, obj.generation)
         if contract.obligations:
-            space = self._space
-            log = self._log
-            deadline = now + contract.obligation_seconds
-            for oid in contract.obligations:
-                effective = space.attach(obj, oid, deadline)
-                if log is not None:
-                    log.record(
-                        "acquire",
-                        subject=key,
-                        ident=oid,
-                        generation=gen,
-                        deadline=effective,
-                        via="put",
-                    )
+            self._attach(obj, contract.obligations, now + contract.obligation_seconds)
         if barriers.armed(ACQUIRE_AFTER):
-            await faults.reach(ACQUIRE_AFTER, key=key, generation=gen)
+            await faults.reach(ACQUIRE_AFTER, key=obj.key, generation=obj.generation)
+
+    def _attach(self, obj: StoredObject, obligations: tuple[str, ...], deadline: float) -> None:
+        """Attach each of ``obligations`` to ``obj`` until ``deadline`` (a put's contract)."""
+        space = self._space
+        log = self._log
+        for oid in obligations:
+            effective = space.attach(obj, oid, deadline)
+            if log is not None:
+                log.record(
+                    "acquire",
+                    subject=obj.key,
+                    ident=oid,
+                    generation=obj.generation,
+                    deadline=effective,
+                    via="put",
+                )
 
     def _check_still_there(self, key: str, gen: str) -> None:
         """ConflictError when generation ``gen`` left ``key`` while a put was between its
