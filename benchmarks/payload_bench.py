@@ -151,7 +151,7 @@ def sim_delta(rounds: int) -> int:
             cpu[which].append(float(out[0]))
             published = int(out[1])
     print(f"simulator, {SPEC.name}, 120 virtual s, no GPUs or faults, {published:,} frames:")
-    for which, label in (("with", "64 KiB frames    "), ("without", "bytes = 0 (anchor)")):
+    for which, label in (("with", "64 KiB frames     "), ("without", "bytes = 0 (anchor)")):
         runs = " ".join(f"{c:.2f}" for c in cpu[which])
         print(f"  {label}  median {statistics.median(cpu[which]):6.2f} CPU s   ({runs})")
     delta = statistics.median(cpu["with"]) - statistics.median(cpu["without"])

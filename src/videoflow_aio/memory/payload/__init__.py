@@ -39,7 +39,8 @@ Read it in this order, one job per module:
 * ``_tiers``: what the durable and the evictable tier decide differently;
 * ``_reconcile``: one reconcile pass against an obligation ledger;
 * ``ledger``: :class:`StaticLedger`;
-* ``_state``: the records (a stored object, an obligation set) and the timer heap.
+* ``_state``: the records (a stored object, an obligation set), the timers and why
+  recently removed keys went away.
 """
 
 from __future__ import annotations

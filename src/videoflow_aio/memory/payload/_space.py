@@ -30,7 +30,7 @@ class Objects(abc.ABC):
     * An **obligation set** names who still needs one generation, each obligation with a
       deadline; it is never empty while it exists, and a set of another generation than the
       object's is *dangling*.
-    * **Timers**: an object's TTL and each obligation's deadline are heap entries fired in due
+    * **Timers**: an object's TTL and each obligation's deadline are timer entries fired in due
       order by :meth:`advance` at the start of every call, recorded at the time they were due
       (so a store left alone while tasks sleep behaves as if they had fired on time); a timer
       whose deadline moved since is stale and skipped.

@@ -1,5 +1,5 @@
-"""Records and timers of the payload model: one stored object, one obligation set, the timer
-heap, and why recently removed keys went away."""
+"""Records and timers of the payload model: one stored object, one obligation set, the
+timers, and why recently removed keys went away."""
 
 from __future__ import annotations
 
