@@ -149,7 +149,11 @@ class MemoryPayloadStore(PayloadControls, PayloadStore):
                 replaced=existing.generation if existing is not None else None,
             )
         ref = ImmutablePayloadRef(key, obj.size, digest, gen, self._store)
-        await self._attach_contract(obj, contract, now)
+        barriers = faults.barriers()
+        if barriers.armed(WRITE_AFTER) or barriers.armed(ACQUIRE_AFTER):
+            await self._attach_contract(obj, contract, now)
+        elif contract.obligations:  # every put of a pipeline: no coroutine for the barriers
+            self._attach(obj, contract.obligations, now + contract.obligation_seconds)
         return ref
 
     def _check_replaceable(self, existing: StoredObject) -> None:
