@@ -134,6 +134,12 @@ async def pull(
             _security.raise_if_denied(nc, subject, start, "receive")
     except nats.errors.Error as exc:
         p.status = ("error", f"{type(exc).__name__}: {exc}")
+    except BaseException:
+        # cancelled: what arrived is leased to this client all the same; the next receive
+        # hands it out (and the drop accounting knows who received it)
+        st.late.extend(delivery(c, st, m, p.sent_at) for m in p.msgs)
+        p.msgs.clear()
+        raise
     finally:
         p.closed = True
         st.current = None
