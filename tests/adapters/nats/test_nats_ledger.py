@@ -28,6 +28,7 @@ from videoflow_aio.adapters.nats._ledger import (
     last_foreign,
     matches,
     needs_subject,
+    own_floor,
     parse_ts,
 )
 from videoflow_aio.contracts.messaging import ChannelId, make_subscription
@@ -262,6 +263,25 @@ def test_the_ack_floor_counts_removed_messages_as_settled() -> None:
     n = counts(DATA, cv(fs=2, pend=1), StreamView(6, 9), {7}, set(), local, 0, 1)
     assert n.ack_floor == 5  # still below the unresolved 7
     n = counts(DATA, cv(fs=2, pend=1), StreamView(3, 9), {4}, set(), local, 0, 1)
+    assert n.ack_floor == 2
+
+
+def test_the_ack_floor_has_this_clients_confirmed_settles_in_it() -> None:
+    """On a cluster a consumer's raft group applies an ack or an eviction after the request
+    that made it was answered (MSG-047 read 1 where 2 was right): the floor goes on past
+    this client's confirmed settles, removed sequences, and sequences of another kind when a
+    settled one follows — where the server's goes once it applied them."""
+    view = StreamView(2, 6)  # 1 evicted
+    assert own_floor(0, view, {2}) == 2  # server still at 0: 1 gone, 2 settled here
+    assert own_floor(0, view, {3}) == 1  # 2 is neither: stops
+    assert own_floor(0, StreamView(2, 6, frozenset({3})), {2, 4}) == 4  # 3 deleted
+    assert own_floor(4, view, {2}) == 4  # never below the server's
+    eos = {3}.__contains__
+    assert own_floor(0, view, {2, 4}, skip=eos) == 4  # over eos 3 to the settled 4
+    assert own_floor(0, view, {2}, skip=eos) == 2  # not over a trailing one (as the server)
+    assert own_floor(0, StreamView(1, 2), {1, 2, 3}) == 2  # not past the stream's last
+    local = Local({}, {}, {}, {2}, 0.0)
+    n = counts(DATA, cv(fs=0, ack=1), view, set(), set(), local, 0, 1)
     assert n.ack_floor == 2
 
 

@@ -287,8 +287,9 @@ async def _the_rest(
     deadline: float,
 ) -> list[Delivery]:
     """On a replicated stream, a pull answered "that is all" (``404``) by a consumer whose
-    leader has not yet applied messages this client saw stored: pull again for them while
-    the deadline allows, so a receive sees what this client published before it."""
+    leader has not yet applied messages stored before the receive (its replica of the stream
+    trails the stream's leader): pull again for them while the deadline allows, so a receive
+    sees what this client — or, asked of the stream's leader, anyone — published before it."""
     while st.chan.spec.replicas > 1 and len(out) < item_credit and loop_time() < deadline - 0.006:
         left = budget - sum(len(d.envelope.body) for d in out)
         if left <= 0:
@@ -298,13 +299,31 @@ async def _the_rest(
             out += await _fresh(c, st, late)
             continue
         more = p.status is None or p.status[0] in ("404", "408")
-        if not (more and _published_beyond(st, max(d.sequence for d in out))):
+        top = max(d.sequence for d in out)
+        if not more or not (_published_beyond(st, top) or await _stored_beyond(c, st, top)):
             break
         await asyncio.sleep(0.001)
         p = await pull(c, nc, st, item_credit - len(out), left, deadline)
         await check_status(c, st, p)
         out += await _fresh(c, st, [delivery(c, st, m, p.sent_at) for m in p.msgs])
     return out
+
+
+async def _stored_beyond(c: Client, st: SubState, top: int) -> bool:
+    """Whether the stream's leader holds a message ``st`` receives past both ``top`` and the
+    consumer's delivered position: one the consumer has not applied yet (a pull that ended
+    "no messages" had it to give otherwise). A failed read says no: the receive returns what
+    it has, as it would have."""
+    try:
+        ci = await c.consumer_info(st.stream, st.consumer)
+        if ci is None:
+            return False
+        start = max(top, int(ci["delivered"]["stream_seq"])) + 1
+        subject = c.names.filter(st.id.channel, st.spec.kind, st.spec.partition)
+        await c.api(f"STREAM.MSG.GET.{st.stream}", {"seq": start, "next_by_subj": subject})
+    except _api.CallFailed:
+        return False  # NO_MESSAGE_FOUND among them: nothing beyond
+    return True
 
 
 def _published_beyond(st: SubState, top: int, window: int = 64) -> bool:
