@@ -20,8 +20,8 @@ from videoflow_aio.adapters.nats._ledger import (
     StreamView,
     account,
     candidates,
-    consumer_lags,
     counts,
+    evicted_maybe_leased,
     exhausted_now,
     floor,
     initial_record,
@@ -30,6 +30,7 @@ from videoflow_aio.adapters.nats._ledger import (
     needs_subject,
     own_floor,
     parse_ts,
+    publications_uncounted,
 )
 from videoflow_aio.contracts.messaging import ChannelId, make_subscription
 
@@ -191,9 +192,10 @@ def test_floor_and_matches() -> None:
 
 def test_consumer_lags() -> None:
     index = {4: ("data", None, 1), 5: ("eos", None, 1)}
-    assert consumer_lags(DATA, cv(s=3, pend=0), StreamView(1, 5), index, 256)
-    assert not consumer_lags(DATA, cv(s=3, pend=1), StreamView(1, 5), index, 256)
-    assert consumer_lags(DATA, cv(fs=0, ack=1), StreamView(3, 5), {}, 256)
+    assert publications_uncounted(DATA, cv(s=3, pend=0), StreamView(1, 5), index, 256)
+    assert not publications_uncounted(DATA, cv(s=3, pend=1), StreamView(1, 5), index, 256)
+    assert evicted_maybe_leased(cv(fs=0, ack=1), StreamView(3, 5))
+    assert not evicted_maybe_leased(cv(fs=2, ack=1), StreamView(3, 5))
 
 
 def test_parse_ts() -> None:

@@ -18,15 +18,13 @@ import anyio
 import msgspec
 import pytest
 
-from _nats_helpers import backend
+from _nats_helpers import backend, publish
 from videoflow_aio.adapters.nats import _observe
 from videoflow_aio.contracts import Known, Unknown
 from videoflow_aio.contracts.messaging import (
-    Accepted,
     Completed,
     SettleConfirmed,
     make_channel,
-    make_envelope,
     make_subscription,
 )
 from videoflow_aio.testing.servers import ServerProcess
@@ -41,15 +39,6 @@ def srv(nats_srv: ServerProcess) -> ServerProcess:
 
 def dl(s: float = 2.0) -> float:
     return anyio.current_time() + s
-
-
-async def publish(b: Any, ch: Any, *pids: str) -> list[int]:
-    out = []
-    for pid in pids:
-        res = await b.publish(make_envelope(ch.channel, pid), dl())
-        assert isinstance(res, Accepted), res
-        out.append(res.sequence)
-    return out
 
 
 async def test_the_ack_floor_reads_this_clients_settle_past_an_eviction(

@@ -476,31 +476,12 @@ def floor(server_floor: int, unresolved: Collection[int]) -> int:
     return server_floor
 
 
-def consumer_lags(
-    spec: SubscriptionSpec,
-    cv: ConsumerView,
-    stream: StreamView,
-    index: Mapping[int, tuple[str, str | None, int]],
-    window: int,
-) -> bool:
-    """True when the consumer's counts visibly trail the stream this client knows.
-
-    The server confirms a publish (and the eviction it causes) before it updates the
-    consumers: for a moment a consumer can still count an evicted message as leased, or not
-    yet count a message this client saw stored. Two signs: a message below the stream's
-    first sequence maybe still ack-pending (:func:`evicted_maybe_leased`), or this client's
-    own publications not counted yet (:func:`publications_uncounted`).
-    """
-    return evicted_maybe_leased(cv, stream) or publications_uncounted(
-        spec, cv, stream, index, window
-    )
-
-
 def evicted_maybe_leased(cv: ConsumerView, stream: StreamView) -> bool:
-    """Something is ack-pending and the ack floor sits below the stream's first sequence: an
-    evicted message may still count as leased. A hint only — the ack-pending one may be a
-    later message while the floor waits for the consumer's position (a message aged out
-    before delivery, say), which no amount of waiting changes."""
+    """Whether an evicted message may still count as leased: the server confirms a publish
+    (and the eviction it causes) before it updates the consumers. Something is ack-pending
+    and the ack floor sits below the stream's first sequence — a hint only: the ack-pending
+    one may be a later message while the floor waits for the consumer's position (a message
+    aged out before delivery, say), which no amount of waiting changes."""
     return cv.num_ack_pending > 0 and cv.floor_s < stream.first - 1
 
 

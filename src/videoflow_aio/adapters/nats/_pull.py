@@ -312,18 +312,24 @@ async def _the_rest(
 async def _stored_beyond(c: Client, st: SubState, top: int) -> bool:
     """Whether the stream's leader holds a message ``st`` receives past both ``top`` and the
     consumer's delivered position: one the consumer has not applied yet (a pull that ended
-    "no messages" had it to give otherwise). A failed read says no: the receive returns what
-    it has, as it would have."""
+    "no messages" had it to give otherwise). Both read at once (one round trip; the first
+    such message past ``top`` is the one compared: one already delivered to another client
+    says no). A failed read says no: the receive returns what it has, as it would have."""
+    subject = c.names.filter(st.id.channel, st.spec.kind, st.spec.partition)
+    info, found = await asyncio.gather(
+        c.consumer_info(st.stream, st.consumer),
+        c.api(f"STREAM.MSG.GET.{st.stream}", {"seq": top + 1, "next_by_subj": subject}),
+        return_exceptions=True,
+    )
+    for got in (info, found):
+        if isinstance(got, BaseException) and not isinstance(got, _api.CallFailed):
+            raise got
+    if not isinstance(info, dict) or not isinstance(found, dict):
+        return False  # no consumer, nothing found (NO_MESSAGE_FOUND), or a failed read
     try:
-        ci = await c.consumer_info(st.stream, st.consumer)
-        if ci is None:
-            return False
-        start = max(top, int(ci["delivered"]["stream_seq"])) + 1
-        subject = c.names.filter(st.id.channel, st.spec.kind, st.spec.partition)
-        await c.api(f"STREAM.MSG.GET.{st.stream}", {"seq": start, "next_by_subj": subject})
-    except _api.CallFailed:
-        return False  # NO_MESSAGE_FOUND among them: nothing beyond
-    return True
+        return int(found["message"]["seq"]) > int(info["delivered"]["stream_seq"])
+    except (KeyError, TypeError, ValueError):
+        return False
 
 
 def _published_beyond(st: SubState, top: int, window: int = 64) -> bool:
