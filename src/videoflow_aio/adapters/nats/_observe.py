@@ -308,10 +308,11 @@ async def _own_writes_missing(
 ) -> str | None:
     """Which of this client's writes the consumer has visibly not applied, or None."""
     chs = st.chan
-    if publications_uncounted(st.spec, cv, stream_view(si), chs.index, CATCH_UP_WINDOW):
+    index = chs.index if st.stream == chs.stream else {}  # a dead-letter subscription: none
+    if publications_uncounted(st.spec, cv, stream_view(si), index, CATCH_UP_WINDOW):
         # an administrator's deletion is no lag: look again with the deleted sequences
         full = stream_view(si, await deleted_seqs(c, si)) if _num_deleted(si) else None
-        if full is None or publications_uncounted(st.spec, cv, full, chs.index, CATCH_UP_WINDOW):
+        if full is None or publications_uncounted(st.spec, cv, full, index, CATCH_UP_WINDOW):
             return "the consumer has not counted this client's publications"
     if chs.spec.replicas > 1 and st.settled.get(cv.floor_s + 1) is not None:
         return "the consumer's ack floor has not applied this client's settle"
@@ -584,6 +585,8 @@ async def observe_ack_floor(c: Client, subscription: SubscriptionId) -> Known[in
 def others(st: SubState) -> Callable[[int], bool]:
     """Whether a sequence is known (from the publish indexes) not to be ``st``'s."""
     chs, spec = st.chan, st.spec
+    if st.stream != chs.stream:  # a dead-letter subscription: the indexes name other sequences
+        return lambda _seq: False
 
     def skip(seq: int) -> bool:
         entry = chs.index.get(seq)
