@@ -79,15 +79,15 @@ class Pipeline(msgspec.Struct, frozen=True, kw_only=True):
         return [n for n in self.nodes if n.inputs]
 
 
-_NAME_BAD = " .*>\t\n@#/"
+NAME_FORBIDDEN = " .*>\t\n@#/"
 """Characters a node name cannot hold: they separate channel tokens (``.``), are subject
 wildcards (``*``, ``>``), or delimit the derived ids (``@``, ``#``, ``/``)."""
 
 
 def _check_name(name: object, field: str) -> None:
-    if not isinstance(name, str) or not name or any(c in name for c in _NAME_BAD):
+    if not isinstance(name, str) or not name or any(c in name for c in NAME_FORBIDDEN):
         raise ValidationError(
-            f"a node name must be a non-empty string without any of {_NAME_BAD!r}",
+            f"a node name must be a non-empty string without any of {NAME_FORBIDDEN!r}",
             field=field,
             value=name,
         )

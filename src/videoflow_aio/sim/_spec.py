@@ -20,6 +20,7 @@ from ..contracts.errors import ValidationError
 from ..contracts.messaging import Overflow
 from ..contracts.payload import Tier
 from ..gpu import check_layout, family_for
+from ..pipeline._topology import NAME_FORBIDDEN
 
 Backend = Literal["asyncio", "trio"]
 Authority = Literal["device-plugin", "mig-manager"]
@@ -36,7 +37,7 @@ FAULT_KINDS = (
 )
 OVERFLOWS = ("evict_oldest", "reject")
 AUTHORITIES = ("device-plugin", "mig-manager")
-_NAME_BAD = " .*>\t\n@#/"
+_NAME_BAD = NAME_FORBIDDEN  # node names become channel and subscription names
 MAX_SERIES_BINS = 100_000
 """The most time-series bins a run may ask for (``run.bin_seconds``): memory per stage."""
 
