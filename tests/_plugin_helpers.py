@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
 import textwrap
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass
@@ -52,6 +53,14 @@ def write(root: Path, files: dict[str, str]) -> None:
         path.write_text(textwrap.dedent(text).lstrip())
 
 
+def environ_for(python: str | Path) -> dict[str, str]:
+    """This environment, without ``PYTHONPATH``/``PYTHONHOME`` when ``python`` is another
+    interpreter (a downstream project's venv imports what it installed, not this checkout)."""
+    if Path(python) == Path(sys.executable):
+        return dict(os.environ)
+    return {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")}
+
+
 def run_pytest(
     python: str | Path,
     root: Path,
@@ -64,7 +73,7 @@ def run_pytest(
     proc = subprocess.run(
         [str(python), "-m", "pytest", "-p", "no:cacheprovider", f"--junitxml={report}", *args],
         cwd=root,
-        env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1", **(env or {})},
+        env={**environ_for(python), "PYTHONDONTWRITEBYTECODE": "1", **(env or {})},
         capture_output=True,
         text=True,
         timeout=timeout,

@@ -19,6 +19,8 @@ from pathlib import Path
 import anyio
 import msgspec
 
+from .contracts.errors import ValidationError
+
 AttrValue = str | int | float | bool | None | list[str]
 """A value an event attribute may hold (JSON-serialisable as is)."""
 
@@ -180,7 +182,7 @@ def percentiles(values: Iterable[float], qs: Sequence[float]) -> list[float]:
     data = sorted(values)
     for q in qs:
         if not 0.0 <= q <= 1.0:
-            raise ValueError(f"a quantile must be in [0, 1], got {q!r}")
+            raise ValidationError(f"a quantile must be in [0, 1], got {q!r}", field="q", value=q)
     if not data:
         return [math.nan for _ in qs]
     n = len(data)

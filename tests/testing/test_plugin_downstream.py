@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from _paths import ROOT
-from _plugin_helpers import Run, run_pytest, write
+from _plugin_helpers import Run, environ_for, run_pytest, write
 
 pytestmark = pytest.mark.slow
 
@@ -228,6 +228,7 @@ def _command(python: Path, *args: str, cwd: Path) -> subprocess.CompletedProcess
     return subprocess.run(
         [str(python.parent / "videoflow-aio"), *args],
         cwd=cwd,
+        env=environ_for(python),
         capture_output=True,
         text=True,
         timeout=300,
@@ -283,6 +284,7 @@ def test_the_installed_package_carries_its_data(downstream_python: Path, tmp_pat
     proc = subprocess.run(
         [str(downstream_python), "-c", code],
         cwd=tmp_path,
+        env=environ_for(downstream_python),
         capture_output=True,
         text=True,
         timeout=120,

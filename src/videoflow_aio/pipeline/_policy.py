@@ -9,6 +9,7 @@ redelivers, exactly as when a process dies.
 
 from __future__ import annotations
 
+from ..contracts.errors import ValidationError
 from ..contracts.messaging import Delivery, Retry, SettleOutcome, Terminal
 from ._time import check_seconds
 
@@ -43,6 +44,15 @@ class ExceptionPolicy:
         terminal: tuple[type[Exception], ...] = (),
         retry_delay_seconds: float = 1.0,
     ) -> None:
+        if isinstance(terminal, type) or not isinstance(terminal, tuple | list):
+            raise ValidationError(
+                "terminal must be a tuple of Exception subclasses", field="terminal", value=terminal
+            )
+        for t in terminal:
+            if not (isinstance(t, type) and issubclass(t, Exception)):
+                raise ValidationError(
+                    "terminal must hold Exception subclasses", field="terminal", value=t
+                )
         self.terminal = tuple(terminal)
         self.retry_delay_seconds = check_seconds(retry_delay_seconds, "retry_delay_seconds")
 

@@ -110,7 +110,9 @@ class Publisher:
             obligations=tuple(readers),
             obligation_seconds=check_seconds(obligation_seconds, "obligation_seconds"),
         )
-        if max_attempts is not None and (isinstance(max_attempts, bool) or max_attempts < 1):
+        if max_attempts is not None and (
+            isinstance(max_attempts, bool) or not isinstance(max_attempts, int) or max_attempts < 1
+        ):
             raise ValidationError(
                 "max_attempts must be >= 1 or None", field="max_attempts", value=max_attempts
             )

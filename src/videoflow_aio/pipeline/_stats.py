@@ -51,10 +51,16 @@ class LatencyHistogram:
         return 1.0 / self._scale
 
     def add(self, value: float) -> None:
-        """Record one sample (seconds, or any non-negative quantity)."""
+        """Record one sample (seconds, or any finite non-negative quantity); ValidationError
+        for a negative, NaN or infinite one (nothing recorded)."""
         if value > 0.0:  # the common case first (NaN and negatives fail this test)
             m, e = _frexp(value)
-            i = (e << self._shift) + int(m * self._scale)
+            try:
+                i = (e << self._shift) + int(m * self._scale)
+            except OverflowError:  # inf: frexp hands it back as the mantissa
+                raise ValidationError(
+                    "a sample must be finite", field="value", value=value
+                ) from None
             b = self._buckets
             b[i] = b.get(i, 0) + 1
         elif value == 0.0:

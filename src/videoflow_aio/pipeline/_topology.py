@@ -79,6 +79,20 @@ class Pipeline(msgspec.Struct, frozen=True, kw_only=True):
         return [n for n in self.nodes if n.inputs]
 
 
+NAME_FORBIDDEN = " .*>\t\n@#/"
+"""Characters a node name cannot hold: they separate channel tokens (``.``), are subject
+wildcards (``*``, ``>``), or delimit the derived ids (``@``, ``#``, ``/``)."""
+
+
+def _check_name(name: object, field: str) -> None:
+    if not isinstance(name, str) or not name or any(c in name for c in NAME_FORBIDDEN):
+        raise ValidationError(
+            f"a node name must be a non-empty string without any of {NAME_FORBIDDEN!r}",
+            field=field,
+            value=name,
+        )
+
+
 def order_nodes(nodes: Sequence[Node]) -> tuple[Node, ...]:
     """``nodes`` in dependency order (inputs first); ValidationError for duplicate names,
     unknown inputs and cycles."""
@@ -86,6 +100,15 @@ def order_nodes(nodes: Sequence[Node]) -> tuple[Node, ...]:
     for n in nodes:
         if not isinstance(n, Node):
             raise ValidationError("stages must be Node objects", field="stages", value=n)
+        _check_name(n.name, "name")
+        if not isinstance(n.inputs, tuple | list):
+            raise ValidationError(
+                f"node {n.name!r}: inputs must be a tuple of node names",
+                field="inputs",
+                value=n.inputs,
+            )
+        for i in n.inputs:
+            _check_name(i, "inputs")
         if n.name in by_name:
             raise ValidationError(f"duplicate node {n.name!r}", field="name", value=n.name)
         by_name[n.name] = n

@@ -255,7 +255,7 @@ class StageWorker:
         renewed. ``mid_message``: if it holds nothing now, it dies at the start of its next
         message (right after the receive that leased it) instead of at once. A replica of a
         worker not running yet dies when it starts (or at its first message)."""
-        r = self._replicas[replica]
+        r = self._replica_at(replica)
         if not r.alive and self._tg is not None:
             return  # already dead
         if mid_message and not r.busy:
@@ -271,7 +271,7 @@ class StageWorker:
 
     async def wait_dead(self, replica: int) -> None:
         """Return once replica ``replica`` is not running (at once if it is not)."""
-        r = self._replicas[replica]
+        r = self._replica_at(replica)
         if not r.alive:
             return
         if r.died is None:
@@ -280,13 +280,23 @@ class StageWorker:
 
     def restart(self, replica: int) -> bool:
         """Start replica ``replica`` again if it is dead; False when it is alive."""
-        r = self._replicas[replica]
+        r = self._replica_at(replica)
         if r.alive or self._tg is None or self.finished:
             return False
         r.alive = True  # taken now: two restarts in a row start one task
         r.crash_pending = r.kill_pending = False
         self._tg.start_soon(self._replica, r)
         return True
+
+    def _replica_at(self, replica: int) -> _Replica:
+        """Replica ``replica``; ValidationError for an index it does not have (a negative
+        one must not silently name a replica from the end)."""
+        n = len(self._replicas)
+        if isinstance(replica, bool) or not isinstance(replica, int) or not 0 <= replica < n:
+            raise ValidationError(
+                f"replica must be an int in [0, {n})", field="replica", value=replica
+            )
+        return self._replicas[replica]
 
     # -- replicas --------------------------------------------------------------------------
     async def _replica(self, r: _Replica) -> None:
@@ -491,14 +501,20 @@ class StageWorker:
             if r.scope is not None:
                 r.scope.cancel()
         if self.publisher is not None:
-            pid = f"eos@{self.name}"
-            outcome = await self.publisher.send(pid, b"", kind="eos")
-            if type(outcome) is not Accepted:
-                _not_forwarded(outcome, pid)
+            await self._forward_eos(got, held)
         for d in got:
             await self.backend.settle(d.token, _COMPLETED, f"{d.sequence}:{d.token.lease_id}")
         assert self._tg is not None
         self._tg.cancel_scope.cancel()
+
+    async def _forward_eos(self, got: list[Delivery], held: dict[int, float]) -> None:
+        """Publish ``eos@<stage>`` until it is stored: a full ``reject`` channel downstream
+        refuses it until its readers catch up (the inputs' ``eos`` stay leased meanwhile)."""
+        assert self.publisher is not None
+        pid = f"eos@{self.name}"
+        while type(await self.publisher.send(pid, b"", kind="eos")) is not Accepted:
+            await self._renew_eos(got, held)
+            await self._sleep(self.poll_seconds)
 
     async def _renew_eos(self, got: list[Delivery], held: dict[int, float]) -> None:
         lease = self._lease_seconds

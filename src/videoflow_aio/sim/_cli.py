@@ -1,13 +1,16 @@
 """``videoflow-aio simulate SPEC.toml [--json PATH] [--plot PATH] ...``.
 
 Exit status: 0 after a run (even one whose pipeline did not drain: that is a finding, shown
-in the table and the JSON); 2 for a bad spec, a setup the spec asks for that cannot be
-made (e.g. GPU slices that do not fit), or ``--plot`` without matplotlib.
+in the table and the JSON); 2, with a one-line message on stderr, for a bad spec, a setup
+the spec asks for that cannot be made (e.g. GPU slices that do not fit), ``--plot`` without
+matplotlib, or an output path that cannot be written (checked before the run, so an hour of
+virtual time is not lost to a typo in a directory name).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from pathlib import Path
@@ -58,13 +61,22 @@ def cmd_simulate(args: argparse.Namespace, out: Console, err: Console) -> int:
         try:
             _pyplot()
         except PlotUnavailable as exc:
-            err.print(f"videoflow-aio: error: {exc}", markup=False)
+            _error(err, f"videoflow-aio: error: {exc}")
             return 2
     try:
         spec = load_spec(args.spec, _overrides(args))
     except SpecError as exc:
-        err.print(f"videoflow-aio: error: bad spec {args.spec}: {exc.message}", markup=False)
+        _error(err, f"videoflow-aio: error: bad spec {args.spec}: {exc.message}")
         return 2
+    for flag, target in (("--json", args.json), ("--plot", args.plot)):
+        problem = _unwritable(target) if target and target != "-" else None
+        if problem is None and flag == "--plot" and target:
+            from ._plot import unsupported_format
+
+            problem = unsupported_format(target)
+        if problem is not None:
+            _error(err, f"videoflow-aio: error: {flag} {target}: {problem}")
+            return 2
     json_to_stdout = args.json == "-"
     show = err if json_to_stdout else out
     duration = spec.run.duration_seconds
@@ -92,7 +104,7 @@ def cmd_simulate(args: argparse.Namespace, out: Console, err: Console) -> int:
 
                 result = simulate(spec, progress=on_progress)
     except SimError as exc:
-        err.print(f"videoflow-aio: error: {exc.message}", markup=False)
+        _error(err, f"videoflow-aio: error: {exc.message}")
         return 2
     show.print(results_table(result))
     ft = faults_table(result)
@@ -112,14 +124,40 @@ def cmd_simulate(args: argparse.Namespace, out: Console, err: Console) -> int:
             sys.stdout.write(data.decode())
             sys.stdout.flush()
         else:
-            Path(args.json).write_bytes(data)
+            try:
+                Path(args.json).write_bytes(data)
+            except OSError as exc:
+                _error(err, f"videoflow-aio: error: --json {args.json}: {exc}")
+                return 2
             show.print(f"JSON written to {args.json}", markup=False, highlight=False)
     if args.plot:
         from ._plot import plot
 
-        plot(result, args.plot)
+        try:
+            plot(result, args.plot)
+        except (OSError, ValueError) as exc:  # ValueError: a suffix matplotlib cannot write
+            _error(err, f"videoflow-aio: error: --plot {args.plot}: {exc}")
+            return 2
         show.print(f"plot written to {args.plot}", markup=False, highlight=False)
     return 0
+
+
+def _error(err: Console, message: str) -> None:
+    """One line on stderr, however long (a console wraps at its width otherwise)."""
+    err.print(message.replace("\n", " "), markup=False, highlight=False, soft_wrap=True)
+
+
+def _unwritable(target: str) -> str | None:
+    """Why an output file cannot be written there (checked before a long run), or None."""
+    path = Path(target)
+    if path.is_dir():
+        return "is a directory"
+    parent = path.parent
+    if not parent.is_dir():
+        return f"no directory {str(parent)!r}"
+    if not os.access(parent, os.W_OK):
+        return f"directory {str(parent)!r} is not writable"
+    return None
 
 
 __all__ = ["add_parser", "cmd_simulate"]

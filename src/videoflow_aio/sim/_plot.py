@@ -31,6 +31,18 @@ def _pyplot() -> Any:
     return plt
 
 
+def unsupported_format(path: str | Path) -> str | None:
+    """Why matplotlib cannot write ``path``'s format (its suffix), or None (no suffix: PNG)."""
+    _pyplot()
+    from matplotlib.backend_bases import FigureCanvasBase
+
+    suffix = Path(path).suffix.lstrip(".").lower()
+    formats = FigureCanvasBase.get_supported_filetypes()
+    if suffix and suffix not in formats:
+        return f"unsupported format {suffix!r}; one of {', '.join(sorted(formats))}"
+    return None
+
+
 def _mark_faults(ax: Any, result: dict[str, Any]) -> None:
     for f in result["faults"]:
         at = f.get("applied_at_seconds")
@@ -111,4 +123,4 @@ def plot(result: dict[str, Any], path: str | Path) -> None:
     plt.close(fig)
 
 
-__all__ = ["PLOT_EXTRA", "PlotUnavailable", "plot"]
+__all__ = ["PLOT_EXTRA", "PlotUnavailable", "plot", "unsupported_format"]

@@ -16,9 +16,11 @@ from typing import Any, Literal, cast
 
 import msgspec
 
-from ..contracts.errors import ValidationError, VideoflowError
+from ..contracts.errors import ValidationError
 from ..contracts.messaging import Overflow
 from ..contracts.payload import Tier
+from ..gpu import check_layout, family_for
+from ..pipeline._topology import NAME_FORBIDDEN
 
 Backend = Literal["asyncio", "trio"]
 Authority = Literal["device-plugin", "mig-manager"]
@@ -35,21 +37,22 @@ FAULT_KINDS = (
 )
 OVERFLOWS = ("evict_oldest", "reject")
 AUTHORITIES = ("device-plugin", "mig-manager")
-_NAME_BAD = " .*>\t\n@#/"
+_NAME_BAD = NAME_FORBIDDEN  # node names become channel and subscription names
+MAX_SERIES_BINS = 100_000
+"""The most time-series bins a run may ask for (``run.bin_seconds``): memory per stage."""
 
 
 class SpecError(ValidationError):
     """A malformed simulation spec; ``field`` is the path of the offending key."""
 
 
-class SimError(VideoflowError):
-    """A valid spec that cannot be run as specified (e.g. GPU slices that do not fit);
-    ``field`` names the spec key."""
-
-    field: str
+class SimError(SpecError):
+    """A spec that passed the checks but cannot be run as specified (e.g. GPU slices that do
+    not fit the nodes once placed); ``field`` names the spec key. A :class:`SpecError`:
+    the spec is what has to change."""
 
     def __init__(self, message: str, *, field: str) -> None:
-        super().__init__(message, field=field)
+        super().__init__(message, field=field, value=None)
 
 
 class RunSpec(msgspec.Struct, frozen=True, kw_only=True):
@@ -160,12 +163,15 @@ def _table(value: Any, path: str) -> Mapping[str, Any]:
     return value
 
 
-def _keys(table: Mapping[str, Any], path: str, allowed: tuple[str, ...]) -> None:
+def _keys(table: Mapping[str, Any], path: str, allowed: tuple[str, ...], context: str = "") -> None:
+    """Every key of ``table`` is in ``allowed`` (``context``: why only those, e.g. for a
+    fault kind: a key that does not apply is refused, not ignored)."""
     for key in table:
         if key not in allowed:
+            kind = f"does not apply {context}" if context else "unknown key"
             raise _fail(
                 f"{path}.{key}" if path else key,
-                f"unknown key; expected one of {', '.join(allowed)}",
+                f"{kind}; expected one of {', '.join(allowed)}",
                 key,
             )
 
@@ -277,13 +283,20 @@ def _run(raw: Any) -> RunSpec:
     assert duration is not None and warmup is not None
     if warmup >= duration:
         raise _fail("run.warmup_seconds", "must be < run.duration_seconds", warmup)
+    bins = _num(t, "bin_seconds", "run", None, strict=True)
+    if bins is not None and duration / bins > MAX_SERIES_BINS:
+        raise _fail(
+            "run.bin_seconds",
+            f"gives more than {MAX_SERIES_BINS:,} bins over run.duration_seconds",
+            bins,
+        )
     return RunSpec(
         seed=_int(t, "seed", "run", 0, minimum=-(2**63)),
         duration_seconds=duration,
         warmup_seconds=warmup,
         backend=cast(Backend, _str(t, "backend", "run", "asyncio", choices=BACKENDS)),
         drain_seconds=_num(t, "drain_seconds", "run", 300.0) or 0.0,
-        bin_seconds=_num(t, "bin_seconds", "run", None, strict=True),
+        bin_seconds=bins,
         flow_id=_str(t, "flow_id", "run", "sim", name=True) or "sim",
         run_id=_str(t, "run_id", "run", "run", name=True) or "run",
     )
@@ -293,6 +306,9 @@ def _service(raw: Any, path: str, base: Path | None) -> ServiceSpec:
     t = _table(raw, path)
     _keys(t, path, ("dist", "mean_ms", "p99_ms", "value_ms", "file", "samples_ms"))
     dist = _str(t, "dist", path, choices=DISTS, required=True) or ""
+    _keys(t, path, ("dist", *_DIST_KEYS[dist]), f"for dist = {dist!r}")
+    if dist == "constant" and "value_ms" in t and "mean_ms" in t:
+        raise _fail(f"{path}.mean_ms", "give value_ms or mean_ms for a constant, not both")
     if dist in ("exponential", "lognormal"):
         mean = _num(t, "mean_ms", path, required=True, strict=True)
         assert mean is not None
@@ -307,7 +323,10 @@ def _service(raw: Any, path: str, base: Path | None) -> ServiceSpec:
     samples = _inline_samples(t, path)
     file = _str(t, "file", path)
     if file is not None:
-        samples += _file_samples(file, path, base)
+        from_file = _file_samples(file, path, base)
+        if not from_file:
+            raise _fail(f"{path}.file", f"no samples in {file}", file)
+        samples += from_file
     if not samples:
         raise _fail(path, "an empirical distribution needs samples_ms or a file of samples")
     mean = math.fsum(samples) / len(samples)
@@ -336,8 +355,8 @@ def _inline_samples(t: Mapping[str, Any], path: str) -> list[float]:
     if not isinstance(seq, list):
         raise _fail(f"{path}.samples_ms", "must be an array of numbers", seq)
     for i, v in enumerate(seq):
-        if isinstance(v, bool) or not isinstance(v, int | float) or not v >= 0:
-            raise _fail(f"{path}.samples_ms[{i}]", "must be a number >= 0", v)
+        if isinstance(v, bool) or not isinstance(v, int | float) or not 0 <= v < math.inf:
+            raise _fail(f"{path}.samples_ms[{i}]", "must be a finite number >= 0", v)
     return [float(v) for v in seq]
 
 
@@ -363,6 +382,12 @@ def _file_samples(file: str, path: str, base: Path | None) -> list[float]:
 
 
 _Z99 = 2.3263478740408408  # the standard normal's 0.99 quantile
+_DIST_KEYS = {
+    "constant": ("value_ms", "mean_ms"),
+    "exponential": ("mean_ms",),
+    "lognormal": ("mean_ms", "p99_ms"),
+    "empirical": ("file", "samples_ms"),
+}
 
 
 def _source(raw: Any, i: int) -> SourceSpec:
@@ -442,7 +467,7 @@ def _node(raw: Any, i: int) -> NodeSpec:
         name=name,
         product=_str(t, "product", path, "NVIDIA-H100-80GB-HBM3") or "",
         gpus=_int(t, "gpus", path, 1, minimum=1),
-        memory_gib=_num(t, "memory_gib", path, 80.0) or 0.0,
+        memory_gib=_num(t, "memory_gib", path, 80.0, strict=True) or 0.0,
         mig=layout,
     )
 
@@ -466,8 +491,10 @@ def _fault(raw: Any, i: int) -> FaultSpec:
         ),
     )
     kind = _str(t, "kind", path, choices=FAULT_KINDS, required=True)
+    assert kind is not None
+    _keys(t, path, ("at_seconds", "kind", *_FAULT_KEYS[kind]), f"to kind = {kind!r}")
     at = _num(t, "at_seconds", path, required=True)
-    assert kind is not None and at is not None
+    assert at is not None
     duration = _num(t, "duration_seconds", path, None, strict=True)
     if kind in ("pause_acceptance", "pause_payload", "slow_stage") and duration is None:
         raise _fail(f"{path}.duration_seconds", f"is required for {kind}")
@@ -476,8 +503,8 @@ def _fault(raw: Any, i: int) -> FaultSpec:
     channel = _str(t, "channel", path)
     if kind in ("crash_replica", "kill_stage", "slow_stage") and stage is None:
         raise _fail(f"{path}.stage", f"is required for {kind}")
-    if kind == "pause_acceptance" and stage is None and channel is None:
-        raise _fail(f"{path}.stage", "pause_acceptance needs stage (its inputs) or channel")
+    if kind == "pause_acceptance" and (stage is None) == (channel is None):
+        raise _fail(f"{path}.stage", "pause_acceptance needs stage (its inputs) or channel, one")
     factor = _num(t, "factor", path, 1.0, strict=True)
     return FaultSpec(
         at_seconds=at,
@@ -490,6 +517,17 @@ def _fault(raw: Any, i: int) -> FaultSpec:
         count=_int(t, "count", path, 1, minimum=1),
         factor=factor if factor is not None else 1.0,
     )
+
+
+_FAULT_KEYS = {
+    "crash_replica": ("stage", "replica", "restart_after_seconds"),
+    "kill_stage": ("stage", "restart_after_seconds"),
+    "pause_acceptance": ("stage", "channel", "duration_seconds"),
+    "pause_payload": ("duration_seconds",),
+    "fail_payload_reads": ("count",),
+    "slow_stage": ("stage", "duration_seconds", "factor"),
+}
+"""The keys each fault kind takes besides ``at_seconds`` and ``kind``."""
 
 
 def _payload(raw: Any) -> PayloadSpec:
@@ -562,6 +600,8 @@ def _check_graph(sources: tuple[SourceSpec, ...], stages: tuple[StageSpec, ...])
             raise _fail(f"{kind}[{i}].name", f"duplicate node name {name!r}", name)
         names.add(name)
     for i, s in enumerate(stages):
+        if len(set(s.inputs)) != len(s.inputs):
+            raise _fail(f"stage[{i}].inputs", "lists a node twice", list(s.inputs))
         for inp in s.inputs:
             if inp not in names:
                 raise _fail(f"stage[{i}].inputs", f"unknown node {inp!r}", inp)
@@ -572,12 +612,54 @@ def _check_graph(sources: tuple[SourceSpec, ...], stages: tuple[StageSpec, ...])
 
 
 def _check_nodes(stages: tuple[StageSpec, ...], nodes: tuple[NodeSpec, ...]) -> None:
-    """GPU stages have nodes to run on; node names are unique."""
+    """GPU stages have nodes to run on and ask for ``whole`` or a MIG profile those nodes'
+    GPUs have; node names are unique; a node's MIG geometry fits its GPUs."""
     if any(s.gpu for s in stages) and not nodes:
         raise _fail("node", "a stage asks for a gpu but the spec declares no [[node]]")
     node_names = [n.name for n in nodes]
     if len(set(node_names)) != len(node_names):
         raise _fail("node", "duplicate node names", node_names)
+    for i, n in enumerate(nodes):
+        _check_geometry(n, f"node[{i}]")
+    known = {p for n in nodes if (fam := family_for(n.product)) for p in fam.profiles}
+    for i, s in enumerate(stages):
+        if s.gpu is not None and s.gpu != "whole" and s.gpu not in known:
+            raise _fail(
+                f"stage[{i}].gpu",
+                f"unknown MIG profile {s.gpu!r} for the GPUs of the declared nodes"
+                f' (known: {", ".join(sorted(known)) or "none"}; or "whole")',
+                s.gpu,
+            )
+
+
+def _check_geometry(node: NodeSpec, path: str) -> None:
+    """``node.mig`` (instances over all its GPUs) names profiles of its GPU's family and fits
+    on ``node.gpus`` cards (exactly for one card; by slice and instance totals for more)."""
+    if not node.mig:
+        return
+    fam = family_for(node.product)
+    if fam is None:
+        raise _fail(f"{path}.product", f"no MIG geometry is known for {node.product!r}")
+    for profile, count in node.mig.items():
+        p = fam.profiles.get(profile)
+        if p is None:
+            raise _fail(f"{path}.mig.{profile}", f"unknown MIG profile for {fam.key}", profile)
+        if count > p.max_instances * node.gpus:
+            raise _fail(
+                f"{path}.mig.{profile}",
+                f"{count} instances on {node.gpus} {fam.key}: at most"
+                f" {p.max_instances * node.gpus}",
+                count,
+            )
+    if node.gpus == 1:
+        problems = check_layout(node.product, node.mig)
+    else:
+        memory = sum(fam.profiles[p].memory_slices * c for p, c in node.mig.items())
+        compute = sum(fam.profiles[p].compute_slices * c for p, c in node.mig.items())
+        over = memory > fam.memory_slices * node.gpus or compute > fam.compute_slices * node.gpus
+        problems = [f"more slices than {node.gpus} {fam.key} have"] if over else []
+    if problems:
+        raise _fail(f"{path}.mig", f"does not fit: {'; '.join(problems)}", dict(node.mig))
 
 
 def _check_faults(
@@ -585,11 +667,16 @@ def _check_faults(
 ) -> None:
     """Every fault names a stage or channel that exists, and a replica the stage has."""
     replicas = {s.name: s.replicas for s in stages}
+    read = {inp for s in stages for inp in s.inputs}
     for i, f in enumerate(faults):
         if f.stage is not None and f.stage not in replicas:
             raise _fail(f"fault[{i}].stage", f"unknown stage {f.stage!r}", f.stage)
         if f.channel is not None and f.channel not in names:
             raise _fail(f"fault[{i}].channel", f"unknown node {f.channel!r}", f.channel)
+        if f.channel is not None and f.channel not in read:
+            raise _fail(
+                f"fault[{i}].channel", f"no stage reads {f.channel!r}: it has no channel", f.channel
+            )
         if f.kind == "crash_replica" and f.stage is not None and f.replica >= replicas[f.stage]:
             raise _fail(
                 f"fault[{i}].replica",
