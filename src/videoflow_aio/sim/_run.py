@@ -34,6 +34,7 @@ from ..pipeline import (
 from ..vtime import VirtualClock
 from ..vtime import run as vrun
 from ._dist import sampler
+from ._e2e import FrameLedger, owed_settles
 from ._faults import FaultContext, SlowDown, StallablePayloadStore, run_fault
 from ._gpu import node_fixture, reserve_gpus
 from ._load import generate, stage_handler
@@ -111,6 +112,7 @@ def _workers(
     start: float,
     bins: tuple[float, int],
     frames: _Frames,
+    ledger: FrameLedger,
 ) -> tuple[dict[str, StageWorker], dict[str, StageRecorder], dict[str, SlowDown]]:
     window = (spec.run.warmup_seconds, spec.run.duration_seconds)
     workers: dict[str, StageWorker] = {}
@@ -118,7 +120,9 @@ def _workers(
     slowdowns: dict[str, SlowDown] = {}
     for st in spec.stages:
         sink = not pipe.readers[st.name]
-        rec = recorders[st.name] = StageRecorder(start, window, *bins, end_to_end=sink)
+        rec = recorders[st.name] = StageRecorder(
+            start, window, *bins, frames=ledger if sink else None
+        )
         slow = slowdowns[st.name] = SlowDown()
         rng = random.Random(f"{spec.run.seed}/stage/{st.name}")
         data = frames(st.output_bytes)
@@ -153,15 +157,20 @@ async def _simulate(
 
     # the models read the run's virtual clock directly (the loop's own reading, without
     # looking up the running loop on every call)
-    messaging = MemoryMessagingBackend(clock=clock)
+    # the frame ledger hears of every message the model drops or gives up on
+    ledger = FrameLedger(owed_settles(spec), 0.0, (run.warmup_seconds, run.duration_seconds), *bins)
+    messaging = MemoryMessagingBackend(clock=clock, log=ledger.log())
     model, stallable, store = _payload_models(spec, clock)
     pipe = await ensure_pipeline(messaging, run.flow_id, run.run_id, pipeline_nodes(spec))
 
     alloc, gpu = await _reserve_gpus(spec)
     start = now()  # the load starts once the GPUs are ready (geometry may take a while)
+    ledger.start_at(start)
     end = start + run.duration_seconds
     frames = _Frames()
-    workers, recorders, slowdowns = _workers(spec, pipe, messaging, store, start, bins, frames)
+    workers, recorders, slowdowns = _workers(
+        spec, pipe, messaging, store, start, bins, frames, ledger
+    )
     publishers = {
         src.name: Publisher(
             messaging,
@@ -221,6 +230,7 @@ async def _simulate(
                         end,
                         frames(src.bytes),
                         counts[src.name],
+                        ledger,
                     )
             # the sources sent eos: the stages drain and return, or run out of time
             stages.cancel_scope.deadline = max(now(), end) + run.drain_seconds
@@ -233,6 +243,7 @@ async def _simulate(
         pipe=pipe,
         workers=workers,
         recorders=recorders,
+        frames=ledger,
         publishers=publishers,
         source_counts=counts,
         probe=probe,
