@@ -71,15 +71,16 @@ async def build_result(
     faults: list[dict[str, Any]],
     bins: tuple[float, int],
     times: dict[str, float],
-) -> dict[str, Any]:
+) -> tuple[dict[str, Any], int]:
     """Assemble the result (``times``: ``virtual_seconds``, ``gpu_ready_seconds``;
-    ``bins``: ``(bin_seconds, nbins)``)."""
+    ``bins``: ``(bin_seconds, nbins)``), and the messages the model lost (dropped or
+    unresolved, summed over the stages' subscriptions)."""
     run = spec.run
     window = run.duration_seconds - run.warmup_seconds
     stages: dict[str, Any] = {}
     events = 0
     busy_total = replica_seconds = 0.0
-    redeliveries = 0
+    redeliveries = losses = 0
     for st in spec.stages:
         c = workers[st.name].counters
         events += c.received
@@ -91,6 +92,7 @@ async def build_result(
         replica_seconds += window * len(busy)
         rec = recorders[st.name]
         redeliveries += ledger["redelivered"]
+        losses += ledger["dropped"] + ledger["unresolved"]
         stages[st.name] = {
             "latency_ms": rec.stage.summary(1000.0),
             "throughput_hz": rec.stage.count / window,
@@ -113,7 +115,7 @@ async def build_result(
         }
     e2e = frames.histogram
     bin_seconds, nbins = bins
-    return {
+    result = {
         "run": {
             "seed": run.seed,
             "backend": run.backend,
@@ -121,6 +123,7 @@ async def build_result(
             "warmup_seconds": run.warmup_seconds,
             "virtual_seconds": times["virtual_seconds"],
             "wall_seconds": 0.0,
+            "passes": 1,
             "events": events,
             "drained": all(w.finished for w in workers.values()),
             "gpu_ready_seconds": times["gpu_ready_seconds"],
@@ -167,6 +170,7 @@ async def build_result(
             },
         },
     }
+    return result, losses
 
 
 __all__ = ["QUANTILES", "build_result", "fault_report"]
