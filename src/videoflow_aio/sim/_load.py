@@ -53,9 +53,8 @@ async def generate(
     name = source.name
     send = publisher.send
     expo = rng.expovariate
-    published = 0
-    inflight = ledger.inflight
-    owed = ledger.owed[name]
+    sent = 0
+    enter = ledger.published
     while heap:
         at, k, n = heap[0]
         if at >= end:
@@ -64,16 +63,16 @@ async def generate(
         if delay > 0:
             await sleep(delay)
         pid = f"{name}-{k}-{n}"
-        inflight[pid] = owed
+        enter(pid, name)
         outcome = await send(pid, b"", event_ts=at, data=frame)
-        published += 1
+        sent += 1
         if type(outcome) is not Accepted:
             counts["rejected"] += 1
             if type(outcome) is Rejected:
                 ledger.refused(pid)
         nxt = at + expo(rate) if poisson else start + phases[k] + (n + 1) * period
         heapq.heapreplace(heap, (nxt, k, n + 1))
-    counts["frames"] = published
+    counts["frames"] = sent
     await publisher.send(f"eos@{name}", b"", kind="eos")
 
 

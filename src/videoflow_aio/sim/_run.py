@@ -34,7 +34,7 @@ from ..pipeline import (
 from ..vtime import VirtualClock
 from ..vtime import run as vrun
 from ._dist import sampler
-from ._e2e import FrameLedger, owed_settles
+from ._e2e import FrameLedger, LossLedger, owed_settles
 from ._faults import FaultContext, SlowDown, StallablePayloadStore, run_fault
 from ._gpu import node_fixture, reserve_gpus
 from ._load import generate, stage_handler
@@ -159,12 +159,16 @@ async def _simulate(
 
     # the models read the run's virtual clock directly (the loop's own reading, without
     # looking up the running loop on every call)
-    ledger = FrameLedger(owed_settles(spec), 0.0, (run.warmup_seconds, run.duration_seconds), *bins)
-    # the frame ledger hears of every message the model drops or gives up on through the
-    # model's observation log, which costs ~15 % of the run: only when asked
-    messaging = MemoryMessagingBackend(clock=clock, log=ledger.log() if track_losses else None)
+    # following every copy of every frame through the model's observation log costs ~15 %
+    # of the run: only when asked (track_losses)
+    ledger_class = LossLedger if track_losses else FrameLedger
+    window = (run.warmup_seconds, run.duration_seconds)
+    ledger = ledger_class(owed_settles(spec), 0.0, window, *bins)
+    messaging = MemoryMessagingBackend(clock=clock, log=ledger.log())
     model, stallable, store = _payload_models(spec, clock)
     pipe = await ensure_pipeline(messaging, run.flow_id, run.run_id, pipeline_nodes(spec))
+    if isinstance(ledger, LossLedger):
+        ledger.wire(pipe)
 
     alloc, gpu = await _reserve_gpus(spec)
     start = now()  # the load starts once the GPUs are ready (geometry may take a while)
@@ -239,6 +243,7 @@ async def _simulate(
             stages.cancel_scope.deadline = max(now(), end) + run.drain_seconds
         tg.cancel_scope.cancel()
     finished = now()
+    ledger.close()
 
     result, losses = await build_result(
         spec,
@@ -318,8 +323,8 @@ def simulate(spec: SimSpec, *, progress: ProgressCallback | None = None) -> dict
     # collected, memory stays flat); the caller's thresholds come back afterwards
     gc.set_threshold(max(thresholds[0], GC_GEN0), *thresholds[1:])
     try:
-        # the first pass does not tell which frame a lost message belonged to; a run that
-        # lost messages is run again, identically, with losses tracked frame by frame
+        # the first pass does not follow the frames' copies; a run that lost messages is run
+        # again, identically, following them (see _e2e)
         result, exact = vrun(
             _simulate, spec, progress, clock, False, backend=spec.run.backend, clock=clock
         )
