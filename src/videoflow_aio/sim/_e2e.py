@@ -25,6 +25,7 @@ while it is in flight.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
 from ..observe import AttrValue, Event, ObservationLog
 from ..pipeline import LatencyHistogram, Pipeline
@@ -174,15 +175,9 @@ class LossLedger(FrameLedger):
 
     __slots__ = ("_orphans", "_readers", "_sink_subs", "frames")
 
-    def __init__(
-        self,
-        owed: Mapping[str, int],
-        start: float,
-        window: tuple[float, float],
-        bin_seconds: float,
-        nbins: int,
-    ) -> None:
-        super().__init__(owed, start, window, bin_seconds, nbins)
+    def __init__(self, *args: Any) -> None:
+        """As :class:`FrameLedger`'s."""
+        super().__init__(*args)
         self.frames: dict[str, _Frame] = {}  # the frames in flight (``inflight`` stays empty)
         self._orphans: dict[_Copy, str] = {}  # copy dropped while held -> its frame
         self._readers: dict[str, int] = {}
@@ -320,17 +315,9 @@ class _FrameLog(ObservationLog):
         super().__init__()
         self._event = ledger.event
 
-    def record(
-        self,
-        kind: str,
-        *,
-        subject: str = "",
-        ident: str = "",
-        at: float | None = None,
-        **attrs: AttrValue,
-    ) -> Event:
+    def record(self, kind: str, **attrs: Any) -> Event:
         if kind in _FOLLOWED:
-            self._event(kind, subject, ident, attrs)
+            self._event(kind, attrs.get("subject", ""), attrs.get("ident", ""), attrs)
         return _NOTHING
 
 
