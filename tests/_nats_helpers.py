@@ -14,6 +14,7 @@ import anyio
 
 from videoflow_aio.adapters.nats import JetStreamAdmin, JetStreamMessagingBackend
 from videoflow_aio.conformance.providers.nats import _all_stopped
+from videoflow_aio.contracts.messaging import Accepted, make_envelope
 from videoflow_aio.testing.servers import ServerProcess, start_nats
 
 _n = itertools.count(1)
@@ -42,6 +43,17 @@ async def paused(srv: ServerProcess) -> AsyncIterator[None]:
         yield
     finally:
         os.kill(srv.pid, signal.SIGCONT)
+
+
+async def publish(b: Any, ch: Any, *pids: str, within: float = 2.0) -> list[int]:
+    """Publish one message per id into ``ch`` (a ChannelSpec); each must be Accepted: their
+    sequences."""
+    out = []
+    for pid in pids:
+        res = await b.publish(make_envelope(ch.channel, pid), anyio.current_time() + within)
+        assert isinstance(res, Accepted), res
+        out.append(res.sequence)
+    return out
 
 
 async def eventually(

@@ -20,15 +20,17 @@ from videoflow_aio.adapters.nats._ledger import (
     StreamView,
     account,
     candidates,
-    consumer_lags,
     counts,
+    evicted_maybe_leased,
     exhausted_now,
     floor,
     initial_record,
     last_foreign,
     matches,
     needs_subject,
+    own_floor,
     parse_ts,
+    publications_uncounted,
 )
 from videoflow_aio.contracts.messaging import ChannelId, make_subscription
 
@@ -190,9 +192,10 @@ def test_floor_and_matches() -> None:
 
 def test_consumer_lags() -> None:
     index = {4: ("data", None, 1), 5: ("eos", None, 1)}
-    assert consumer_lags(DATA, cv(s=3, pend=0), StreamView(1, 5), index, 256)
-    assert not consumer_lags(DATA, cv(s=3, pend=1), StreamView(1, 5), index, 256)
-    assert consumer_lags(DATA, cv(fs=0, ack=1), StreamView(3, 5), {}, 256)
+    assert publications_uncounted(DATA, cv(s=3, pend=0), StreamView(1, 5), index, 256)
+    assert not publications_uncounted(DATA, cv(s=3, pend=1), StreamView(1, 5), index, 256)
+    assert evicted_maybe_leased(cv(fs=0, ack=1), StreamView(3, 5))
+    assert not evicted_maybe_leased(cv(fs=2, ack=1), StreamView(3, 5))
 
 
 def test_parse_ts() -> None:
@@ -262,6 +265,25 @@ def test_the_ack_floor_counts_removed_messages_as_settled() -> None:
     n = counts(DATA, cv(fs=2, pend=1), StreamView(6, 9), {7}, set(), local, 0, 1)
     assert n.ack_floor == 5  # still below the unresolved 7
     n = counts(DATA, cv(fs=2, pend=1), StreamView(3, 9), {4}, set(), local, 0, 1)
+    assert n.ack_floor == 2
+
+
+def test_the_ack_floor_has_this_clients_confirmed_settles_in_it() -> None:
+    """On a cluster a consumer's raft group applies an ack or an eviction after the request
+    that made it was answered (MSG-047 read 1 where 2 was right): the floor goes on past
+    this client's confirmed settles, removed sequences, and sequences of another kind when a
+    settled one follows — where the server's goes once it applied them."""
+    view = StreamView(2, 6)  # 1 evicted
+    assert own_floor(0, view, {2}) == 2  # server still at 0: 1 gone, 2 settled here
+    assert own_floor(0, view, {3}) == 1  # 2 is neither: stops
+    assert own_floor(0, StreamView(2, 6, frozenset({3})), {2, 4}) == 4  # 3 deleted
+    assert own_floor(4, view, {2}) == 4  # never below the server's
+    eos = {3}.__contains__
+    assert own_floor(0, view, {2, 4}, skip=eos) == 4  # over eos 3 to the settled 4
+    assert own_floor(0, view, {2}, skip=eos) == 2  # not over a trailing one (as the server)
+    assert own_floor(0, StreamView(1, 2), {1, 2, 3}) == 2  # not past the stream's last
+    local = Local({}, {}, {}, {2}, 0.0)
+    n = counts(DATA, cv(fs=0, ack=1), view, set(), set(), local, 0, 1)
     assert n.ack_floor == 2
 
 

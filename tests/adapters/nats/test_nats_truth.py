@@ -27,6 +27,7 @@ from _nats_helpers import (
     eventually,
     kill9_and_restart,
     prefix,
+    publish,
     raw,
     start_restartable,
 )
@@ -84,15 +85,6 @@ async def obs(b: Any, sid: SubscriptionId) -> Any:
     o = await b.observe_subscription(sid)
     assert isinstance(o, Known), o
     return o.value
-
-
-async def publish(b: Any, ch: Any, *pids: str) -> list[int]:
-    out = []
-    for pid in pids:
-        res = await b.publish(make_envelope(ch.channel, pid), dl())
-        assert isinstance(res, Accepted), res
-        out.append(res.sequence)
-    return out
 
 
 # -- (1) false drops, stated as fact --------------------------------------------------------

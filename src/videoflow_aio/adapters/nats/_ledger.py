@@ -28,7 +28,7 @@ itself, and answers "cannot tell" rather than guess:
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 
 import msgspec
@@ -401,9 +401,11 @@ def counts(
     start_seq: int,
     advised: Collection[int] = (),
     lost: Collection[int] = (),
+    skip: Callable[[int], bool] = lambda _s: False,
 ) -> Counts:
     """The observation's numbers, from the server's counts corrected by the ledgers
-    (``advised``: the server's own ``MAX_DELIVERIES`` advisories among ``exhausted``)."""
+    (``advised``: the server's own ``MAX_DELIVERIES`` advisories among ``exhausted``;
+    ``skip``: sequences known not to be the subscription's, see :func:`own_floor`)."""
     unresolved: set[int] = set()
     gone = 0
     for s in exhausted:
@@ -434,8 +436,35 @@ def counts(
         leased=leased,
         unresolved=frozenset(unresolved),
         dropped=len(set(deleted) | set(lost)) + gone + silent_drops,
-        ack_floor=floor(max(cv.floor_s, stream.first - 1), unresolved),
+        ack_floor=floor(own_floor(cv.floor_s, stream, local.settled, skip), unresolved),
     )
+
+
+FLOOR_SCAN = 4096
+"""Most sequences past the server's ack floor :func:`own_floor` looks at."""
+
+
+def own_floor(
+    server_floor: int,
+    stream: StreamView,
+    settled: Collection[int],
+    skip: Callable[[int], bool] = lambda _s: False,
+) -> int:
+    """The ack floor with this client's own writes in it: from the server's (raised to just
+    below the stream's first retained sequence), past every following sequence this client
+    settled with the server's confirmation or that was removed, and past a sequence the
+    subscription does not receive (``skip``) when a settled or removed one follows it — where
+    the server's floor goes once the consumer applied them. On a cluster a consumer's raft
+    group applies an ack or an eviction after the request that made it was answered: its
+    floor can trail what this client already knows is settled (read-your-writes)."""
+    base = max(server_floor, stream.first - 1)
+    out = base
+    for s in range(base + 1, min(stream.last, base + FLOOR_SCAN) + 1):
+        if s in settled or stream.removed(s):
+            out = s
+        elif not skip(s):
+            break
+    return out
 
 
 def floor(server_floor: int, unresolved: Collection[int]) -> int:
@@ -447,27 +476,26 @@ def floor(server_floor: int, unresolved: Collection[int]) -> int:
     return server_floor
 
 
-def consumer_lags(
+def evicted_maybe_leased(cv: ConsumerView, stream: StreamView) -> bool:
+    """Whether an evicted message may still count as leased: the server confirms a publish
+    (and the eviction it causes) before it updates the consumers. Something is ack-pending
+    and the ack floor sits below the stream's first sequence — a hint only: the ack-pending
+    one may be a later message while the floor waits for the consumer's position (a message
+    aged out before delivery, say), which no amount of waiting changes."""
+    return cv.num_ack_pending > 0 and cv.floor_s < stream.first - 1
+
+
+def publications_uncounted(
     spec: SubscriptionSpec,
     cv: ConsumerView,
     stream: StreamView,
     index: Mapping[int, tuple[str, str | None, int]],
     window: int,
 ) -> bool:
-    """True when the consumer's counts visibly trail the stream this client knows.
-
-    The server confirms a publish (and the eviction it causes) before it updates the
-    consumers: for a moment a consumer can still count an evicted message as leased, or not
-    yet count a message this client saw stored. Two signs, both impossible once the consumer
-    has caught up: a message below the stream's first sequence still ack-pending (the ack
-    floor sits below it), or fewer pending than the messages this client published past the
-    consumer's delivered position that match it and are still retained (among the last
-    ``window`` sequences, which is where a lag can be).
-    """
-    first = stream.first
-    if cv.num_ack_pending > 0 and cv.floor_s < first - 1:
-        return True
-    delivered = max(cv.delivered_s, first - 1)
+    """Fewer pending than the messages this client published past the consumer's delivered
+    position that match it and are still retained (among the last ``window`` sequences,
+    which is where a lag can be): impossible once the consumer has caught up."""
+    delivered = max(cv.delivered_s, stream.first - 1)
     known = 0
     for seq in range(max(delivered + 1, stream.last - window + 1), stream.last + 1):
         entry = index.get(seq)

@@ -11,7 +11,7 @@ another client wrote first. Any failed read is ``Unknown``, never a zero.
 from __future__ import annotations
 
 import base64
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import anyio
@@ -40,14 +40,17 @@ from ._ledger import (
     StreamView,
     account,
     candidates,
-    consumer_lags,
     counts,
+    evicted_maybe_leased,
     exhausted_now,
     floor,
     initial_record,
     last_foreign,
+    matches,
     needs_subject,
+    own_floor,
     parse_ts,
+    publications_uncounted,
 )
 from ._names import ADV_CREATED, ADV_DELETED, ADV_MAX_DELIVERIES, ADV_TERMINATED
 from ._publish import INDEX_LINGER, IndexRecord, flush_all
@@ -58,6 +61,7 @@ from ._subscriptions import sub
 
 CATCH_UP_TRIES = 20
 CATCH_UP_PAUSE = 0.005
+CATCH_UP_MAX_PAUSE = 0.05
 CATCH_UP_WINDOW = 256
 REMOVAL_CHECKS = 8
 """How many of the newest messages settled on every required subscription an observation of
@@ -121,16 +125,19 @@ async def _one_by_one(
 
 async def batch_get(c: Client, stream: str, start: int, upto: int) -> list[tuple[int, str, bytes]]:
     """``(sequence, subject, body)`` of the messages of ``stream`` in ``[start, upto]`` (direct
-    gets of up to ``BATCH`` at a time; a missing sequence is simply absent)."""
+    gets of up to ``BATCH`` at a time; a missing sequence is simply absent).
+
+    A direct get is answered by any replica of a replicated stream, and a follower may not
+    have the newest messages yet (the stream's info, from the leader, says they exist): what
+    it did not return is read from the leader (``STREAM.MSG.GET``), so the caller's cursor
+    never moves past a message it has not read."""
     nc = await c.conn()
     out: list[tuple[int, str, bytes]] = []
     seq = start
     while seq <= upto:
         rows = await _direct_batch(c, nc, stream, seq, min(BATCH, upto - seq + 1))
-        if rows is None:  # a stream made without direct gets
+        if not rows:  # a stream made without direct gets (None), or a replica behind
             return out + await _one_by_one(c, stream, seq, upto)
-        if not rows:
-            break
         for m in rows:
             hdrs = m.headers or {}
             n = int(hdrs.get("Nats-Sequence", 0) or 0)
@@ -243,12 +250,32 @@ def stream_view(si: dict[str, Any], deleted: Iterable[int] = ()) -> StreamView:
     return StreamView(first, last, frozenset(deleted))
 
 
-async def infos(c: Client, st: SubState) -> tuple[dict[str, Any], dict[str, Any]]:
-    """Consumer and stream info, re-read briefly while the consumer visibly trails. A deleted
-    consumer is NotFound; one deleted and created again is a new incarnation: this client's
-    ledgers of the old one are dropped."""
+class Lagging(CallFailed):
+    """A replicated consumer still trails what this client wrote (its observation would be
+    older than this client's own writes): the observation is ``Unknown``."""
+
+
+async def infos(
+    c: Client, st: SubState, strict: bool = True
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Consumer and stream info, re-read while the consumer visibly trails (``_lags``). A
+    deleted consumer is NotFound; one deleted and created again is a new incarnation: this
+    client's ledgers of the old one are dropped.
+
+    On a replicated stream each consumer is a raft group of its own (reading its own replica
+    of the stream), which applies a publish or a settle after the request that made it was
+    answered. While it has not counted this client's own publications or settles it is
+    re-read for up to ``request_timeout``, then — ``strict`` — :class:`Lagging`: an
+    observation never reports a state older than this client's own writes. A single server
+    lags for microseconds, and a mere hint (``evicted_maybe_leased``) may never clear: a few
+    re-reads, then the answer as read."""
     sid = st.id
-    for attempt in range(CATCH_UP_TRIES):
+    replicated = st.chan.spec.replicas > 1
+    start = loop_time()
+    hint_until = start + CATCH_UP_TRIES * CATCH_UP_PAUSE
+    own_until = start + (c.request_timeout if replicated else CATCH_UP_TRIES * CATCH_UP_PAUSE)
+    pause = CATCH_UP_PAUSE
+    while True:
         ci = await c.consumer_info(st.stream, st.consumer)
         if ci is None:
             c.forget_sub(sid)
@@ -263,15 +290,37 @@ async def infos(c: Client, st: SubState) -> tuple[dict[str, Any], dict[str, Any]
         if st.stream == st.chan.stream:
             seen(st.chan, si)
         cv = consumer_view(ci)
-        lags = consumer_lags(st.spec, cv, stream_view(si), st.chan.index, CATCH_UP_WINDOW) or (
-            st.chan.spec.replicas > 1 and st.settled.get(cv.floor_s + 1) is not None
-        )
-        # on a replicated stream the consumer's leader applies a confirmed settle a little
-        # later: an ack floor just below a sequence this client settled has not caught up
-        if attempt + 1 == CATCH_UP_TRIES or not lags:
+        own = await _own_writes_missing(c, st, cv, si)
+        now = loop_time()
+        if own is not None:
+            if now >= own_until:
+                if strict and replicated:
+                    raise Lagging(f"{sid}: {own} after {c.request_timeout:g} s")
+                return ci, si
+        elif not evicted_maybe_leased(cv, stream_view(si)) or now >= hint_until:
             return ci, si
-        await anyio.sleep(CATCH_UP_PAUSE)
-    raise AssertionError("unreachable")
+        await anyio.sleep(pause)
+        pause = min(pause * 2, CATCH_UP_MAX_PAUSE)
+
+
+async def _own_writes_missing(
+    c: Client, st: SubState, cv: ConsumerView, si: dict[str, Any]
+) -> str | None:
+    """Which of this client's writes the consumer has visibly not applied, or None."""
+    chs = st.chan
+    index = chs.index if st.stream == chs.stream else {}  # a dead-letter subscription: none
+    if publications_uncounted(st.spec, cv, stream_view(si), index, CATCH_UP_WINDOW):
+        # an administrator's deletion is no lag: look again with the deleted sequences
+        full = stream_view(si, await deleted_seqs(c, si)) if _num_deleted(si) else None
+        if full is None or publications_uncounted(st.spec, cv, full, index, CATCH_UP_WINDOW):
+            return "the consumer has not counted this client's publications"
+    if chs.spec.replicas > 1 and st.settled.get(cv.floor_s + 1) is not None:
+        return "the consumer's ack floor has not applied this client's settle"
+    return None
+
+
+def _num_deleted(si: dict[str, Any]) -> int:
+    return int(si["state"].get("num_deleted", 0) or 0)
 
 
 async def read_record(c: Client, st: SubState) -> tuple[Record | None, int]:
@@ -471,7 +520,9 @@ async def observe_subscription(
     except CallFailed as exc:
         return Unknown(f"cannot read {subscription}: {exc}")
     deleted = led.deleted_since(st.created_ns)
-    n = counts(st.spec, cv, sv, exhausted, deleted, loc, silent, st.start_seq, advised, lost)
+    n = counts(
+        st.spec, cv, sv, exhausted, deleted, loc, silent, st.start_seq, advised, lost, others(st)
+    )
     return Known(
         SubscriptionObservation(
             subscription=subscription,
@@ -516,7 +567,7 @@ async def decide_lapsed(c: Client, st: SubState, ci: dict[str, Any]) -> bool:
 async def observe_ack_floor(c: Client, subscription: SubscriptionId) -> Known[int] | Unknown:
     st = await sub(c, subscription)
     try:
-        ci, si = await infos(c, st)
+        ci, si = await infos(c, st, strict=False)  # own writes: see own_floor
         await read_advisories(c, st.chan)
     except CallFailed as exc:
         return Unknown(f"cannot read {subscription}: {exc}")
@@ -526,7 +577,23 @@ async def observe_ack_floor(c: Client, subscription: SubscriptionId) -> Known[in
     deleted = led.deleted_since(st.created_ns)
     unresolved = [s for s in exhausted if not sv.removed(s) and s not in deleted]
     server = int(ci["ack_floor"]["stream_seq"])
-    return Known(floor(max(server, sv.first - 1), unresolved))  # removed count as settled
+    # removed messages count as settled; so do this client's confirmed settles, which a
+    # consumer's raft group on a cluster may not have applied yet
+    return Known(floor(own_floor(server, sv, st.settled.data.keys(), others(st)), unresolved))
+
+
+def others(st: SubState) -> Callable[[int], bool]:
+    """Whether a sequence is known (from the publish indexes) not to be ``st``'s."""
+    chs, spec = st.chan, st.spec
+    if st.stream != chs.stream:  # a dead-letter subscription: the indexes name other sequences
+        return lambda _seq: False
+
+    def skip(seq: int) -> bool:
+        entry = chs.index.get(seq)
+        got = (entry[0], entry[1]) if entry is not None else chs.attrib.get(seq)
+        return got is not None and not matches(spec, *got)
+
+    return skip
 
 
 async def observe_channel(c: Client, channel_id: ChannelId) -> Known[ChannelObservation] | Unknown:

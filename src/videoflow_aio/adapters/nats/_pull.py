@@ -134,6 +134,12 @@ async def pull(
             _security.raise_if_denied(nc, subject, start, "receive")
     except nats.errors.Error as exc:
         p.status = ("error", f"{type(exc).__name__}: {exc}")
+    except BaseException:
+        # cancelled: what arrived is leased to this client all the same; the next receive
+        # hands it out (and the drop accounting knows who received it)
+        st.late.extend(delivery(c, st, m, p.sent_at) for m in p.msgs)
+        p.msgs.clear()
+        raise
     finally:
         p.closed = True
         st.current = None
@@ -281,8 +287,9 @@ async def _the_rest(
     deadline: float,
 ) -> list[Delivery]:
     """On a replicated stream, a pull answered "that is all" (``404``) by a consumer whose
-    leader has not yet applied messages this client saw stored: pull again for them while
-    the deadline allows, so a receive sees what this client published before it."""
+    leader has not yet applied messages stored before the receive (its replica of the stream
+    trails the stream's leader): pull again for them while the deadline allows, so a receive
+    sees what this client — or, asked of the stream's leader, anyone — published before it."""
     while st.chan.spec.replicas > 1 and len(out) < item_credit and loop_time() < deadline - 0.006:
         left = budget - sum(len(d.envelope.body) for d in out)
         if left <= 0:
@@ -292,13 +299,37 @@ async def _the_rest(
             out += await _fresh(c, st, late)
             continue
         more = p.status is None or p.status[0] in ("404", "408")
-        if not (more and _published_beyond(st, max(d.sequence for d in out))):
+        top = max(d.sequence for d in out)
+        if not more or not (_published_beyond(st, top) or await _stored_beyond(c, st, top)):
             break
         await asyncio.sleep(0.001)
         p = await pull(c, nc, st, item_credit - len(out), left, deadline)
         await check_status(c, st, p)
         out += await _fresh(c, st, [delivery(c, st, m, p.sent_at) for m in p.msgs])
     return out
+
+
+async def _stored_beyond(c: Client, st: SubState, top: int) -> bool:
+    """Whether the stream's leader holds a message ``st`` receives past both ``top`` and the
+    consumer's delivered position: one the consumer has not applied yet (a pull that ended
+    "no messages" had it to give otherwise). Both read at once (one round trip; the first
+    such message past ``top`` is the one compared: one already delivered to another client
+    says no). A failed read says no: the receive returns what it has, as it would have."""
+    subject = c.names.filter(st.id.channel, st.spec.kind, st.spec.partition)
+    info, found = await asyncio.gather(
+        c.consumer_info(st.stream, st.consumer),
+        c.api(f"STREAM.MSG.GET.{st.stream}", {"seq": top + 1, "next_by_subj": subject}),
+        return_exceptions=True,
+    )
+    for got in (info, found):
+        if isinstance(got, BaseException) and not isinstance(got, _api.CallFailed):
+            raise got
+    if not isinstance(info, dict) or not isinstance(found, dict):
+        return False  # no consumer, nothing found (NO_MESSAGE_FOUND), or a failed read
+    try:
+        return int(found["message"]["seq"]) > int(info["delivered"]["stream_seq"])
+    except (KeyError, TypeError, ValueError):
+        return False
 
 
 def _published_beyond(st: SubState, top: int, window: int = 64) -> bool:

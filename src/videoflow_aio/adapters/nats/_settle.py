@@ -259,6 +259,10 @@ async def _send(
             return failed
         await ev.caught_up()
         return waiter.is_set() or ev.seen[nak].pop(key[1:]) is not None
+    except BaseException:
+        if waiter.is_set():  # cancelled after the evidence woke it: a retry must find it
+            ev.seen[nak].put(key[1:], True)
+        raise
     finally:
         ev.waiting.pop(key, None)
 
@@ -382,13 +386,14 @@ async def settle(
         return res
     st.leases.pop(seq, None)
     st.cancel_nudge(seq)  # settled (a final Retry nudges at once below)
+    st.settlements.put(settlement_id, seq)  # before any await: a retry of it is a repeat
     if retry is None:
         st.settled.put(seq, token.attempt)
     elif final:
+        st.final_retry[seq] = False  # given back; undecided until the server answers
         st.final_retry[seq] = await nudge(c, st)
     else:
         st.retry_wait[seq] = (now + retry.delay_seconds, delivery_seq(token))
-    st.settlements.put(settlement_id, seq)
     return SettleConfirmed(seq)
 
 
