@@ -163,7 +163,7 @@ def test_on_trio_in_two_processes_only_the_replica_split_varies(tmp_path: Path) 
     assert runs[2] == runs[0]
 
 
-_COUNTS = ("completed", "redeliveries", "dropped", "unresolved", "retried", "pending_at_end")
+_COUNTS = ("completed", "redeliveries", "dropped", "unresolved", "retried", "unfinished")
 
 
 def _counts(data: dict[str, Any]) -> dict[str, Any]:

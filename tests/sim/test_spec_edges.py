@@ -230,3 +230,47 @@ def test_a_spec_file_with_each_error_is_refused_by_load_spec(tmp_path: Path) -> 
     ok = copy.deepcopy(spec.read_text()).replace("['cams', 'cams']", "['cams']")
     spec.write_text(ok)
     load_spec(spec)
+
+
+@pytest.mark.parametrize(
+    ("rate", "streams", "duration", "frames"),
+    [(1e308, 1, 5.0, "more than 1e+308"), (1e6, 16, 100.0, "1.6e+09"), (2e8, 1, 5.0, "1e+09")],
+)
+def test_a_load_above_a_billion_frames_is_refused_before_running(
+    rate: float, streams: int, duration: float, frames: str
+) -> None:
+    # before: accepted, and the run went on for (virtually) ever
+    doc = base()
+    doc["run"]["duration_seconds"] = duration
+    doc["source"][0].update(rate_hz=rate, streams=streams)
+    if frames == "1e+09":  # exactly the bound is allowed; one stream more is not
+        parse_spec(doc)
+        doc["source"][0]["rate_hz"] = rate * 1.001
+        frames = "1e+09"
+    err = refused(doc, "source[0].rate_hz")
+    assert f"= {frames} frames: at most 1e+09 frames a run" in str(err)
+    assert "streams × rate_hz × run.duration_seconds" in str(err)
+
+
+def test_the_bound_is_on_all_sources_together() -> None:
+    doc = base()
+    doc["run"]["duration_seconds"] = 1000.0
+    doc["source"] = [{"name": "a", "rate_hz": 6e5}, {"name": "b", "rate_hz": 6e5}]
+    doc["stage"][0]["inputs"] = ["a", "b"]
+    err = refused(doc, "source")
+    assert "add up to 1.2e+09 frames (a 6e+08, b 6e+08)" in str(err)
+
+
+def test_a_duration_override_above_the_bound_exits_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from videoflow_aio.cli import main
+
+    spec = tmp_path / "s.toml"
+    spec.write_text(
+        '[run]\nduration_seconds = 5\n[[source]]\nname = "cams"\nstreams = 16\nrate_hz = 30\n'
+        '[[stage]]\nname = "s"\ninputs = ["cams"]\nservice = { dist = "constant", value_ms = 1 }\n'
+    )
+    assert main(["simulate", str(spec), "-q", "--duration", "1e7"]) == 2
+    err = capsys.readouterr().err
+    assert "source[0].rate_hz" in err and "4.8e+09 frames" in err

@@ -12,8 +12,9 @@ import random
 from collections.abc import Callable
 from typing import Any
 
-from ..contracts.messaging import Accepted, Delivery
+from ..contracts.messaging import Accepted, Delivery, Rejected
 from ..pipeline import Output, Publisher, loop_clock
+from ._e2e import FrameLedger
 from ._faults import SlowDown
 from ._spec import SourceSpec
 
@@ -26,13 +27,16 @@ async def generate(
     end: float,
     frame: bytes | None,
     counts: dict[str, int],
+    ledger: FrameLedger,
 ) -> None:
     """Publish ``source``'s frames from ``start`` until ``end`` (virtual), then ``eos``.
 
     Each stream is periodic (rate ``rate_hz`` from a random phase in its first period) or
     Poisson; frames are published in time order, each with ``event_ts`` = its capture time,
-    id ``<source>-<stream>-<n>``. A publish that blocks (a paused channel, a stalled store)
-    delays the frames behind it — they are published late, with their capture times.
+    id ``<source>-<stream>-<n>``, entered in ``ledger`` before it is published (refused:
+    dropped; unknown after the publisher's retries: left in flight). A publish that blocks
+    (a paused channel, a stalled store) delays the frames behind it — they are published
+    late, with their capture times.
     """
     now, sleep = loop_clock()
     rate = source.rate_hz
@@ -49,7 +53,8 @@ async def generate(
     name = source.name
     send = publisher.send
     expo = rng.expovariate
-    published = 0
+    sent = 0
+    enter = ledger.published
     while heap:
         at, k, n = heap[0]
         if at >= end:
@@ -58,13 +63,16 @@ async def generate(
         if delay > 0:
             await sleep(delay)
         pid = f"{name}-{k}-{n}"
+        enter(pid, name)
         outcome = await send(pid, b"", event_ts=at, data=frame)
-        published += 1
+        sent += 1
         if type(outcome) is not Accepted:
             counts["rejected"] += 1
+            if type(outcome) is Rejected:
+                ledger.refused(pid)
         nxt = at + expo(rate) if poisson else start + phases[k] + (n + 1) * period
         heapq.heapreplace(heap, (nxt, k, n + 1))
-    counts["frames"] = published
+    counts["frames"] = sent
     await publisher.send(f"eos@{name}", b"", kind="eos")
 
 

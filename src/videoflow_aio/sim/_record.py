@@ -2,8 +2,9 @@
 
 A :class:`StageRecorder` is a stage worker's ``observe`` callback. For every message settled
 ``Completed`` it takes the stage latency (settle time minus the ``vf-sent-at`` of the
-message, i.e. queueing + service + redeliveries at this stage) and, at sink stages, the
-end-to-end latency (settle time minus the frame's ``event_ts``). Statistics count the
+message, i.e. queueing + service + redeliveries at this stage) and, at sink stages, hands
+the frame to the :class:`~videoflow_aio.sim._e2e.FrameLedger`, which takes the end-to-end
+latency once the frame's last owed settle is in. Statistics count the
 messages whose frame was captured inside the measurement window
 ``[warmup, duration)``, whenever they finished; the time series bins every frame of the run
 by capture time.
@@ -12,9 +13,13 @@ by capture time.
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
 from ..contracts.messaging import Delivery
 from ..pipeline import SENT_AT_HEADER, LatencyHistogram
+
+if TYPE_CHECKING:
+    from ._e2e import FrameLedger
 
 SERIES_PRECISION_BITS = 3
 """Per-bin histograms are coarse (6.25 % relative error): they only draw the p99 line."""
@@ -104,8 +109,7 @@ class StageRecorder:
     __slots__ = (
         "_start",
         "bin_seconds",
-        "e2e",
-        "e2e_series",
+        "frames",
         "nbins",
         "series",
         "stage",
@@ -119,7 +123,7 @@ class StageRecorder:
         bin_seconds: float,
         nbins: int,
         *,
-        end_to_end: bool,
+        frames: FrameLedger | None,
     ) -> None:
         self._start = start
         self.window = window
@@ -127,8 +131,7 @@ class StageRecorder:
         self.nbins = nbins
         self.stage = LatencyHistogram()
         self.series = Series(bin_seconds, nbins)
-        self.e2e: LatencyHistogram | None = LatencyHistogram() if end_to_end else None
-        self.e2e_series: Series | None = Series(bin_seconds, nbins) if end_to_end else None
+        self.frames = frames  # a sink's: the end-to-end ledger
 
     def __call__(self, d: Delivery, now: float) -> None:
         env = d.envelope
@@ -148,13 +151,9 @@ class StageRecorder:
             self.series.add(b, latency)
         if inside:
             self.stage.add(latency)
-        if self.e2e is not None:
-            total = now - ts
-            if inside:
-                self.e2e.add(total)
-            if in_bins:
-                assert self.e2e_series is not None
-                self.e2e_series.add(b, total)
+        frames = self.frames
+        if frames is not None:
+            frames.settled(env.event_id or env.publication_id, ts, now)
 
 
 __all__ = ["SERIES_PRECISION_BITS", "Series", "StageRecorder"]

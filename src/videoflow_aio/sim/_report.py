@@ -24,7 +24,7 @@ def _ms(v: float | None) -> str:
 
 def results_table(result: dict[str, Any]) -> Table:
     """Per stage and end to end: latency percentiles (ms), throughput, redeliveries,
-    drops, unresolved, utilisation."""
+    drops, unresolved, unfinished, utilisation."""
     run = result["run"]
     table = Table(
         title=(
@@ -35,7 +35,7 @@ def results_table(result: dict[str, Any]) -> Table:
     )
     for col in ("stage", "mean", "p50", "p90", "p99", "p99.9", "max"):
         table.add_column(col, justify="left" if col == "stage" else "right", no_wrap=True)
-    for col in ("msg/s", "redelivered", "dropped", "unresolved", "util"):
+    for col in ("msg/s", "redelivered", "dropped", "unresolved", "unfinished", "util"):
         table.add_column(col, justify="right", no_wrap=True)
 
     def row(name: str, d: dict[str, Any], util: str, style: str | None = None) -> None:
@@ -47,6 +47,7 @@ def results_table(result: dict[str, Any]) -> Table:
             str(d["redeliveries"]),
             str(d["dropped"]),
             str(d["unresolved"]),
+            str(d["unfinished"]),
             util,
             style=style,
         )
@@ -58,7 +59,12 @@ def results_table(result: dict[str, Any]) -> Table:
     e2e = result["end_to_end"]
     u = e2e["utilization"]
     row("end to end", e2e, f"{u:.0%}" if u is not None else "-", style="bold")
-    table.caption = "latency in ms; util = mean busy fraction of the replicas"
+    table.caption = (
+        f"latency in ms; end to end: of the {e2e['measured']:,} frames completed inside the"
+        f" window ({e2e['completed']:,} of {e2e['frames']:,} frames completed in all);"
+        " unfinished = neither completed nor lost when the run ended;"
+        " util = mean busy fraction of the replicas"
+    )
     table.caption_justify = "left"
     return table
 

@@ -11,8 +11,9 @@ from ..memory.messaging import MemoryMessagingBackend
 from ..pipeline import LatencyHistogram, Pipeline, Publisher, StageWorker
 from ..pipeline._stats import DEFAULT_PRECISION_BITS
 from ._dist import mean_seconds
+from ._e2e import FrameLedger
 from ._probe import Probe
-from ._record import Series, StageRecorder
+from ._record import StageRecorder
 from ._spec import FaultSpec, SimSpec
 
 QUANTILES = (*(round(q / 100, 2) for q in range(1, 100)), 0.995, 0.999)
@@ -62,6 +63,7 @@ async def build_result(
     pipe: Pipeline,
     workers: dict[str, StageWorker],
     recorders: dict[str, StageRecorder],
+    frames: FrameLedger,
     publishers: dict[str, Publisher],
     source_counts: dict[str, dict[str, int]],
     probe: Probe,
@@ -69,17 +71,16 @@ async def build_result(
     faults: list[dict[str, Any]],
     bins: tuple[float, int],
     times: dict[str, float],
-) -> dict[str, Any]:
+) -> tuple[dict[str, Any], int]:
     """Assemble the result (``times``: ``virtual_seconds``, ``gpu_ready_seconds``;
-    ``bins``: ``(bin_seconds, nbins)``)."""
+    ``bins``: ``(bin_seconds, nbins)``), and the messages the model lost (dropped or
+    unresolved, summed over the stages' subscriptions)."""
     run = spec.run
     window = run.duration_seconds - run.warmup_seconds
     stages: dict[str, Any] = {}
     events = 0
     busy_total = replica_seconds = 0.0
-    e2e = LatencyHistogram()
-    e2e_series = Series(*bins)
-    totals = {"redeliveries": 0, "dropped": 0, "unresolved": 0}
+    redeliveries = losses = 0
     for st in spec.stages:
         c = workers[st.name].counters
         events += c.received
@@ -90,18 +91,15 @@ async def build_result(
         busy_total += sum(busy)
         replica_seconds += window * len(busy)
         rec = recorders[st.name]
-        if rec.e2e is not None and rec.e2e_series is not None:
-            e2e.merge(rec.e2e)
-            e2e_series.merge(rec.e2e_series)
-        totals["redeliveries"] += ledger["redelivered"]
-        totals["dropped"] += ledger["dropped"]
-        totals["unresolved"] += ledger["unresolved"]
+        redeliveries += ledger["redelivered"]
+        losses += ledger["dropped"] + ledger["unresolved"]
         stages[st.name] = {
             "latency_ms": rec.stage.summary(1000.0),
             "throughput_hz": rec.stage.count / window,
             "redeliveries": ledger["redelivered"],
             "dropped": ledger["dropped"],
             "unresolved": ledger["unresolved"],
+            "unfinished": ledger["pending"] + ledger["leased"],
             "utilization": [b / window for b in busy],
             "completed": c.completed,
             "retried": c.retried,
@@ -110,15 +108,14 @@ async def build_result(
             "crashes": c.crashes,
             "lease_renewals": c.renewals,
             "payload_failures": c.payload_failures,
-            "pending_at_end": ledger["pending"] + ledger["leased"],
             "replicas": st.replicas,
             "batch": st.batch,
             "service_mean_ms": mean_seconds(st.service) * 1000.0,
             "gpu": gpu.get(st.name),
         }
-    rejected = sum(c["rejected"] for c in source_counts.values())
+    e2e = frames.histogram
     bin_seconds, nbins = bins
-    return {
+    result = {
         "run": {
             "seed": run.seed,
             "backend": run.backend,
@@ -126,6 +123,7 @@ async def build_result(
             "warmup_seconds": run.warmup_seconds,
             "virtual_seconds": times["virtual_seconds"],
             "wall_seconds": 0.0,
+            "passes": 1,
             "events": events,
             "drained": all(w.finished for w in workers.values()),
             "gpu_ready_seconds": times["gpu_ready_seconds"],
@@ -135,12 +133,14 @@ async def build_result(
         "end_to_end": {
             "latency_ms": e2e.summary(1000.0),
             "throughput_hz": e2e.count / window,
-            "redeliveries": totals["redeliveries"],
-            "dropped": totals["dropped"] + rejected,
-            "unresolved": totals["unresolved"],
+            "redeliveries": redeliveries,
+            "dropped": frames.dropped,
+            "unresolved": frames.unresolved,
+            "unfinished": frames.unfinished,
             "utilization": busy_total / replica_seconds if replica_seconds else None,
             "frames": sum(c["frames"] for c in source_counts.values()),
-            "completed": e2e.count,
+            "completed": frames.completed,
+            "measured": e2e.count,
         },
         "sources": {
             src.name: {
@@ -158,7 +158,7 @@ async def build_result(
             "bin_seconds": bin_seconds,
             "t_seconds": [b * bin_seconds for b in range(nbins)],
             "quantiles": list(QUANTILES),
-            "end_to_end": {"latency": e2e_series.as_dict(), "quantiles_ms": _quantiles_ms(e2e)},
+            "end_to_end": {"latency": frames.series.as_dict(), "quantiles_ms": _quantiles_ms(e2e)},
             "stages": {
                 name: {
                     "latency": rec.series.as_dict(),
@@ -170,6 +170,7 @@ async def build_result(
             },
         },
     }
+    return result, losses
 
 
 __all__ = ["QUANTILES", "build_result", "fault_report"]

@@ -34,6 +34,7 @@ from ..pipeline import (
 from ..vtime import VirtualClock
 from ..vtime import run as vrun
 from ._dist import sampler
+from ._e2e import FrameLedger, LossLedger, owed_settles
 from ._faults import FaultContext, SlowDown, StallablePayloadStore, run_fault
 from ._gpu import node_fixture, reserve_gpus
 from ._load import generate, stage_handler
@@ -111,6 +112,7 @@ def _workers(
     start: float,
     bins: tuple[float, int],
     frames: _Frames,
+    ledger: FrameLedger,
 ) -> tuple[dict[str, StageWorker], dict[str, StageRecorder], dict[str, SlowDown]]:
     window = (spec.run.warmup_seconds, spec.run.duration_seconds)
     workers: dict[str, StageWorker] = {}
@@ -118,7 +120,9 @@ def _workers(
     slowdowns: dict[str, SlowDown] = {}
     for st in spec.stages:
         sink = not pipe.readers[st.name]
-        rec = recorders[st.name] = StageRecorder(start, window, *bins, end_to_end=sink)
+        rec = recorders[st.name] = StageRecorder(
+            start, window, *bins, frames=ledger if sink else None
+        )
         slow = slowdowns[st.name] = SlowDown()
         rng = random.Random(f"{spec.run.seed}/stage/{st.name}")
         data = frames(st.output_bytes)
@@ -143,8 +147,10 @@ def _workers(
 
 
 async def _simulate(
-    spec: SimSpec, progress: ProgressCallback | None, clock: VirtualClock
-) -> dict[str, Any]:
+    spec: SimSpec, progress: ProgressCallback | None, clock: VirtualClock, track_losses: bool
+) -> tuple[dict[str, Any], bool]:
+    """The result, and whether it is exact: False when messages were lost on a run that
+    did not tell which frames they belonged to (``track_losses``)."""
     now, _ = loop_clock()
     setup_start = now()
     run = spec.run
@@ -153,15 +159,25 @@ async def _simulate(
 
     # the models read the run's virtual clock directly (the loop's own reading, without
     # looking up the running loop on every call)
-    messaging = MemoryMessagingBackend(clock=clock)
+    # following every copy of every frame through the model's observation log costs ~15 %
+    # of the run: only when asked (track_losses)
+    ledger_class = LossLedger if track_losses else FrameLedger
+    window = (run.warmup_seconds, run.duration_seconds)
+    ledger = ledger_class(owed_settles(spec), 0.0, window, *bins)
+    messaging = MemoryMessagingBackend(clock=clock, log=ledger.log())
     model, stallable, store = _payload_models(spec, clock)
     pipe = await ensure_pipeline(messaging, run.flow_id, run.run_id, pipeline_nodes(spec))
+    if isinstance(ledger, LossLedger):
+        ledger.wire(pipe)
 
     alloc, gpu = await _reserve_gpus(spec)
     start = now()  # the load starts once the GPUs are ready (geometry may take a while)
+    ledger.start_at(start)
     end = start + run.duration_seconds
     frames = _Frames()
-    workers, recorders, slowdowns = _workers(spec, pipe, messaging, store, start, bins, frames)
+    workers, recorders, slowdowns = _workers(
+        spec, pipe, messaging, store, start, bins, frames, ledger
+    )
     publishers = {
         src.name: Publisher(
             messaging,
@@ -221,18 +237,21 @@ async def _simulate(
                         end,
                         frames(src.bytes),
                         counts[src.name],
+                        ledger,
                     )
             # the sources sent eos: the stages drain and return, or run out of time
             stages.cancel_scope.deadline = max(now(), end) + run.drain_seconds
         tg.cancel_scope.cancel()
     finished = now()
+    ledger.close()
 
-    result = await build_result(
+    result, losses = await build_result(
         spec,
         messaging=messaging,
         pipe=pipe,
         workers=workers,
         recorders=recorders,
+        frames=ledger,
         publishers=publishers,
         source_counts=counts,
         probe=probe,
@@ -243,7 +262,7 @@ async def _simulate(
     )
     if alloc is not None:
         await _release_gpus(alloc, gpu)
-    return result
+    return result, track_losses or not losses
 
 
 async def _release_gpus(alloc: MemoryAllocationBackend, gpu: dict[str, dict[str, Any]]) -> None:
@@ -293,7 +312,8 @@ async def _reserve_gpus(
 def simulate(spec: SimSpec, *, progress: ProgressCallback | None = None) -> dict[str, Any]:
     """Run ``spec`` on a fresh virtual clock under ``spec.run.backend``; the result as the
     JSON-ready dict described in ``docs/simulate.md`` (``run.wall_seconds`` is the only
-    value that depends on the machine)."""
+    value that depends on the machine). A run in which the messaging model lost messages
+    runs twice (see ``_simulate``); ``run.passes`` says how often it ran."""
     wall0 = time.perf_counter()  # wall-clock: reported as run.wall_seconds, nothing else
     clock = VirtualClock()
     thresholds = gc.get_threshold()
@@ -303,7 +323,17 @@ def simulate(spec: SimSpec, *, progress: ProgressCallback | None = None) -> dict
     # collected, memory stays flat); the caller's thresholds come back afterwards
     gc.set_threshold(max(thresholds[0], GC_GEN0), *thresholds[1:])
     try:
-        result = vrun(_simulate, spec, progress, clock, backend=spec.run.backend, clock=clock)
+        # the first pass does not follow the frames' copies; a run that lost messages is run
+        # again, identically, following them (see _e2e)
+        result, exact = vrun(
+            _simulate, spec, progress, clock, False, backend=spec.run.backend, clock=clock
+        )
+        if not exact:
+            clock = VirtualClock()
+            result, exact = vrun(
+                _simulate, spec, progress, clock, True, backend=spec.run.backend, clock=clock
+            )
+            result["run"]["passes"] = 2
     finally:
         gc.set_threshold(*thresholds)
     result["run"]["wall_seconds"] = time.perf_counter() - wall0  # wall-clock: as above

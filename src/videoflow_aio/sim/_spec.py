@@ -40,6 +40,10 @@ AUTHORITIES = ("device-plugin", "mig-manager")
 _NAME_BAD = NAME_FORBIDDEN  # node names become channel and subscription names
 MAX_SERIES_BINS = 100_000
 """The most time-series bins a run may ask for (``run.bin_seconds``): memory per stage."""
+MAX_FRAMES = 10**9
+"""The most frames a run may generate (all sources' ``streams × rate_hz ×
+run.duration_seconds``, Poisson sources by their expected count): at the simulator's ~20k
+messages per CPU second a billion frames is days of CPU, so more is a typo, not a question."""
 
 
 class SpecError(ValidationError):
@@ -577,6 +581,7 @@ def parse_spec(doc: Mapping[str, Any], base: Path | None = None) -> SimSpec:
     if not stages:
         raise _fail("stage", "at least one [[stage]] is required")
     names = _check_graph(sources, stages)
+    _check_load(sources, run)
     _check_nodes(stages, nodes)
     _check_faults(faults, stages, names)
     return SimSpec(
@@ -609,6 +614,32 @@ def _check_graph(sources: tuple[SourceSpec, ...], stages: tuple[StageSpec, ...])
                 raise _fail(f"stage[{i}].inputs", "a stage cannot read itself", inp)
     _check_acyclic(stages)
     return names
+
+
+def _check_load(sources: tuple[SourceSpec, ...], run: RunSpec) -> None:
+    """At most :data:`MAX_FRAMES` frames in all: a larger load would run for days."""
+    frames = [s.streams * s.rate_hz * run.duration_seconds for s in sources]
+    worst = max(range(len(sources)), key=frames.__getitem__)
+    if frames[worst] > MAX_FRAMES:
+        raise _fail(
+            f"source[{worst}].rate_hz",
+            f"streams × rate_hz × run.duration_seconds = {sources[worst].streams} × "
+            f"{sources[worst].rate_hz:g} × {run.duration_seconds:g} = {_count(frames[worst])} "
+            f"frames: at most {MAX_FRAMES:.0e} frames a run",
+            sources[worst].rate_hz,
+        )
+    total = sum(frames)
+    if total > MAX_FRAMES:
+        parts = ", ".join(f"{s.name} {_count(n)}" for s, n in zip(sources, frames, strict=True))
+        raise _fail(
+            "source",
+            f"the sources' streams × rate_hz × run.duration_seconds add up to {_count(total)} "
+            f"frames ({parts}): at most {MAX_FRAMES:.0e} frames a run",
+        )
+
+
+def _count(n: float) -> str:
+    return f"{n:.3g}" if math.isfinite(n) else "more than 1e+308"
 
 
 def _check_nodes(stages: tuple[StageSpec, ...], nodes: tuple[NodeSpec, ...]) -> None:
@@ -722,6 +753,7 @@ def load_spec(path: str | Path, run_overrides: Mapping[str, Any] | None = None) 
 
 
 __all__ = [
+    "MAX_FRAMES",
     "FaultSpec",
     "GpuSpec",
     "NodeSpec",
