@@ -91,10 +91,12 @@ async def test_loopback_round_trip_does_not_time_out_spuriously(vclock: VirtualC
 
 
 async def test_silent_peer_still_times_out(vclock: VirtualClock) -> None:
+    # the loop counts real silence from the first moment it sat idle at this virtual
+    # instant (the connect may be that moment), so the wall clock starts before it
+    wall0 = time.perf_counter()  # wall-clock: the jump waits for real silence
     with DelayedEchoServer(delay=0.0, reply=False) as server:
         async with await anyio.connect_tcp("127.0.0.1", server.port) as stream:
             await stream.send(b"ping")
-            wall0 = time.perf_counter()  # wall-clock: the jump waits for real silence
             with pytest.raises(TimeoutError):
                 with anyio.fail_after(0.1):
                     await stream.receive()
