@@ -87,6 +87,8 @@ def faults_table(result: dict[str, Any]) -> Table | None:
             for k, v in f.items()
             if k not in ("kind", "stage", "channel", "replica")
         )
+        if "applied_at_seconds" not in f:  # its instant came after the load ended
+            detail = f"not applied (the run ended first): {detail}"
         table.add_row(f["kind"], target, detail)
     return table
 
