@@ -13,15 +13,20 @@ variant under both backends.
 
 from __future__ import annotations
 
+from fnmatch import fnmatch
+
 from videoflow_aio.conformance import conformance_suite, provider_names, select_cases
 
 pytest_plugins = ["videoflow_aio.conformance.pytest_plugin"]
 
 VARIANTS = [n for n in provider_names() if n.endswith(("-secure", "-cluster", "-replicated"))]
-#: every MSG case runs on the JetStream cluster too, but these: its consumers' raft groups apply
-#: a publish, an eviction or an ack after the request that made it was answered, and the
-#: adapter reads its own writes there (docs/clusters.md, "Read-your-writes").
+#: on the JetStream cluster, under pytest, the MSG cases whose reads follow a write the
+#: consumers' raft groups apply after its request was answered (each met that window in CI
+#: before the adapter read its own writes there: docs/clusters.md, "Read-your-writes") and the
+#: fault cases. ``videoflow-aio conformance --provider nats-cluster`` runs every MSG case (all
+#: but MSG-009 passed five runs in a row); the rest are left out here for CI's time budget.
 CLUSTER_RUN_APART = "nats-cluster"
+CLUSTER_CASES = ("MSG-001", "MSG-043", "MSG-047", "MSG-050", "MSG-054", "MSG-8*")
 CLUSTER_DESELECTED = {
     "MSG-009": "times the server's redelivery from the client's side with 5 ms of slack (ack "
     "wait 0.5 s at scale 0.05); on the cluster the delivery and the pull's end travel from the "
@@ -37,6 +42,8 @@ TestConformanceNatsCluster = conformance_suite(
     [CLUSTER_RUN_APART],
     backends=["asyncio"],
     select=",".join(
-        c.id for c in select_cases(contract="messaging") if c.id not in CLUSTER_DESELECTED
+        c.id
+        for c in select_cases(contract="messaging")
+        if c.id not in CLUSTER_DESELECTED and any(fnmatch(c.id, p) for p in CLUSTER_CASES)
     ),
 )
