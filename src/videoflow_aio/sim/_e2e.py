@@ -28,8 +28,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..observe import AttrValue, Event, ObservationLog
-from ..pipeline import LatencyHistogram, Pipeline
-from ._record import Series
+from ..pipeline import Pipeline
+from ._record import WindowedLatency
 from ._spec import SimSpec
 
 
@@ -65,17 +65,14 @@ class FrameLedger:
     """
 
     __slots__ = (
-        "_start",
-        "bin_seconds",
+        "_latency",
         "completed",
         "dropped",
         "histogram",
         "inflight",
-        "nbins",
         "owed",
         "series",
         "unresolved",
-        "window",
     )
 
     def __init__(
@@ -88,17 +85,14 @@ class FrameLedger:
     ) -> None:
         self.owed = dict(owed)
         self.inflight: dict[str, int] = {}
-        self._start = start
-        self.window = window
-        self.bin_seconds = bin_seconds
-        self.nbins = nbins
-        self.histogram = LatencyHistogram()
-        self.series = Series(bin_seconds, nbins)
+        self._latency = WindowedLatency(start, window, bin_seconds, nbins)
+        self.histogram = self._latency.histogram
+        self.series = self._latency.series
         self.completed = self.dropped = self.unresolved = 0
 
     def start_at(self, start: float) -> None:
         """The load starts at ``start`` (capture times are binned from there)."""
-        self._start = start
+        self._latency.start = start
 
     @property
     def unfinished(self) -> int:
@@ -137,14 +131,7 @@ class FrameLedger:
 
     def _count_completed(self, ts: float, now: float) -> None:
         self.completed += 1
-        total = now - ts
-        rel = ts - self._start
-        lo, hi = self.window
-        if lo <= rel < hi:
-            self.histogram.add(total)
-        b = int(rel // self.bin_seconds)
-        if 0 <= b < self.nbins:
-            self.series.add(b, total)
+        self._latency.add(ts, now - ts)
 
 
 _Copy = tuple[str, int, str]

@@ -103,18 +103,37 @@ class Series:
         return {"count": list(self.counts), "mean": means, "p99": p99s, "max": maxs}
 
 
+class WindowedLatency:
+    """One latency per message, keyed by its frame's capture time ``ts``: into ``histogram``
+    when the capture falls in the measurement ``window`` (seconds from ``start``), and into
+    the time ``series`` bin of its capture."""
+
+    __slots__ = ("bin_seconds", "histogram", "nbins", "series", "start", "window")
+
+    def __init__(
+        self, start: float, window: tuple[float, float], bin_seconds: float, nbins: int
+    ) -> None:
+        self.start = start
+        self.window = window
+        self.bin_seconds = bin_seconds
+        self.nbins = nbins
+        self.histogram = LatencyHistogram()
+        self.series = Series(bin_seconds, nbins)
+
+    def add(self, ts: float, latency: float) -> None:
+        rel = ts - self.start
+        lo, hi = self.window
+        if lo <= rel < hi:
+            self.histogram.add(latency)
+        b = int(rel // self.bin_seconds)
+        if 0 <= b < self.nbins:
+            self.series.add(b, latency)
+
+
 class StageRecorder:
     """The ``observe`` callback of one stage (see the module docstring)."""
 
-    __slots__ = (
-        "_start",
-        "bin_seconds",
-        "frames",
-        "nbins",
-        "series",
-        "stage",
-        "window",
-    )
+    __slots__ = ("_latency", "frames", "series", "stage")
 
     def __init__(
         self,
@@ -125,12 +144,9 @@ class StageRecorder:
         *,
         frames: FrameLedger | None,
     ) -> None:
-        self._start = start
-        self.window = window
-        self.bin_seconds = bin_seconds
-        self.nbins = nbins
-        self.stage = LatencyHistogram()
-        self.series = Series(bin_seconds, nbins)
+        self._latency = WindowedLatency(start, window, bin_seconds, nbins)
+        self.stage = self._latency.histogram
+        self.series = self._latency.series
         self.frames = frames  # a sink's: the end-to-end ledger
 
     def __call__(self, d: Delivery, now: float) -> None:
@@ -142,18 +158,10 @@ class StageRecorder:
         latency = now - (float(raw) if raw is not None else ts)
         if latency < 0.0:  # a clock other than the one that stamped it: not a latency
             return
-        rel = ts - self._start
-        lo, hi = self.window
-        inside = lo <= rel < hi
-        b = int(rel // self.bin_seconds)
-        in_bins = 0 <= b < self.nbins
-        if in_bins:
-            self.series.add(b, latency)
-        if inside:
-            self.stage.add(latency)
+        self._latency.add(ts, latency)
         frames = self.frames
         if frames is not None:
             frames.settled(env.event_id or env.publication_id, ts, now)
 
 
-__all__ = ["SERIES_PRECISION_BITS", "Series", "StageRecorder"]
+__all__ = ["SERIES_PRECISION_BITS", "Series", "StageRecorder", "WindowedLatency"]
