@@ -103,7 +103,14 @@ class Member:
         if self.alive():
             return
         self.process = _spawn(
-            self.kind, self.binary, self.argv, self.dir, self.port, self.url, append=True
+            self.kind,
+            self.binary,
+            self.argv,
+            self.dir,
+            self.port,
+            self.url,
+            append=True,
+            cleanup=self.dir.parent,  # the cluster's temporary directory
         )
         self.paused = False
 

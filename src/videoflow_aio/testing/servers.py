@@ -14,7 +14,10 @@ race is retried), in its own temporary directory (data, log ``server.log``, pid 
 ``start()`` returns once the server answers its readiness probe, or raises
 :class:`~videoflow_aio.contracts.errors.BackendUnavailable` with the log's tail;
 ``ServerProcess.stop()`` ends it by PID (SIGTERM, then SIGKILL), removes the directory and is
-idempotent; servers still running when the interpreter exits are stopped. ``data_dir=`` keeps
+idempotent; servers still running when the interpreter exits are stopped, and a server
+outlives no process that started it, however that process ends (SIGTERM, SIGKILL, Ctrl-C
+twice): a parent-death signal and a reaper process kill it and remove its directory
+(:mod:`videoflow_aio.testing._reaper`). ``data_dir=`` keeps
 the data outside the temporary directory, so a server started again on it restarts from it.
 
 Where a binary is missing, :func:`binary_unavailable` says why and how to install it; under
@@ -52,6 +55,7 @@ from typing import Any, ClassVar, Generic, Protocol, TypeVar
 import anyio.to_thread
 
 from ..contracts.errors import BackendUnavailable
+from . import _reaper
 
 HOST = "127.0.0.1"
 """The address every test server binds: loopback only."""
@@ -154,6 +158,7 @@ class ServerProcess:
                 with contextlib.suppress(ProcessLookupError):
                     popen.kill()
                 popen.wait(timeout)
+            _reaper.forget(popen.pid)
             with _LIVE_LOCK:
                 _LIVE.discard(self)
         if self._log is not None:
@@ -192,19 +197,32 @@ Probe = Callable[["ServerProcess"], bool]
 
 
 def _spawn(
-    kind: str, path: str, argv: list[str], tmp: Path, port: int, url: str, *, append: bool = False
+    kind: str,
+    path: str,
+    argv: list[str],
+    tmp: Path,
+    port: int,
+    url: str,
+    *,
+    append: bool = False,
+    cleanup: Path | None = None,
 ) -> ServerProcess:
     """Start ``path argv`` in ``tmp`` (log ``server.log``, appended to when ``append``, and a
-    pid file); registered so that it is stopped at exit."""
+    pid file); registered so that it is stopped at exit, and killed (``cleanup``, default
+    ``tmp``, removed) when this process dies without stopping it (:mod:`._reaper`)."""
     log = open(tmp / "server.log", "ab" if append else "wb")  # noqa: SIM115 - closed by stop()
-    popen = subprocess.Popen(
-        [path, *argv],
-        cwd=tmp,
-        stdin=subprocess.DEVNULL,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-    )
+    try:
+        popen = _reaper.popen(
+            [path, *argv],
+            cleanup=tmp if cleanup is None else cleanup,
+            cwd=tmp,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+    except BaseException:
+        log.close()
+        raise
     srv = ServerProcess(kind, popen.pid, port, url, tmp, _popen=popen, _log=log)
     (tmp / f"{kind}.pid").write_text(str(popen.pid))
     with _LIVE_LOCK:

@@ -1,0 +1,165 @@
+"""Servers die with the process that started them, however it ends.
+
+Two independent guards, both set up by :func:`popen` for every server that
+:mod:`videoflow_aio.testing.servers` and :mod:`videoflow_aio.testing.clusters` start:
+
+- **parent-death signal** (Linux): the child asks the kernel for SIGKILL when its parent
+  dies (``prctl(PR_SET_PDEATHSIG)``, kept across ``exec``). The kernel sends it when the
+  *thread* that forked the child ends, so servers are forked from the main thread or from
+  one keeper thread that lives as long as the process — never from a short-lived worker
+  thread (``astart`` runs in one).
+- **a reaper process** (one per owning process, started with the first server, in its own
+  session so Ctrl-C does not reach it): it holds the read end of a pipe only the owner
+  writes to. When the owner ends — exit, exception, SIGTERM, SIGKILL — the pipe reaches end
+  of file and the reaper SIGKILLs every server still registered (its whole process group,
+  so a server behind a wrapper goes too) and removes their temporary directories
+  (:mod:`videoflow_aio.testing._reaper_main`).
+
+A clean stop unregisters the server first. Waiting for processes is wall-clock work.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import os
+import queue
+import signal
+import subprocess
+import sys
+import threading
+from collections.abc import Callable
+from concurrent.futures import Future
+from pathlib import Path
+from typing import IO, Any
+
+_PR_SET_PDEATHSIG = 1
+_SCRIPT = Path(__file__).with_name("_reaper_main.py")
+
+_lock = threading.Lock()
+_reaper: subprocess.Popen[bytes] | None = None
+_reaper_owner = 0  # the pid that started it (a forked child needs its own)
+_keeper: queue.SimpleQueue[tuple[Callable[[], Any], Future[Any]]] | None = None
+
+
+def _prctl() -> Callable[..., int] | None:
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        prctl = libc.prctl
+    except (OSError, AttributeError):
+        return None
+    prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong]
+    prctl.restype = ctypes.c_int
+    return prctl  # type: ignore[no-any-return]
+
+
+_PRCTL = _prctl()  # resolved here: the child after fork only calls it
+
+
+def _die_with_parent(parent: int) -> Callable[[], None] | None:
+    """The ``preexec_fn`` that sets the parent-death signal (None where there is none)."""
+    prctl = _PRCTL
+    if prctl is None:
+        return None
+
+    def preexec() -> None:
+        prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        if os.getppid() != parent:  # the parent died before the signal was asked for
+            os._exit(1)
+
+    return preexec
+
+
+def _keeper_loop(jobs: queue.SimpleQueue[tuple[Callable[[], Any], Future[Any]]]) -> None:
+    while True:
+        job, result = jobs.get()
+        try:
+            result.set_result(job())
+        except BaseException as exc:  # handed to the caller, raised in its thread
+            result.set_exception(exc)
+
+
+def _in_long_lived_thread(job: Callable[[], Any]) -> Any:
+    """``job()`` in the main thread or in the keeper thread (never in a thread that may end
+    before the process: a parent-death signal would fire then)."""
+    global _keeper
+    if threading.current_thread() is threading.main_thread():
+        return job()
+    with _lock:
+        if _keeper is None:
+            _keeper = queue.SimpleQueue()
+            threading.Thread(
+                target=_keeper_loop, args=(_keeper,), name="videoflow-server-keeper", daemon=True
+            ).start()
+        jobs = _keeper
+    result: Future[Any] = Future()
+    jobs.put((job, result))
+    return result.result()
+
+
+def _reaper_stdin() -> IO[bytes] | None:
+    """The pipe to this process's reaper, started on first use (None if it cannot run)."""
+    global _reaper, _reaper_owner
+    pid = os.getpid()
+    if _reaper is not None and _reaper_owner == pid and _reaper.poll() is None:
+        return _reaper.stdin
+    try:
+        _reaper = subprocess.Popen(
+            [sys.executable, "-I", str(_SCRIPT)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+            close_fds=True,
+        )
+    except OSError:
+        _reaper = None
+        return None
+    _reaper_owner = pid
+    return _reaper.stdin
+
+
+def _tell(line: str) -> None:
+    with _lock:
+        pipe = _reaper_stdin()
+        if pipe is None:
+            return
+        with contextlib.suppress(OSError, ValueError):
+            pipe.write(line.encode("utf-8", "surrogateescape"))
+            pipe.flush()
+
+
+def _start_time(pid: int) -> str:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text(errors="replace")
+    except OSError:
+        return "-"
+    fields = stat.rsplit(")", 1)[-1].split()
+    return fields[19] if len(fields) > 19 else "-"
+
+
+def popen(argv: list[str], *, cleanup: Path | None, **options: Any) -> subprocess.Popen[bytes]:
+    """``subprocess.Popen(argv, start_new_session=True, **options)`` for a server that must
+    die with this process; ``cleanup`` is the directory removed when it is reaped."""
+    preexec = _die_with_parent(os.getpid())
+
+    def start() -> subprocess.Popen[bytes]:
+        return subprocess.Popen(argv, start_new_session=True, preexec_fn=preexec, **options)
+
+    proc: subprocess.Popen[bytes] = _in_long_lived_thread(start)
+    where = "" if cleanup is None else str(cleanup).replace("\n", "")
+    _tell(f"add {proc.pid} {_start_time(proc.pid)} {where}\n")
+    return proc
+
+
+def forget(pid: int) -> None:
+    """The server ``pid`` was stopped (and reaped) by its owner: the reaper leaves it."""
+    if _reaper is not None:
+        _tell(f"del {pid}\n")
+
+
+def reaper_pid() -> int | None:
+    """The reaper process's id in this process (None before the first server)."""
+    return _reaper.pid if _reaper is not None and _reaper_owner == os.getpid() else None

@@ -1,0 +1,94 @@
+"""The reaper process: kills the servers of a process that died without stopping them.
+
+Run as ``python -I _reaper_main.py`` by :mod:`videoflow_aio.testing._reaper` (by path: it
+imports nothing but the standard library). It reads lines from stdin, a pipe whose only
+writer is the process that started the servers:
+
+    add <pid> <start time> <directory>   a server was started (its process group is its pid)
+    del <pid>                            that server was stopped by its owner
+
+End of file means the owner is gone (it exited, crashed, or was killed with SIGKILL): every
+server still registered is killed with SIGKILL (its whole process group, so a wrapper's
+children go too), checked first to be the same process (``/proc/<pid>/stat`` start time, so
+a reused pid is never killed), and its directory is removed once it is gone.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import sys
+import time
+
+
+def start_time(pid: int) -> str:
+    """Field 22 of ``/proc/<pid>/stat`` (the process's start time), or ``""``."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read().decode("ascii", "replace")
+    except OSError:
+        return ""
+    fields = stat.rsplit(")", 1)[-1].split()
+    return fields[19] if len(fields) > 19 else ""
+
+
+def gone(pid: int) -> bool:
+    """True when ``pid`` no longer runs (absent, or a zombie nobody reaped yet)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read().decode("ascii", "replace")
+    except FileNotFoundError:
+        return True
+    except OSError:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return True
+        except OSError:
+            return False
+        return False
+    state = stat.rsplit(")", 1)[-1].split()[:1]
+    return state in (["Z"], ["X"])
+
+
+def kill(pid: int, started: str) -> bool:
+    """SIGKILL the server ``pid`` (and its process group) if it is the process registered."""
+    if started not in ("", "-") and start_time(pid) not in (started, ""):
+        return False  # the pid now names another process
+    if gone(pid):
+        return False
+    for send in (os.killpg, os.kill):
+        try:
+            send(pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            continue
+    return True
+
+
+def main() -> None:
+    for sig in (signal.SIGINT, signal.SIGHUP, signal.SIGPIPE):
+        signal.signal(sig, signal.SIG_IGN)
+    servers: dict[int, tuple[str, str]] = {}
+    for raw in sys.stdin.buffer:
+        parts = raw.decode("utf-8", "surrogateescape").rstrip("\n").split(" ", 3)
+        try:
+            if parts[0] == "add" and len(parts) == 4:
+                servers[int(parts[1])] = (parts[2], parts[3])
+            elif parts[0] == "del" and len(parts) == 2:
+                servers.pop(int(parts[1]), None)
+        except ValueError:
+            continue
+    killed = [pid for pid, (started, _) in servers.items() if kill(pid, started)]
+    deadline = time.monotonic() + 10.0  # wall-clock: waiting for killed processes to go
+    while killed and time.monotonic() < deadline:  # wall-clock: as above
+        killed = [pid for pid in killed if not gone(pid)]
+        if killed:
+            time.sleep(0.02)  # wall-clock: polling real processes
+    for _, directory in servers.values():
+        if directory:
+            shutil.rmtree(directory, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,155 @@
+"""Servers die with the pytest run that started them, however it ends (issue 26, item 18).
+
+Each test runs a downstream-style pytest in a subprocess, with its own ``TMPDIR``: a fixture
+starts a redis-server and a nats-server (one from the main thread, one from a worker thread
+through ``astart``, where a parent-death signal alone would fire too early), reports their
+pids through a pipe and blocks. The run is then killed (SIGKILL, SIGTERM, Ctrl-C twice); every
+server must be gone within a bounded wait, and no process may still name the run's temporary
+directory on its command line. Waiting uses pidfds, not sleeps.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from _servers_fixtures import need_binary
+
+pytestmark = [pytest.mark.server, pytest.mark.vtime(False)]
+
+CHILD = """
+import json, os
+import anyio
+import pytest
+from videoflow_aio.testing import _reaper
+from videoflow_aio.testing.servers import NatsServer, RedisServer
+
+
+@pytest.fixture
+def servers():
+    a = RedisServer().start()  # main thread
+    b = anyio.run(NatsServer().astart)  # a worker thread that ends afterwards
+    yield a, b
+    a.stop()
+    b.stop()
+
+
+def test_blocks(servers):
+    a, b = servers
+    report = {"pids": [a.pid, b.pid], "dirs": [str(a.dir), str(b.dir)],
+              "reaper": _reaper.reaper_pid()}
+    os.write(int(os.environ["ORPHAN_REPORT_FD"]), json.dumps(report).encode() + b"\\n")
+    os.read(0, 1)  # blocks until the run is killed
+"""
+
+WAIT_SECONDS = 15.0
+
+
+def _wait_exit(pid: int, timeout: float) -> bool:
+    """True once ``pid`` has terminated (a zombie counts), within ``timeout`` seconds."""
+    try:
+        fd = os.pidfd_open(pid)
+    except ProcessLookupError:
+        return True
+    try:
+        ready, _, _ = select.select([fd], [], [], timeout)
+        return bool(ready)
+    finally:
+        os.close(fd)
+
+
+def _processes_naming(text: str) -> list[int]:
+    """Live (non-zombie) processes whose command line contains ``text``."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes()
+        except OSError:
+            continue
+        if text.encode() in cmdline:
+            found.append(int(entry.name))
+    return found
+
+
+def _run_and_kill(tmp_path: Path, how: str) -> None:
+    need_binary("redis-server")
+    need_binary("nats-server")
+    (tmp_path / "test_child.py").write_text(CHILD)
+    tmpdir = tmp_path / "t"
+    tmpdir.mkdir()
+    read_end, write_end = os.pipe()
+    env = {**os.environ, "TMPDIR": str(tmpdir), "ORPHAN_REPORT_FD": str(write_end)}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_child.py"],
+        cwd=tmp_path,
+        env=env,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        pass_fds=(write_end,),
+    )
+    os.close(write_end)
+    try:
+        ready, _, _ = select.select([read_end], [], [], 60.0)
+        assert ready, "the child run did not start its servers in 60 s"
+        report = json.loads(os.read(read_end, 65536).decode())
+        if how == "SIGKILL":
+            proc.kill()
+        elif how == "SIGTERM":
+            proc.terminate()
+        else:  # Ctrl-C twice: the second one lands in the teardown the first one began
+            proc.send_signal(signal.SIGINT)
+            proc.send_signal(signal.SIGINT)
+        proc.wait(WAIT_SECONDS)
+        for pid in report["pids"]:
+            assert _wait_exit(pid, WAIT_SECONDS), f"server {pid} outlived the run ({how})"
+        if report["reaper"] is not None:
+            assert _wait_exit(report["reaper"], WAIT_SECONDS), "the reaper did not finish"
+        assert _processes_naming(str(tmpdir)) == []
+        for directory in report["dirs"]:
+            assert not Path(directory).exists(), f"{directory} left behind ({how})"
+    finally:
+        os.close(read_end)
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        assert proc.stdin is not None
+        proc.stdin.close()
+        for pid in _processes_naming(str(tmpdir)):  # never leave one behind ourselves
+            os.kill(pid, signal.SIGKILL)
+
+
+@pytest.mark.skipif(not hasattr(os, "pidfd_open"), reason="needs Linux pidfds")
+@pytest.mark.parametrize("how", ["SIGKILL", "SIGTERM", "SIGINT-twice"])
+def test_servers_die_with_the_run(tmp_path: Path, how: str) -> None:
+    _run_and_kill(tmp_path, how)
+
+
+@pytest.mark.skipif(not hasattr(os, "pidfd_open"), reason="needs Linux pidfds")
+def test_a_server_started_from_a_short_lived_thread_outlives_the_thread() -> None:
+    """The parent-death signal fires when the forking *thread* ends: servers are forked from
+    a thread that lives as long as the process."""
+    import threading
+
+    from videoflow_aio.testing.servers import RedisServer, ServerProcess
+
+    need_binary("redis-server")
+    box: list[ServerProcess] = []
+    thread = threading.Thread(target=lambda: box.append(RedisServer().start()))
+    thread.start()
+    thread.join()
+    srv = box[0]
+    try:
+        assert not _wait_exit(srv.pid, 0.5), "the server died with the thread that started it"
+        assert srv.alive()
+    finally:
+        srv.stop()
