@@ -48,12 +48,19 @@ Compaction (:meth:`FileStoreCore.compact`, run at open and on demand) removes wh
 leave: ``.tmp`` files nobody is writing, lock files of keys with no record, torn last lines of
 logs, and empty logs. Each step is atomic and done under the lock of what it removes, so a
 compaction killed at any point leaves a valid store, and the next one finishes the job.
+
+Read-only roots (a backup, a snapshot, a replica mounted read-only; or no write permission):
+when ``store.lock`` cannot be opened for writing (EROFS, EACCES, EPERM), the store opens
+read-only — ``store.json`` is checked, nothing is compacted or locked, reads work as usual,
+and every write (cas, delete, append, compact) raises
+:class:`~videoflow_aio.contracts.errors.AccessDenied` with nothing changed.
 """
 
 from __future__ import annotations
 
 import binascii
 import contextlib
+import errno
 import fcntl
 import hashlib
 import os
@@ -64,7 +71,7 @@ from urllib.parse import unquote_to_bytes
 
 import msgspec
 
-from ..contracts.errors import BackendUnavailable, OutcomeUnknown
+from ..contracts.errors import AccessDenied, BackendUnavailable, OutcomeUnknown
 from ..contracts.runtime_store import CorruptRecord
 
 MAX_NAME = 200  # NAME_MAX (255) minus room for the suffixes
@@ -76,6 +83,8 @@ _SAFE = frozenset(b"abcdefghijklmnopqrstuvwxyz0123456789_-")
 _TABLE = [chr(b) if b in _SAFE else f"%{b:02x}" for b in range(256)]
 _O_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 _O_DIR = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | _O_CLOEXEC
+_READ_ONLY = frozenset({errno.EROFS, errno.EACCES, errno.EPERM})
+"""What opening ``store.lock`` for writing fails with on a root this process may only read."""
 
 
 class Record(msgspec.Struct, frozen=True):
@@ -214,6 +223,9 @@ class FileStoreCore:
         self.block = block
         self.opened: Compaction | None = None
         """What the compaction at open removed (None until opened, or when not compacting)."""
+        self.read_only: str | None = None
+        """Why the store is read-only (set at open when ``store.lock`` cannot be opened for
+        writing: a read-only file system or no write permission), else None."""
         self._ready = False
         self._opening = threading.Lock()
         self._numbers = threading.Lock()
@@ -229,9 +241,21 @@ class FileStoreCore:
             if self._ready:
                 return
             self._open()
-            if self.compact_at_open:
+            if self.compact_at_open and self.read_only is None:
                 self.opened = self._compact()
             self._ready = True
+
+    def _writable(self, operation: str) -> None:
+        """Refuse a write on a read-only store: :class:`AccessDenied`, nothing changed."""
+        self._ensure()
+        if self.read_only is not None:
+            raise AccessDenied(
+                f"file store {self.root} is read-only ({self.read_only}): {operation} refused, "
+                "nothing changed",
+                backend="file",
+                operation=operation,
+                resource=self.root,
+            )
 
     def _root_lock(self) -> int:
         fd = os.open(
@@ -248,7 +272,13 @@ class FileStoreCore:
         if not os.path.isdir(self.root):
             os.makedirs(self.root, exist_ok=True)
             _fsync_dir(os.path.dirname(os.path.abspath(self.root)))
-        lock = self._root_lock()
+        try:
+            lock = self._root_lock()
+        except OSError as exc:
+            if exc.errno not in _READ_ONLY:
+                raise
+            self._open_read_only(exc)
+            return
         try:
             _unlink_quietly(self.header + ".tmp")  # an advance that died before its rename
             _unlink_quietly(self.upgrade + ".tmp")
@@ -270,6 +300,25 @@ class FileStoreCore:
                 _fsync_dir(self.root)
         finally:
             os.close(lock)
+
+    def _open_read_only(self, exc: OSError) -> None:
+        """Open a root this process may only read: ``get``, ``scan`` and ``log_entries``
+        serve it as it is (no lock, no compaction: a reader needs neither); every write is
+        refused. A root of the previous format cannot be adopted without writing: refused."""
+        reason = os.strerror(exc.errno or 0) if exc.errno else str(exc)
+        if os.path.exists(self.header):
+            self._read_header()
+        elif os.path.exists(self.upgrade) or any(
+            os.path.isdir(sub) and os.listdir(sub) for sub in (self.kv, self.logs)
+        ):
+            raise AccessDenied(
+                f"file store {self.root} is read-only ({reason}) and of the previous format "
+                "(no store.json): it must be opened writable once to be adopted",
+                backend="file",
+                operation="open",
+                resource=self.root,
+            )
+        self.read_only = reason
 
     def _read_header(self, path: str | None = None) -> Header:
         path = path or self.header
@@ -491,7 +540,7 @@ class FileStoreCore:
     def cas(self, key: str, expected: int | None, value: bytes) -> int | None:
         """Write ``value`` if the live number is ``expected`` (None: no live record).
         Returns the new number, or None when the comparison failed."""
-        self._ensure()
+        self._writable("cas")
         name = file_name(key)
         path = os.path.join(self.kv, name + ".json")
         lock = self._lock(name)
@@ -514,7 +563,7 @@ class FileStoreCore:
 
     def delete(self, key: str, expected: int | None) -> bool:
         """Remove the live record if its number is ``expected`` (None: any)."""
-        self._ensure()
+        self._writable("delete")
         name = file_name(key)
         path = os.path.join(self.kv, name + ".json")
         lock = self._lock(name)
@@ -537,8 +586,13 @@ class FileStoreCore:
         self._ensure()
         stem_prefix = escape(prefix)
         found: list[tuple[str, bytes, int]] = []
-        with os.scandir(self.kv) as entries:
-            names = [e.name for e in entries if e.name.endswith(".json")]
+        try:
+            with os.scandir(self.kv) as entries:
+                names = [e.name for e in entries if e.name.endswith(".json")]
+        except FileNotFoundError:
+            if self.read_only is None:
+                raise
+            return found  # an empty read-only root: no kv/ was ever made
         for fname in names:
             stem = fname[:-5]
             if not (stem.startswith("=") or stem.startswith(stem_prefix)):
@@ -593,7 +647,7 @@ class FileStoreCore:
 
     def append(self, log: str, record: bytes) -> int:
         """Append one line (cutting a torn last line first); returns its 1-based number."""
-        self._ensure()
+        self._writable("append")
         path = os.path.join(self.logs, file_name(log) + ".log")
         fd = self._open_log(path, os.O_RDWR | os.O_CREAT | os.O_APPEND)
         assert fd is not None
@@ -641,8 +695,9 @@ class FileStoreCore:
     # -- compaction ------------------------------------------------------------------------
     def compact(self) -> Compaction:
         """Remove what crashes leave behind; see the module docstring. Safe beside other
-        writers of the same root (what one of them holds is skipped and counted ``busy``)."""
-        self._ensure()
+        writers of the same root (what one of them holds is skipped and counted ``busy``).
+        Refused with :class:`AccessDenied` on a read-only store."""
+        self._writable("compact")
         return self._compact()
 
     def _compact(self) -> Compaction:

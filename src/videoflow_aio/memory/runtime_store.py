@@ -171,6 +171,10 @@ class FileRuntimeStore(RuntimeStore):
     and ``docs/runtime-store.md``. OS errors surface as
     :class:`~videoflow_aio.contracts.errors.BackendUnavailable` (nothing changed) or
     :class:`~videoflow_aio.contracts.errors.OutcomeUnknown` (written, durability unknown).
+
+    A root that may only be read (a read-only file system, no write permission) opens
+    read-only: ``get``, ``scan`` and ``log_entries`` work, every write raises
+    :class:`~videoflow_aio.contracts.errors.AccessDenied` and changes nothing.
     """
 
     def __init__(self, root: str | os.PathLike[str], *, compact_at_open: bool = True) -> None:
