@@ -6,9 +6,10 @@
   adapter's decision to make; writes are resolved instead (:meth:`RedisConnection.write`).
 - Every redis-py exception is mapped onto ``videoflow_aio.contracts.errors`` (cause chained)
   in one place, :func:`map_exceptions`.
-- Security (``_security``): TLS from ``rediss://`` or ``tls=`` (a :class:`TLSConfig` or an
-  ``ssl.SSLContext``), ACL user and password from arguments or the URL's user info (the URL
-  kept and printed is stripped of it). A connection that cannot be opened (refused, TLS
+- Security (``_security``): TLS from ``rediss://`` (with redis-py's ``ssl_*`` query options,
+  :mod:`._url`) or ``tls=`` (a :class:`TLSConfig` or an ``ssl.SSLContext``), ACL user and
+  password from arguments or the URL's user info (the URL kept and printed is stripped of
+  it). A connection that cannot be opened (refused, TLS
   handshake, AUTH) fails inside the pool, before any command is sent: the refusal is
   classified there (:class:`AuthenticationFailed` with its ``reason``) and a write is known
   not to have applied. A command the ACL refuses is :class:`AccessDenied`.
@@ -68,6 +69,7 @@ from .._security import (
 )
 from .._trio_bridge import Affinity
 from .._watchdog import Watchdog
+from ._url import url_options
 
 FENCED = b"f"
 APPLIED = b"c"
@@ -274,7 +276,8 @@ def client_settings(
 ) -> tuple[str, ssl.SSLContext | None, str | None, Credentials]:
     """``(URL without user info, TLS context, server name, credentials)`` from an adapter's
     arguments: ``rediss://`` or ``tls=`` turns TLS on; user and password come from the
-    arguments or the URL (not both)."""
+    arguments or the URL (not both); redis-py's ``ssl_*`` query options become a
+    :class:`TLSConfig` (:mod:`._url`), any other query option but ``db`` is refused."""
     clean, url_user, url_password = split_url(url)
     scheme = clean.split("://", 1)[0].lower()
     if scheme not in ("redis", "rediss"):
@@ -293,6 +296,15 @@ def client_settings(
         username=username if username is not None else url_user,
         password=as_secret(password if password is not None else url_password, "password"),
     )
+    clean, url_tls = url_options(clean)
+    if url_tls:
+        if tls is not None:
+            raise ValidationError(
+                "TLS given both in the URL's ssl_* options and as tls=: give one",
+                field="tls",
+                value=sorted(url_tls),
+            )
+        tls = TLSConfig(**url_tls)
     context: ssl.SSLContext | None
     hostname = None
     if isinstance(tls, ssl.SSLContext):
