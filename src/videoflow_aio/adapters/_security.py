@@ -9,6 +9,12 @@ classification of a refused handshake.
 - :class:`Credentials` bundles a user name, a password, a token, a NATS NKey seed file or
   ``.creds`` file; ``Credentials.from_env`` / ``TLSConfig.from_env`` read them from
   environment variables (or files they name), never from a command line.
+- Local files are checked when an adapter is built: a CA, certificate or key file, an NKey
+  seed file or a ``.creds`` file that cannot be read or parsed, or a certificate whose key
+  does not match, is a :class:`ValidationError` there (``TLSConfig.context``,
+  :func:`check_nkey_seed_file`, :func:`check_creds_file`) — never an
+  ``AuthenticationFailed`` or ``BackendUnavailable`` later, which invite a retry. Messages
+  name the file, never its content.
 - :func:`tls_failure` names the reason of a failed TLS handshake from the exception chain
   (``AuthenticationFailed.reason``); :func:`split_url` takes the user info out of a URL so no
   URL kept or printed by an adapter carries a password.
@@ -167,16 +173,20 @@ class TLSConfig:
 
     def context(self) -> ssl.SSLContext:
         """An ``ssl.SSLContext`` for a client (TLS 1.2 or later); raises
-        :class:`ValidationError` when a file cannot be read or does not hold PEM."""
+        :class:`ValidationError` when a file cannot be read or does not hold PEM, when the
+        key does not match the certificate, or when the key is encrypted and no
+        ``key_password`` is given (never an interactive prompt)."""
+        password: Any = _no_key_password
+        if self.key_password is not None:
+            password = self.key_password.reveal()
         try:
             ctx = ssl.create_default_context(cafile=self.ca_file)
             if not self.verify:
                 ctx.check_hostname = False
                 ctx.verify_mode = ssl.CERT_NONE
             if self.cert_file is not None:
-                password = None if self.key_password is None else self.key_password.reveal()
                 ctx.load_cert_chain(self.cert_file, self.key_file, password=password)
-        except (OSError, ssl.SSLError) as exc:
+        except (OSError, ssl.SSLError, ValueError) as exc:
             raise ValidationError(
                 f"cannot load the TLS files ({type(exc).__name__}: {_strerror(exc)})",
                 field="tls",
@@ -225,6 +235,73 @@ class TLSConfig:
 
 def _strerror(exc: BaseException) -> str:
     return str(getattr(exc, "strerror", None) or getattr(exc, "reason", None) or exc)
+
+
+def _no_key_password() -> str:
+    raise ValidationError(
+        "the client key file is encrypted: give TLSConfig(key_password=…)",
+        field="tls.key_password",
+    )
+
+
+def _read_local(path: str, name: str) -> bytes:
+    """The bytes of the local file ``path`` (the ``name`` option), or ValidationError."""
+    try:
+        with open(path, "rb") as f:
+            return f.read(1 << 20)
+    except OSError as exc:
+        raise ValidationError(
+            f"cannot read {name} {path!r}: {exc.strerror or exc}", field=name, value=path
+        ) from None
+
+
+def _seed_ok(seed: bytes) -> bool:
+    import nkeys
+
+    try:
+        pair = nkeys.from_seed(bytearray(seed))
+    except Exception:  # nkeys raises its own errors, and binascii/ValueError on garbage
+        return False
+    pair.wipe()
+    return True
+
+
+def check_nkey_seed_file(path: str) -> None:
+    """Raise :class:`ValidationError` unless ``path`` is a readable file holding an NKey
+    seed (read the way nats-py reads it: the whole file, stripped)."""
+    if not _seed_ok(_read_local(path, "nkey_seed_file").strip()):
+        raise ValidationError(
+            f"nkey_seed_file {path!r} holds no NKey seed (an 'S…' seed on its own)",
+            field="nkey_seed_file",
+            value=path,
+        )
+
+
+def check_creds_file(path: str) -> None:
+    """Raise :class:`ValidationError` unless ``path`` is a readable NATS ``.creds`` file: a
+    user JWT on the line after ``BEGIN NATS USER JWT`` and a decodable NKey seed on the line
+    after ``BEGIN USER NKEY SEED`` (where nats-py looks for them)."""
+    lines = _read_local(path, "creds_file").splitlines()
+
+    def after(marker: bytes) -> bytes | None:
+        for i, line in enumerate(lines[:-1]):
+            if marker in line:
+                return lines[i + 1].strip()
+        return None
+
+    jwt = after(b"BEGIN NATS USER JWT")
+    seed = after(b"BEGIN USER NKEY SEED")
+    problem = None
+    if jwt is None or jwt.count(b".") != 2 or not all(jwt.split(b".")):
+        problem = "no user JWT after a 'BEGIN NATS USER JWT' line"
+    elif seed is None or not _seed_ok(seed):
+        problem = "no NKey seed after a 'BEGIN USER NKEY SEED' line"
+    if problem is not None:
+        raise ValidationError(
+            f"creds_file {path!r} is not a NATS .creds file: {problem}",
+            field="creds_file",
+            value=path,
+        )
 
 
 @dataclass(frozen=True)
@@ -461,6 +538,8 @@ __all__ = [
     "Secret",
     "TLSConfig",
     "as_secret",
+    "check_creds_file",
+    "check_nkey_seed_file",
     "diagnose_tls",
     "merge_credentials",
     "probe_seconds",

@@ -107,6 +107,7 @@ def channel_credentials(tls: TLSConfig) -> Any:
             "etcd over gRPC takes no encrypted client key (key_password)",
             field="tls.key_password",
         )
+    tls.context()  # the files parse and the key matches its certificate, or ValidationError
     root, key, chain = tls.pem()
     return grpc.ssl_channel_credentials(
         root_certificates=root, private_key=key, certificate_chain=chain

@@ -45,6 +45,8 @@ from .._security import (
     Secret,
     TLSConfig,
     as_secret,
+    check_creds_file,
+    check_nkey_seed_file,
     diagnose_tls,
     probe_seconds,
     split_url,
@@ -96,6 +98,10 @@ class NatsAuth:
             creds_file=creds_file,
         )
         _check_one_way(creds)
+        if creds.nkey_seed_file is not None:
+            check_nkey_seed_file(creds.nkey_seed_file)
+        if creds.creds_file is not None:
+            check_creds_file(creds.creds_file)
         context, hostname = _tls_context(tls, clean)
         return clean, cls(tls=context, tls_hostname=hostname, credentials=creds)
 
