@@ -10,6 +10,10 @@ that deadlocks gets :class:`~videoflow_aio.vtime.VirtualTimeDeadlock` at the awa
 can never complete, so ``pytest.raises(VirtualTimeDeadlock)`` catches it, and it never
 hangs the session. ``--vtime-seeds N`` runs every such test under seeds ``0..N-1`` (see
 docs/explore.md). See docs/vtime.md, "Testing with it".
+
+The ini option ``videoflow_servers = true`` (or ``-p videoflow_aio.testing.servers_plugin``)
+adds the real-server fixtures ``redis_server``, ``nats_server``, ``etcd_server``
+(:mod:`videoflow_aio.testing.servers_plugin`).
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from typing import Any
 
 import pytest
 
+from . import _hints
 from ._fixtures import vclock
 from ._optin import (
     CLOCK_OPTIONS,
@@ -42,6 +47,8 @@ __all__ = ["vclock"]
 _CURRENT = pytest.StashKey[pytest.Item]()
 _BACKEND_ARG = "anyio_backend"
 _ANYIO_PLUGIN = "anyio"  # the name anyio's pytest11 entry point registers
+SERVERS_INI = "videoflow_servers"
+SERVERS_PLUGIN = "videoflow_aio.testing.servers_plugin"
 
 
 def _positive_int(text: str) -> int:
@@ -67,9 +74,20 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="videoflow_aio: run every anyio test on virtual time (opt out: "
         "pytest.mark.vtime(False))",
     )
+    _hints.add_ini(parser)
+    parser.addini(
+        SERVERS_INI,
+        type="bool",
+        default=False,
+        help="videoflow_aio: offer the real-server fixtures redis_server, nats_server, "
+        "etcd_server (the plugin videoflow_aio.testing.servers_plugin)",
+    )
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    config.pluginmanager.register(_hints.HintPlugin(config), _hints.PLUGIN_NAME)
+    if config.getini(SERVERS_INI):
+        config.pluginmanager.import_plugin(SERVERS_PLUGIN)
     config.addinivalue_line(
         "markers",
         f"{MARKER}(enabled=True, *, {', '.join(f'{o}=...' for o in CLOCK_OPTIONS)}): run this "
@@ -145,6 +163,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     real-time loop, trio items included: it fails at setup, saying what to change."""
     auto = _asyncio_auto_mode(config)
     no_anyio = not config.pluginmanager.has_plugin(_ANYIO_PLUGIN)
+    if not auto and not no_anyio:
+        for unrun, why in _hints.refuse_unrun_async_tests(config, items):
+            refuse(unrun, why)
     for item in items:
         if not isinstance(item, pytest.Function):
             continue
