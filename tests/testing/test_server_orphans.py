@@ -49,6 +49,27 @@ def test_blocks(servers):
     os.read(0, 1)  # blocks until the run is killed
 """
 
+CLUSTER_CHILD = """
+import json, os
+import pytest
+from videoflow_aio.testing import _reaper
+from videoflow_aio.testing.clusters import NatsCluster
+
+
+@pytest.fixture
+def cluster():
+    c = NatsCluster(size=3).start()
+    yield c
+    c.stop()
+
+
+def test_blocks(cluster):
+    report = {"pids": [m.pid for m in cluster.members], "dirs": [str(cluster.dir)],
+              "reaper": _reaper.reaper_pid()}
+    os.write(int(os.environ["ORPHAN_REPORT_FD"]), json.dumps(report).encode() + b"\\n")
+    os.read(0, 1)  # blocks until the run is killed
+"""
+
 WAIT_SECONDS = 15.0
 
 
@@ -80,10 +101,10 @@ def _processes_naming(text: str) -> list[int]:
     return found
 
 
-def _run_and_kill(tmp_path: Path, how: str) -> None:
+def _run_and_kill(tmp_path: Path, how: str, child: str = CHILD) -> None:
     need_binary("redis-server")
     need_binary("nats-server")
-    (tmp_path / "test_child.py").write_text(CHILD)
+    (tmp_path / "test_child.py").write_text(child)
     tmpdir = tmp_path / "t"
     tmpdir.mkdir()
     read_end, write_end = os.pipe()
@@ -132,6 +153,12 @@ def _run_and_kill(tmp_path: Path, how: str) -> None:
 @pytest.mark.parametrize("how", ["SIGKILL", "SIGTERM", "SIGINT-twice"])
 def test_servers_die_with_the_run(tmp_path: Path, how: str) -> None:
     _run_and_kill(tmp_path, how)
+
+
+@pytest.mark.cluster
+@pytest.mark.skipif(not hasattr(os, "pidfd_open"), reason="needs Linux pidfds")
+def test_a_cluster_dies_with_the_run(tmp_path: Path) -> None:
+    _run_and_kill(tmp_path, "SIGKILL", CLUSTER_CHILD)
 
 
 @pytest.mark.skipif(not hasattr(os, "pidfd_open"), reason="needs Linux pidfds")

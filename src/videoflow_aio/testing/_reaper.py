@@ -42,6 +42,22 @@ _reaper_owner = 0  # the pid that started it (a forked child needs its own)
 _keeper: queue.SimpleQueue[tuple[Callable[[], Any], Future[Any]]] | None = None
 
 
+def _after_fork_in_child() -> None:
+    """A forked child has neither the keeper thread nor the reaper's pipe of its own (and
+    the lock may have been held by another thread at the fork): it starts afresh."""
+    global _lock, _keeper, _reaper, _reaper_owner
+    _lock = threading.Lock()
+    _keeper = None
+    if _reaper is not None and _reaper.stdin is not None:
+        with contextlib.suppress(OSError):  # the parent's pipe: its end of file is the signal
+            os.close(_reaper.stdin.fileno())
+    _reaper, _reaper_owner = None, 0
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
 def _prctl() -> Callable[..., int] | None:
     if not sys.platform.startswith("linux"):
         return None
@@ -156,8 +172,14 @@ def popen(argv: list[str], *, cleanup: Path | None, **options: Any) -> subproces
 
 def forget(pid: int) -> None:
     """The server ``pid`` was stopped (and reaped) by its owner: the reaper leaves it."""
-    if _reaper is not None:
-        _tell(f"del {pid}\n")
+    with _lock:
+        reaper = _reaper
+        if reaper is None or _reaper_owner != os.getpid() or reaper.poll() is not None:
+            return
+        assert reaper.stdin is not None
+        with contextlib.suppress(OSError, ValueError):
+            reaper.stdin.write(f"del {pid}\n".encode())
+            reaper.stdin.flush()
 
 
 def reaper_pid() -> int | None:
