@@ -11,9 +11,10 @@ import contextlib
 import os
 import shutil
 import subprocess
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 
+import anyio
 import pytest
 
 from videoflow_aio.contracts.errors import AccessDenied, BackendUnavailable
@@ -82,16 +83,16 @@ async def test_reads_work_and_writes_are_refused_on_a_read_only_root(
         ]
         assert await store.log_entries("events") == [b"e1", b"e2"]
         assert await store.log_entries("none") == []
-        refused = [
-            ("cas", store.cas("cam/1", versions["cam/1"], b"new")),
-            ("cas", store.cas("fresh", None, b"new")),
-            ("delete", store.delete("cam/2", None)),
-            ("append", store.append("events", b"e3")),
-            ("compact", store.compact()),
+        refused: list[tuple[str, Callable[[], Awaitable[object]]]] = [
+            ("cas", lambda: store.cas("cam/1", versions["cam/1"], b"new")),
+            ("cas", lambda: store.cas("fresh", None, b"new")),
+            ("delete", lambda: store.delete("cam/2", None)),
+            ("append", lambda: store.append("events", b"e3")),
+            ("compact", store.compact),
         ]
         for operation, call in refused:
             with pytest.raises(AccessDenied) as err:
-                await call
+                await call()
             assert err.value.fields["backend"] == "file"
             assert err.value.fields["operation"] == operation
             assert err.value.fields["applied"] is False
@@ -125,3 +126,37 @@ async def test_a_missing_root_on_a_read_only_file_system_is_backend_unavailable(
         store = FileRuntimeStore(view / "absent")
         with pytest.raises(BackendUnavailable):
             await store.get("k")
+
+
+async def _remount(view: Path, mode: str) -> None:
+    done = await anyio.to_thread.run_sync(_mount, "-o", f"remount,{mode},bind", str(view))
+    assert done.returncode == 0, done.stderr
+
+
+@pytest.mark.anyio
+async def test_a_file_system_remounted_read_only_while_open_refuses_writes(
+    tmp_path: Path,
+) -> None:
+    """Opened writable, then the mount turns read-only: writes are AccessDenied (nothing
+    written, as on a root opened read-only), reads keep working."""
+    source = tmp_path / "store"
+    source.mkdir()
+    with read_only_view(source, tmp_path / "view") as view:
+        await _remount(view, "rw")
+        store = FileRuntimeStore(view)
+        assert await store.cas("k", None, b"v")
+        _, version = await store.get("k")
+        assert await store.append("log", b"a") == 1
+        await _remount(view, "ro")
+        refused: list[tuple[str, Callable[[], Awaitable[object]]]] = [
+            ("cas", lambda: store.cas("k", version, b"new")),
+            ("cas", lambda: store.cas("other", None, b"new")),
+            ("delete", lambda: store.delete("k", version)),
+            ("append", lambda: store.append("log", b"b")),
+        ]
+        for operation, call in refused:
+            with pytest.raises(AccessDenied) as err:
+                await call()
+            assert err.value.fields["operation"] == operation
+        assert await store.get("k") == (b"v", version)
+        assert await store.log_entries("log") == [b"a"]

@@ -18,6 +18,7 @@ Fault barriers (see :mod:`videoflow_aio.faults`), reached only when armed:
 
 from __future__ import annotations
 
+import errno
 import os
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -25,7 +26,7 @@ from typing import Any, TypeVar
 import anyio.to_thread
 
 from .. import faults
-from ..contracts.errors import BackendUnavailable, ValidationError
+from ..contracts.errors import AccessDenied, BackendUnavailable, ValidationError
 from ..contracts.runtime_store import (
     CAS_READ_AFTER,
     DELETE_READ_AFTER,
@@ -152,6 +153,20 @@ class MemoryRuntimeStore(RuntimeStore):
         )
 
 
+def _read_only(root: str, func: Callable[..., Any], exc: OSError) -> AccessDenied | None:
+    """A write that failed because the file system became read-only (``EROFS``) after the
+    store was opened: AccessDenied, as on a root opened read-only (nothing was written)."""
+    if exc.errno != errno.EROFS:
+        return None
+    return AccessDenied(
+        f"file store {root} is read-only ({os.strerror(exc.errno)}): "
+        f"{func.__name__} refused, nothing changed",
+        backend="file",
+        operation=func.__name__,
+        resource=root,
+    )
+
+
 class FileRuntimeStore(RuntimeStore):
     """One JSON file per live key under ``root`` (``kv/<key>.json``, slashes encoded), with an
     fcntl lock per key for compare-and-swap across the processes of one host. Durable across
@@ -191,7 +206,14 @@ class FileRuntimeStore(RuntimeStore):
         try:
             return await anyio.to_thread.run_sync(func, *args)
         except OSError as exc:
-            raise BackendUnavailable(f"file store {self.root}: {exc}", backend="file") from exc
+            raise _read_only(self.root, func, exc) or BackendUnavailable(
+                f"file store {self.root}: {exc}", backend="file"
+            ) from exc
+        except BackendUnavailable as exc:
+            cause = exc.__cause__
+            if isinstance(exc, AccessDenied) or not isinstance(cause, OSError):
+                raise
+            raise _read_only(self.root, func, cause) or exc from cause
 
     async def get(self, key: str) -> tuple[bytes | None, str | None]:
         check_key(key, MAX_KEY_BYTES)
