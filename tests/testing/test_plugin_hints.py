@@ -55,46 +55,6 @@ _CHOSE_REAL_TIME = """
 
 HINT = "videoflow_aio: real time"
 
-
-def _run(tmp_path: Path, ini: str, module: str, *args: str) -> str:
-    write(tmp_path, {"pytest.ini": f"[pytest]\n{ini}", "test_sample.py": module})
-    run = run_pytest(sys.executable, tmp_path, *NO_LOOPTIME, *args)
-    assert run.returncode == 0, run.output
-    return run.output
-
-
-def test_an_undecided_anyio_test_waiting_on_real_time_gets_one_hint(tmp_path: Path) -> None:
-    output = _run(tmp_path, "vtime_hint = 0.05\n", _WAITS, "-W", "error")
-    assert output.count(HINT) == 1, output
-    assert "1 anyio test(s) waited" in output
-    assert "test_sample.py::test_waits_on_real_time" in output
-    assert "vtime = true" in output and "@pytest.mark.vtime(False)" in output
-
-
-@pytest.mark.parametrize(
-    ("ini", "module"),
-    [
-        ("vtime_hint = 0.05\n", _CHOSE_REAL_TIME),  # real time, chosen
-        ("vtime_hint = 0.05\nvtime = true\n", _WAITS),  # virtual time: nothing waits
-        ("vtime_hint = 0\n", _WAITS),  # turned off
-        ("", _WAITS.replace("0.1", "0.01")),  # under the default second
-    ],
-    ids=["vtime-false", "vtime-true", "hint-off", "default-threshold"],
-)
-def test_no_hint_when_time_was_chosen_or_the_hint_is_off(
-    tmp_path: Path, ini: str, module: str
-) -> None:
-    assert HINT not in _run(tmp_path, ini, module)
-
-
-def test_a_bad_hint_threshold_is_a_usage_error(tmp_path: Path) -> None:
-    write(tmp_path, {"pytest.ini": "[pytest]\nvtime_hint = soon\n", "test_s.py": _WAITS})
-    run = run_pytest(sys.executable, tmp_path, *NO_LOOPTIME)
-    assert run.returncode == 4, run.output
-    assert "vtime_hint must be a number of seconds" in run.output
-    assert "Traceback" not in run.output
-
-
 _UNMARKED = """
     import anyio
     import pytest
@@ -108,10 +68,61 @@ _UNMARKED = """
 """
 
 
+def test_an_undecided_anyio_test_waiting_on_real_time_gets_one_hint(tmp_path: Path) -> None:
+    """One run: the undecided test is named, the one that chose real time is not; no
+    warning (``-W error``); without ``vtime = true`` an unmarked async test is left to
+    pytest (no message of ours)."""
+    write(
+        tmp_path,
+        {
+            "pytest.ini": "[pytest]\nvtime_hint = 0.05\n",
+            "test_sample.py": _WAITS,
+            "test_real.py": _CHOSE_REAL_TIME,
+            "test_u.py": _UNMARKED.split("@pytest")[0],
+        },
+    )
+    run = run_pytest(sys.executable, tmp_path, *NO_LOOPTIME, "-W", "error")
+    for test_id in (
+        "test_sample.py::test_waits_on_real_time",
+        "test_sample.py::test_quick",
+        "test_real.py::test_real_on_purpose",
+    ):
+        assert run.result(test_id) == "passed", run.output
+    assert run.output.count(HINT) == 1, run.output
+    assert "1 anyio test(s) waited" in run.output
+    assert "test_sample.py::test_waits_on_real_time" in run.output.split(HINT)[1]
+    assert "test_real_on_purpose" not in run.output.split(HINT)[1]
+    assert "vtime = true" in run.output and "@pytest.mark.vtime(False)" in run.output
+    assert "videoflow_aio" not in run.message("test_u.py::test_forgot_the_marker")
+
+
+def test_no_hint_when_turned_off(tmp_path: Path) -> None:
+    write(tmp_path, {"pytest.ini": "[pytest]\nvtime_hint = 0\n", "test_sample.py": _WAITS})
+    run = run_pytest(sys.executable, tmp_path, *NO_LOOPTIME)
+    assert run.returncode == 0 and HINT not in run.output, run.output
+
+
+def test_a_bad_hint_threshold_is_a_usage_error(tmp_path: Path) -> None:
+    write(tmp_path, {"pytest.ini": "[pytest]\nvtime_hint = soon\n", "test_s.py": _WAITS})
+    run = run_pytest(sys.executable, tmp_path, *NO_LOOPTIME)
+    assert run.returncode == 4, run.output
+    assert "vtime_hint must be a number of seconds" in run.output
+    assert "Traceback" not in run.output
+
+
 def test_under_vtime_an_unmarked_async_test_is_told_to_add_the_anyio_marker(
     tmp_path: Path,
 ) -> None:
-    write(tmp_path, {"pytest.ini": "[pytest]\nvtime = true\n", "test_u.py": _UNMARKED})
+    """Under ``vtime = true``: the unmarked async test errors saying what to add; the marked
+    one runs on virtual time, so nothing waits and no hint is printed."""
+    write(
+        tmp_path,
+        {
+            "pytest.ini": "[pytest]\nvtime = true\nvtime_hint = 0.05\n",
+            "test_u.py": _UNMARKED,
+            "test_sample.py": _WAITS,
+        },
+    )
     run = run_pytest(sys.executable, tmp_path, *NO_LOOPTIME)
     assert run.result("test_u.py::test_forgot_the_marker") == "error", run.output  # at setup
     message = run.message("test_u.py::test_forgot_the_marker")
@@ -119,9 +130,5 @@ def test_under_vtime_an_unmarked_async_test_is_told_to_add_the_anyio_marker(
     assert "install a suitable plugin" not in run.output
     marked = [k for k in run.outcomes if k.startswith("test_u.py::test_marked")]
     assert marked and all(run.result(k) == "passed" for k in marked), run.output
-
-
-def test_without_vtime_an_unmarked_async_test_is_left_to_pytest(tmp_path: Path) -> None:
-    write(tmp_path, {"pytest.ini": "[pytest]\n", "test_u.py": _UNMARKED.split("@pytest")[0]})
-    run = run_pytest(sys.executable, tmp_path, *NO_LOOPTIME)
-    assert "videoflow_aio" not in run.message("test_u.py::test_forgot_the_marker")
+    assert run.result("test_sample.py::test_waits_on_real_time") == "passed", run.output
+    assert HINT not in run.output
