@@ -20,6 +20,7 @@ A clean stop unregisters the server first. Waiting for processes is wall-clock w
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import ctypes
 import os
@@ -40,6 +41,7 @@ _lock = threading.Lock()
 _reaper: subprocess.Popen[bytes] | None = None
 _reaper_owner = 0  # the pid that started it (a forked child needs its own)
 _keeper: queue.SimpleQueue[tuple[Callable[[], Any], Future[Any]]] | None = None
+_inherited: list[subprocess.Popen[bytes]] = []
 
 
 def _after_fork_in_child() -> None:
@@ -48,9 +50,11 @@ def _after_fork_in_child() -> None:
     global _lock, _keeper, _reaper, _reaper_owner
     _lock = threading.Lock()
     _keeper = None
-    if _reaper is not None and _reaper.stdin is not None:
-        with contextlib.suppress(OSError):  # the parent's pipe: its end of file is the signal
-            os.close(_reaper.stdin.fileno())
+    if _reaper is not None:
+        if _reaper.stdin is not None:
+            with contextlib.suppress(OSError):  # the parent's pipe: its end of file is the signal
+                _reaper.stdin.close()
+        _inherited.append(_reaper)  # the parent's: never waited for (nor warned about) here
     _reaper, _reaper_owner = None, 0
 
 
@@ -180,6 +184,20 @@ def forget(pid: int) -> None:
         with contextlib.suppress(OSError, ValueError):
             reaper.stdin.write(f"del {pid}\n".encode())
             reaper.stdin.flush()
+
+
+@atexit.register
+def _close_reaper() -> None:
+    """At a clean exit (after the servers' own atexit stop): end the reaper, which finds
+    nothing left to kill, and reap it."""
+    reaper = _reaper
+    if reaper is None or _reaper_owner != os.getpid():
+        return
+    with contextlib.suppress(OSError, ValueError):
+        if reaper.stdin is not None:
+            reaper.stdin.close()
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        reaper.wait(2.0)
 
 
 def reaper_pid() -> int | None:
