@@ -160,3 +160,23 @@ async def test_a_file_system_remounted_read_only_while_open_refuses_writes(
             assert err.value.fields["operation"] == operation
         assert await store.get("k") == (b"v", version)
         assert await store.log_entries("log") == [b"a"]
+
+
+@pytest.mark.anyio
+async def test_a_read_only_root_of_the_previous_format_is_refused_unchanged(
+    tmp_path: Path,
+) -> None:
+    """Adopting a root of the format before store.json rewrites it: read-only, it is
+    refused (AccessDenied at open), never half adopted."""
+    source = tmp_path / "legacy"
+    (source / "kv").mkdir(parents=True)
+    (source / "kv" / (file_name("k") + ".json")).write_text('{"key": "k", "n": 1, "value": "dg=="}')
+    before = _snapshot(source)
+    with read_only_view(source, tmp_path / "ro") as view:
+        store = FileRuntimeStore(view)
+        with pytest.raises(AccessDenied) as err:
+            await store.get("k")
+        assert err.value.fields["operation"] == "open"
+    assert _snapshot(source) == before
+    value, _ = await FileRuntimeStore(source).get("k")  # a writable open adopts it
+    assert value == b"v"

@@ -312,8 +312,8 @@ class FileStoreCore:
             os.path.isdir(sub) and os.listdir(sub) for sub in (self.kv, self.logs)
         ):
             raise AccessDenied(
-                f"file store {self.root} is read-only ({reason}) and of the previous format "
-                "(no store.json): it must be opened writable once to be adopted",
+                f"file store {self.root} is read-only ({reason}) and holds data but no "
+                "store.json (a root of the previous format, adopted only by a writable open)",
                 backend="file",
                 operation="open",
                 resource=self.root,
