@@ -10,13 +10,16 @@ directory on its command line. Waiting uses pidfds, not sleeps.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import select
+import shutil
 import signal
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -41,10 +44,24 @@ def servers():
     b.stop()
 
 
+def children(pid):
+    found = []
+    for entry in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        if entry.isdigit() and int(stat.rsplit(")", 1)[1].split()[1]) == pid:
+            found.append(int(entry))
+    return found
+
+
 def test_blocks(servers):
     a, b = servers
-    report = {"pids": [a.pid, b.pid], "dirs": [str(a.dir), str(b.dir)],
-              "reaper": _reaper.reaper_pid()}
+    behind = [*children(a.pid), *children(b.pid)]  # a server behind a wrapper
+    report = {"pids": [a.pid, b.pid, *behind], "dirs": [str(a.dir), str(b.dir)],
+              "reaper": _reaper.reaper_pid(), "behind": behind}
     os.write(int(os.environ["ORPHAN_REPORT_FD"]), json.dumps(report).encode() + b"\\n")
     os.read(0, 1)  # blocks until the run is killed
 """
@@ -101,14 +118,42 @@ def _processes_naming(text: str) -> list[int]:
     return found
 
 
-def _run_and_kill(tmp_path: Path, how: str, child: str = CHILD) -> None:
+def _wrapper(directory: Path) -> Path:
+    """A ``redis-server`` that is a shell running the real one as its child (not ``exec``),
+    as a launcher might: the server proper is a grandchild."""
+    real = shutil.which("redis-server")
+    assert real is not None
+    directory.mkdir()
+    script = directory / "redis-server"
+    script.write_text(f'#!/bin/sh\n"{real}" "$@" &\nwait\n')
+    script.chmod(0o755)
+    return directory
+
+
+def _children(pid: int) -> list[int]:
+    """The processes whose parent is ``pid``."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        if entry.name.isdigit() and int(stat.rsplit(")", 1)[1].split()[1]) == pid:
+            found.append(int(entry.name))
+    return found
+
+
+def _run_and_kill(tmp_path: Path, how: str, child: str = CHILD, *, wrapped: bool = False) -> None:
     need_binary("redis-server")
     need_binary("nats-server")
     (tmp_path / "test_child.py").write_text(child)
     tmpdir = tmp_path / "t"
     tmpdir.mkdir()
     read_end, write_end = os.pipe()
+    report: dict[str, Any] = {"pids": []}
     env = {**os.environ, "TMPDIR": str(tmpdir), "ORPHAN_REPORT_FD": str(write_end)}
+    if wrapped:
+        env["PATH"] = f"{_wrapper(tmp_path / 'bin')}{os.pathsep}{env.get('PATH', '')}"
     proc = subprocess.Popen(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_child.py"],
         cwd=tmp_path,
@@ -123,6 +168,8 @@ def _run_and_kill(tmp_path: Path, how: str, child: str = CHILD) -> None:
         ready, _, _ = select.select([read_end], [], [], 60.0)
         assert ready, "the child run did not start its servers in 60 s"
         report = json.loads(os.read(read_end, 65536).decode())
+        if wrapped:
+            assert report["behind"], "the wrapper did not start the server as its child"
         if how == "SIGKILL":
             proc.kill()
         elif how == "SIGTERM":
@@ -135,6 +182,8 @@ def _run_and_kill(tmp_path: Path, how: str, child: str = CHILD) -> None:
             assert _wait_exit(pid, WAIT_SECONDS), f"server {pid} outlived the run ({how})"
         if report["reaper"] is not None:
             assert _wait_exit(report["reaper"], WAIT_SECONDS), "the reaper did not finish"
+        for pid in _processes_naming(str(tmpdir)):  # a grandchild behind a wrapper, say
+            assert _wait_exit(pid, WAIT_SECONDS), f"{pid} outlived the run ({how})"
         assert _processes_naming(str(tmpdir)) == []
         for directory in report["dirs"]:
             assert not Path(directory).exists(), f"{directory} left behind ({how})"
@@ -145,14 +194,39 @@ def _run_and_kill(tmp_path: Path, how: str, child: str = CHILD) -> None:
             proc.wait()
         assert proc.stdin is not None
         proc.stdin.close()
-        for pid in _processes_naming(str(tmpdir)):  # never leave one behind ourselves
-            os.kill(pid, signal.SIGKILL)
+        leftovers = [p for p in report["pids"] if not _wait_exit(p, 0)]
+        for pid in {*_processes_naming(str(tmpdir)), *leftovers}:  # never leave one ourselves
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
 
 
 @pytest.mark.skipif(not hasattr(os, "pidfd_open"), reason="needs Linux pidfds")
 @pytest.mark.parametrize("how", ["SIGKILL", "SIGTERM", "SIGINT-twice"])
 def test_servers_die_with_the_run(tmp_path: Path, how: str) -> None:
     _run_and_kill(tmp_path, how)
+
+
+@pytest.mark.skipif(not hasattr(os, "pidfd_open"), reason="needs Linux pidfds")
+def test_a_server_behind_a_wrapper_dies_with_the_run(tmp_path: Path) -> None:
+    """The wrapper (a shell) dies by its parent-death signal; the real server, its child,
+    by the reaper's SIGKILL of the whole process group."""
+    _run_and_kill(tmp_path, "SIGKILL", wrapped=True)
+
+
+@pytest.mark.skipif(not hasattr(os, "pidfd_open"), reason="needs Linux pidfds")
+def test_stop_ends_a_server_behind_a_wrapper(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from videoflow_aio.testing.servers import RedisServer
+
+    need_binary("redis-server")
+    monkeypatch.setenv("PATH", f"{_wrapper(tmp_path / 'bin')}{os.pathsep}{os.environ['PATH']}")
+    srv = RedisServer().start()
+    behind = _children(srv.pid)
+    assert behind, "the wrapper did not start the server as its child"
+    srv.stop()
+    for pid in behind:
+        assert _wait_exit(pid, WAIT_SECONDS), "stop() left the server behind its wrapper"
 
 
 @pytest.mark.cluster

@@ -15,6 +15,7 @@ a reused pid is never killed), and its directory is removed once it is gone.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -24,23 +25,24 @@ import time
 
 def start_time(pid: int) -> str:
     """Field 22 of ``/proc/<pid>/stat`` (the process's start time), or ``""``."""
+    fields = _stat(pid)
+    return fields[19] if fields is not None and len(fields) > 19 else ""
+
+
+def _stat(pid: int) -> list[str] | None:
+    """The fields of ``/proc/<pid>/stat`` after the command name (state first), or None."""
     try:
         with open(f"/proc/{pid}/stat", "rb") as f:
             stat = f.read().decode("ascii", "replace")
     except OSError:
-        return ""
-    fields = stat.rsplit(")", 1)[-1].split()
-    return fields[19] if len(fields) > 19 else ""
+        return None
+    return stat.rsplit(")", 1)[-1].split()
 
 
 def gone(pid: int) -> bool:
     """True when ``pid`` no longer runs (absent, or a zombie nobody reaped yet)."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            stat = f.read().decode("ascii", "replace")
-    except FileNotFoundError:
-        return True
-    except OSError:
+    fields = _stat(pid)
+    if fields is None:
         try:
             os.kill(pid, 0)
         except ProcessLookupError:
@@ -48,22 +50,43 @@ def gone(pid: int) -> bool:
         except OSError:
             return False
         return False
-    state = stat.rsplit(")", 1)[-1].split()[:1]
-    return state in (["Z"], ["X"])
+    return fields[:1] in (["Z"], ["X"])
 
 
-def kill(pid: int, started: str) -> bool:
-    """SIGKILL the server ``pid`` (and its process group) if it is the process registered."""
+def group_members(pgid: int) -> list[int]:
+    """The live processes of process group ``pgid``."""
+    found: list[int] = []
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return found
+    for entry in entries:
+        if entry.isdigit():
+            fields = _stat(int(entry))
+            live = fields is not None and len(fields) > 2 and fields[0] not in ("Z", "X")
+            if live and fields is not None and fields[2] == str(pgid):
+                found.append(int(entry))
+    return found
+
+
+def kill(pid: int, started: str) -> list[int]:
+    """SIGKILL the server ``pid`` and its process group (a wrapper's children too, also when
+    the wrapper itself already died of its parent-death signal); the pids to wait for.
+
+    A group outlives its leader while it has members, and its id cannot be reused as a pid
+    meanwhile: so unless ``pid`` names another process now (its start time differs), every
+    member of group ``pid`` is one of ours."""
     if started not in ("", "-") and start_time(pid) not in (started, ""):
-        return False  # the pid now names another process
-    if gone(pid):
-        return False
-    for send in (os.killpg, os.kill):
-        try:
-            send(pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            continue
-    return True
+        return []  # the pid now names another process
+    members = group_members(pid)
+    if not gone(pid):
+        members.append(pid)
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, signal.SIGKILL)
+    for member in members:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(member, signal.SIGKILL)
+    return sorted(set(members))
 
 
 def main() -> None:
@@ -79,7 +102,7 @@ def main() -> None:
                 servers.pop(int(parts[1]), None)
         except ValueError:
             continue
-    killed = [pid for pid, (started, _) in servers.items() if kill(pid, started)]
+    killed = [member for pid, (started, _) in servers.items() for member in kill(pid, started)]
     deadline = time.monotonic() + 10.0  # wall-clock: waiting for killed processes to go
     while killed and time.monotonic() < deadline:  # wall-clock: as above
         killed = [pid for pid in killed if not gone(pid)]

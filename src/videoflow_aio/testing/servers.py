@@ -138,25 +138,24 @@ class ServerProcess:
         return log_tail(self.dir, n)
 
     def stop(self, timeout: float = 4.0, *, keep_dir: bool = False) -> None:
-        """SIGTERM (after SIGCONT: a paused process cannot act on it), wait up to ``timeout``
-        s, then SIGKILL; remove the temp directory unless ``keep_dir``."""
+        """SIGTERM (after SIGCONT: a paused process cannot act on it) to the server's process
+        group, wait up to ``timeout`` s, then SIGKILL; remove the temp directory unless
+        ``keep_dir``."""
         popen = self._popen
         if popen is not None and popen.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                popen.send_signal(signal.SIGCONT)
-                popen.send_signal(signal.SIGTERM)
+            _signal_group(popen, signal.SIGCONT)
+            _signal_group(popen, signal.SIGTERM)
             with contextlib.suppress(subprocess.TimeoutExpired):
                 popen.wait(timeout)
         self.kill(keep_dir=keep_dir)
 
     def kill(self, timeout: float = 4.0, *, keep_dir: bool = True) -> None:
-        """SIGKILL (a crash: nothing is flushed) and reap it; the directory is kept unless
-        ``keep_dir=False``. Idempotent."""
+        """SIGKILL its process group (a crash: nothing is flushed) and reap it; the directory
+        is kept unless ``keep_dir=False``. Idempotent."""
         popen, self._popen = self._popen, None
         if popen is not None:
             if popen.poll() is None:
-                with contextlib.suppress(ProcessLookupError):
-                    popen.kill()
+                _signal_group(popen, signal.SIGKILL)
                 popen.wait(timeout)
             _reaper.forget(popen.pid)
             with _LIVE_LOCK:
@@ -172,6 +171,19 @@ class ServerProcess:
 
     def __eq__(self, other: object) -> bool:
         return self is other
+
+
+def _signal_group(popen: subprocess.Popen[bytes], sig: int) -> None:
+    """Signal the server's whole process group (its own: it was started in a new session),
+    so that a server behind a wrapper (a shell, a launcher that does not ``exec``) gets it
+    too; only while the leader is unreaped, so its pid cannot name another process."""
+    if popen.poll() is not None:
+        return
+    try:
+        os.killpg(popen.pid, sig)
+    except (ProcessLookupError, PermissionError):
+        with contextlib.suppress(ProcessLookupError):
+            popen.send_signal(sig)
 
 
 def log_tail(directory: Path, n: int = 20) -> str:
