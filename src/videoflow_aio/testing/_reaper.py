@@ -125,6 +125,8 @@ def _reaper_stdin() -> IO[bytes] | None:
     pid = os.getpid()
     if _reaper is not None and _reaper_owner == pid and _reaper.poll() is None:
         return _reaper.stdin
+    if not sys.executable:  # an embedded interpreter: the parent-death signal only
+        return None
     try:
         _reaper = subprocess.Popen(
             [sys.executable, "-I", str(_SCRIPT)],
