@@ -125,8 +125,8 @@ class AuthenticationFailed(BackendUnavailable):
 
 
 class AccessDenied(BackendUnavailable):
-    """The server knows the client but refused this operation (ACL, role, subject permission);
-    the operation did not apply.
+    """The server knows the client but refused this operation (ACL, role, subject permission;
+    for the file store: a root that may only be read); the operation did not apply.
 
     ``operation`` is what was refused; ``resource`` the key, prefix or subject when the server
     says (else ``""``). Raised on the operation that was refused, also when a permission is
