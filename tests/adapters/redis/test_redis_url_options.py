@@ -120,9 +120,11 @@ REFUSED = [
     ("rediss://h:1/0?ssl_certfile=/c.pem", "cert_file and key_file go together"),
     ("rediss://h:1/0?ssl_ca_certs=", "must name a file"),
     ("rediss://h:1/0?ssl_ca_certs=/nonexistent/ca.pem", "cannot load the TLS files"),
-    ("redis://h:1/0?socket_timeout=5", "pass timeout="),
-    ("redis://h:1/0?max_connections=5", "pass max_connections="),
-    ("redis://h:1/0?protocol=2", "pass protocol="),
+    ("redis://h:1/0?socket_timeout=5", "use timeout="),
+    ("redis://h:1/0?max_connections=5", "use max_connections="),
+    ("redis://h:1/0?protocol=2", "use protocol="),
+    ("redis://h:1/0?password=hunter2", "use password="),
+    ("redis://h:1/0?ssl=true", "use a rediss:// URL"),
     ("redis://h:1/0?decode_responses=true", "unknown url option"),
     ("redis://h:1/zero", "must be an int"),
     ("redis://h:1?db=x", "must be an int"),
@@ -138,11 +140,12 @@ REFUSED = [
 def test_url_options_not_taken_are_refused_at_construction(
     url: str, says: str, store: type[RedisRuntimeStore] | type[RedisPayloadStore]
 ) -> None:
-    with pytest.raises(ValidationError, match=says):
+    with pytest.raises(ValidationError, match=says) as err:
         if store is RedisPayloadStore:
             RedisPayloadStore(url, tier="durable")
         else:
             RedisRuntimeStore(url)
+    assert "hunter2" not in f"{err.value} {err.value.fields}"
 
 
 def test_ssl_options_and_tls_argument_together_are_refused(pki: Certificates) -> None:

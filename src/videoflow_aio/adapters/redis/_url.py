@@ -41,11 +41,16 @@ _ARGUMENT = {
     "timeout": "timeout=",
     "max_connections": "max_connections=",
     "protocol": "protocol=",
+    "username": "username= (or the URL's user info)",
+    "password": "password= (or the URL's user info)",
+    "ssl": "a rediss:// URL",
 }
 _TLS_HINT = "pass tls=TLSConfig(…) or an ssl.SSLContext instead"
 
 
 def _refuse(message: str, name: str, value: Any) -> ValidationError:
+    if "password" in name:
+        value = "<redacted>"  # a secret never travels in an error
     return ValidationError(message, field=f"url?{name}", value=value)
 
 
@@ -99,7 +104,7 @@ def url_options(url: str) -> tuple[str, dict[str, Any]]:
             _tls_option(tls, name, value)
         elif name in _ARGUMENT:
             raise _refuse(
-                f"url option {name} is not taken: pass {_ARGUMENT[name]} to the adapter",
+                f"url option {name} is not taken: use {_ARGUMENT[name]}",
                 name,
                 value,
             )
