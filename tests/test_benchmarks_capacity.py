@@ -53,6 +53,19 @@ def test_simpy_model_against_closed_forms(bench: ModuleType) -> None:
     assert check.mean_ms[0] == pytest.approx(check.mean_theory_ms, rel=0.1)
 
 
+def test_a_capped_point_is_not_an_answer(bench: ModuleType) -> None:
+    """N = 9 (utilisation 1) with 60-s runs: its capped interval lies under the target, but
+    the precision was not reached, so the next point is the answer."""
+    unstable = _point(bench, 9, 143.9, 21.7, converged=False)
+    assert unstable.met is None
+    assert unstable.verdict().startswith("unsettled")
+    settled = _point(bench, 10, 40.1, 1.4, converged=True)
+    assert settled.met is True
+    above = _point(bench, 8, 1000.0, 300.0, converged=False)
+    assert above.met is False
+    assert bench.simpy_answer([above, unstable, settled]) == 10
+
+
 def test_videoflow_side_unavailable(bench: ModuleType, tmp_path: Path) -> None:
     fake = _script(
         tmp_path / "old-videoflow-aio",
@@ -117,6 +130,10 @@ def test_quick_run(
     line = next(ln for ln in out.splitlines() if "the question at N = 10" in ln)
     diff = float(line.split("(difference ")[1].split("%")[0])
     assert diff <= 0.1
+
+
+def _point(bench: ModuleType, value: int, p99: float, hw: float, *, converged: bool) -> Any:
+    return bench.Point(value, 0.0, [p99], estimate_ms=p99, half_width_ms=hw, converged=converged)
 
 
 def _script(path: Path, body: str) -> Path:
