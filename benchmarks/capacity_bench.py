@@ -52,7 +52,7 @@ import sys
 import tempfile
 import time
 import tomllib
-from collections.abc import Callable, Generator, Sequence
+from collections.abc import Generator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -346,7 +346,7 @@ class Settings:
     seed: int = 1
 
 
-def simpy_point(value: int, s: Settings, progress: Callable[[str], None] | None = None) -> Point:
+def simpy_point(value: int, s: Settings) -> Point:
     """Replications of one point until the precision is met or the cap is reached."""
     spec0 = question_spec(value, s.seed, s.duration, s.warmup)
     point = Point(value, detect_utilisation(spec0, value))
@@ -361,8 +361,6 @@ def simpy_point(value: int, s: Settings, progress: Callable[[str], None] | None 
             if point.half_width_ms <= s.precision * point.estimate_ms:
                 point.converged = True
                 break
-        if progress is not None:
-            progress(f"N={value}: {len(point.p99s_ms)} replications")
     if not point.converged and len(point.p99s_ms) < 2:
         point.estimate_ms, point.half_width_ms = t_interval(point.p99s_ms, s.confidence)
     point.cpu_seconds = time.process_time() - cpu0
@@ -371,7 +369,7 @@ def simpy_point(value: int, s: Settings, progress: Callable[[str], None] | None 
 
 
 def simpy_answer(points: Sequence[Point]) -> int | None:
-    """The smallest value whose interval is within the target."""
+    """The smallest value met (see :attr:`Point.met`)."""
     met = [p.value for p in points if p.met is True]
     return min(met) if met else None
 
@@ -708,6 +706,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--confidence", type=float, default=0.95)
     p.add_argument("--min-replications", type=int, default=None)
     p.add_argument("--max-replications", type=int, default=None, help="the SimPy user's cap")
+    p.add_argument(
+        "--duration", type=float, metavar="S", help="virtual s per replication (spec: 60)"
+    )
+    p.add_argument("--warmup", type=float, metavar="S", help="warm-up s (spec: 10)")
     p.add_argument("--simpy-only", action="store_true", help="skip the videoflow-aio command")
     args = p.parse_args(argv)
     quick = args.quick
@@ -721,8 +723,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         confidence=args.confidence,
         min_replications=args.min_replications or (3 if quick else 5),
         max_replications=args.max_replications or (4 if quick else 20),
-        duration=10.0 if quick else None,
-        warmup=2.0 if quick else None,
+        duration=args.duration if args.duration is not None else (10.0 if quick else None),
+        warmup=args.warmup if args.warmup is not None else (2.0 if quick else None),
     )
     if s.max_replications < max(2, s.min_replications):
         p.error("--max-replications must be at least --min-replications (and 2)")
