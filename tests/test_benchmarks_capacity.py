@@ -53,6 +53,20 @@ def test_simpy_model_against_closed_forms(bench: ModuleType) -> None:
     assert check.mean_ms[0] == pytest.approx(check.mean_theory_ms, rel=0.1)
 
 
+def test_the_hand_model_refuses_what_it_does_not_model(bench: ModuleType) -> None:
+    from videoflow_aio.sim import parse_spec
+
+    doc = bench.tomllib.loads(bench.SPEC_TOML)
+    doc["source"].append({"name": "more", "rate_hz": 1.0})
+    doc["stage"][0]["inputs"] = ["cams", "more"]
+    with pytest.raises(ValueError, match="one source"):
+        bench.tandem_latencies(parse_spec(doc))
+    doc = bench.tomllib.loads(bench.SPEC_TOML)
+    doc["stage"][1]["batch"] = 4
+    with pytest.raises(ValueError, match="'detect' is not a link"):
+        bench.tandem_latencies(parse_spec(doc))
+
+
 def test_a_capped_point_is_not_an_answer(bench: ModuleType) -> None:
     """N = 9 (utilisation 1) with 60-s runs: its capped interval lies under the target, but
     the precision was not reached, so the next point is the answer."""
