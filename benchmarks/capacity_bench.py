@@ -563,9 +563,11 @@ def run_videoflow(cmd: list[str]) -> VideoflowRun:
         return out
     try:
         doc = json.loads(proc.stdout)
-        sweep = doc["sweep"]
-    except (ValueError, KeyError, TypeError):
-        out.unavailable = "its JSON has no 'sweep' object"
+    except ValueError:
+        doc = None
+    sweep = doc.get("sweep") if isinstance(doc, dict) else None
+    if not isinstance(sweep, dict):
+        out.unavailable = "its output is not JSON with a 'sweep' object"
         return out
     out.document = doc
     answer = sweep.get("answer")

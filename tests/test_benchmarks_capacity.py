@@ -90,6 +90,10 @@ def test_videoflow_side_unavailable(bench: ModuleType, tmp_path: Path) -> None:
     run = bench.run_videoflow([str(fake), "simulate", "x.toml"])
     assert run.unavailable == "videoflow-aio: error: unrecognized arguments: --sweep"
     assert run.answer is None
+    # a single run's document (no sweep) is not an answer either
+    single = _script(tmp_path / "single", 'sys.stdout.write(\'{"run": {}, "sweep": null}\')\n')
+    run = bench.run_videoflow([str(single), "simulate", "x.toml"])
+    assert run.unavailable == "its output is not JSON with a 'sweep' object"
 
 
 def test_quick_run(
