@@ -179,6 +179,9 @@ def incarnation(token: DeliveryToken) -> int | None:
     return int(parts[2]) if len(parts) > 2 and parts[2].isdigit() else None
 
 
+EXPIRED = "lease expired; message awaits redelivery"
+
+
 def stale_reason(st: SubState, token: DeliveryToken, now: float) -> str | None:
     seq = token.sequence
     inc = incarnation(token)
@@ -198,7 +201,7 @@ def stale_reason(st: SubState, token: DeliveryToken, now: float) -> str | None:
     if cur[0] != token.attempt:
         return f"lease superseded by attempt {cur[0]}"
     if now >= cur[1]:
-        return "lease expired; message awaits redelivery"
+        return EXPIRED
     return None
 
 
@@ -229,6 +232,9 @@ async def _send(
     in, the evidence is in too, or never comes.
     """
     nc = await c.conn()
+    if c.lose_replies and st.id in c.lose_replies:
+        c.lose_replies.discard(st.id)
+        return await _lost(c, nc, st, token, payload, nak)
     if not st.sampled and not nak:  # a consumer made before sampling: the reply is all
         return await _barrier(c, nc, token, payload) or True
     ev = await evidence(c, st)
@@ -265,6 +271,31 @@ async def _send(
         raise
     finally:
         ev.waiting.pop(key, None)
+
+
+async def _lost(
+    c: Client, nc: Any, st: SubState, token: DeliveryToken, payload: bytes, nak: bool
+) -> SettleAnswer:
+    """The fault behind the ``lose_settle_reply`` control: ``payload`` is sent and the server
+    applies it (a barrier's reply says so), but every confirmation of it is lost — its
+    evidence is swallowed, the reply dropped — as when a connection fails right after."""
+    key = (nak, token.sequence, delivery_seq(token))
+    ev = await evidence(c, st) if st.sampled or nak else None
+    if ev is not None:
+        ev.waiting[key] = asyncio.Event()  # the evidence sets it, and nobody looks
+    try:
+        if not nak and replicated(st):
+            await _barrier(c, nc, token, payload)
+        else:
+            with contextlib.suppress(CallFailed):
+                await _api.publish(nc, token.opaque, payload)
+            await _barrier(c, nc, token, BARRIER)
+        if ev is not None:
+            await ev.caught_up()
+    finally:
+        if ev is not None:
+            ev.waiting.pop(key, None)
+    return SettleUnknown("no confirmation: the reply was lost")
 
 
 def replicated(st: SubState) -> bool:
@@ -366,11 +397,15 @@ async def settle(
     repeated = _repeat(st, seq, settlement_id)
     if repeated is not None:
         return repeated
+    retry = outcome if isinstance(outcome, Retry) else None
+    # an earlier settle with this id was sent and went unanswered: it may have applied
+    unanswered = st.unanswered.get(settlement_id) == seq
     now = loop_time()
     stale = stale_reason(st, token, now)
     if stale is not None:
+        if unanswered and stale == EXPIRED:
+            return await _after_unanswered(c, st, token, settlement_id, retry, now)
         return SettleStale(stale)
-    retry = outcome if isinstance(outcome, Retry) else None
     final = retry is not None and st.spec.max_deliver != -1 and token.attempt >= st.spec.max_deliver
     if isinstance(outcome, Terminal):
         failed = await dead_letter(c, st, token, outcome.reason)
@@ -379,11 +414,30 @@ async def settle(
     payload = ACK if retry is None else _nak(retry, final)
     res = await _send(c, st, token, payload, nak=retry is not None)
     if res is False:
+        if unanswered:  # nothing to apply now: the earlier one did, or something else
+            return await _after_unanswered(c, st, token, settlement_id, retry, now)
         _gone(st, seq)
         return SettleStale(NOT_PENDING)
     if res is not True:
         assert not isinstance(res, bool)
+        if isinstance(res, SettleUnknown):
+            st.unanswered.put(settlement_id, seq)
         return res
+    return await _applied(c, st, token, settlement_id, retry, final, now)
+
+
+async def _applied(
+    c: Client,
+    st: SubState,
+    token: DeliveryToken,
+    settlement_id: str,
+    retry: Retry | None,
+    final: bool,
+    now: float,
+) -> SettleConfirmed:
+    """Record a settle the server applied; its answer."""
+    seq = token.sequence
+    st.unanswered.pop(settlement_id)
     st.leases.pop(seq, None)
     st.cancel_nudge(seq)  # settled (a final Retry nudges at once below)
     st.settlements.put(settlement_id, seq)  # before any await: a retry of it is a repeat
@@ -395,6 +449,54 @@ async def settle(
     else:
         st.retry_wait[seq] = (now + retry.delay_seconds, delivery_seq(token))
     return SettleConfirmed(seq)
+
+
+async def _after_unanswered(
+    c: Client,
+    st: SubState,
+    token: DeliveryToken,
+    settlement_id: str,
+    retry: Retry | None,
+    now: float,
+) -> SettleAnswer:
+    """A settle retried after one with the same id went unanswered, where this one cannot
+    apply (the lease expired here, or the server held no lease): the answer is the earlier
+    one's, as far as the server shows it — ``SettleConfirmed`` when its evidence came late,
+    or (an ack) when the consumer's ack floor is past the message and the message is still
+    retained (so a removal did not move the floor); otherwise ``SettleUnknown``, never
+    ``SettleStale``: the earlier settle may have applied."""
+    seq = token.sequence
+    nak = retry is not None
+    ev = st.evidence
+    if isinstance(ev, Evidence):
+        await ev.caught_up()
+        if ev.seen[nak].pop((seq, delivery_seq(token))) is not None:
+            final = nak and st.spec.max_deliver != -1 and token.attempt >= st.spec.max_deliver
+            return await _applied(c, st, token, settlement_id, retry, final, now)
+    if not nak:
+        try:
+            info = await c.consumer_info(st.stream, st.consumer)
+            floor = int(((info or {}).get("ack_floor") or {}).get("stream_seq") or 0)
+            retained = floor >= seq and await _retained(c, st, seq)
+        except CallFailed as exc:
+            return SettleUnknown(f"an earlier settle with this id went unanswered ({exc})")
+        if retained:
+            return await _applied(c, st, token, settlement_id, None, False, now)
+    return SettleUnknown(
+        "an earlier settle with this id went unanswered and the server shows no sign of it "
+        "yet: it may have applied"
+    )
+
+
+async def _retained(c: Client, st: SubState, seq: int) -> bool:
+    """Whether the slot stream still holds ``seq`` (``CallFailed`` when it cannot tell)."""
+    try:
+        await c.api(f"STREAM.MSG.GET.{st.chan.stream}", {"seq": seq})
+    except ApiError as exc:
+        if exc.err_code == _api.NO_MESSAGE_FOUND:
+            return False
+        raise
+    return True
 
 
 async def resettle(c: Client, st: SubState, d: Delivery) -> None:

@@ -9,15 +9,18 @@ from __future__ import annotations
 
 from typing import Any, Final
 
+from ...contracts import Known
 from ...contracts.messaging import (
     Completed,
     SettleConfirmed,
+    SettleOutcome,
     SettleStale,
     SettleUnknown,
+    Terminal,
 )
 from .._case import case
 from .._harness import MessagingHarness as Harness
-from .msg import _channel, _chan_obs, _pids, _publish, _recv, _sub, _sub_obs, _window
+from .msg import _chan_obs, _channel, _pids, _publish, _recv, _sub, _sub_obs, _window
 
 M: Final = "messaging"
 
@@ -57,3 +60,57 @@ async def aged_under_lease(h: Harness) -> None:
     b = await h.open()
     await _aged_under_lease(h, b, "n1", look=False)
     await _aged_under_lease(h, b, "n2", look=True)
+
+
+async def _lost_then_retried(h: Harness, outcome: SettleOutcome, past_deadline: bool) -> None:
+    """A settle applied whose answer was lost, retried with the same settlement id before or
+    after the lease deadline: the retry answers what the first did."""
+    b = await h.open()
+    ch = await _channel(h, b)
+    sub = await _sub(h, b, ch.channel, ack_wait_seconds=h.seconds(5 if past_deadline else 30))
+    await _publish(h, b, ch.channel, "p1")
+    got = await _recv(h, b, sub.id)
+    h.equal(_pids(got), ["p1"], "leased")
+    await h.controls(b).lose_settle_reply(sub.id)
+    first = await b.settle(got[0].token, outcome, "s-1")
+    h.check(isinstance(first, SettleUnknown), f"the settle whose reply was lost: {first!r}")
+    when = "after" if past_deadline else "before"
+    if past_deadline:
+        await h.sleep(10)  # the lease deadline passes
+    again = await b.settle(got[0].token, outcome, "s-1")
+    h.check(
+        isinstance(again, SettleConfirmed) and again.sequence == got[0].sequence,
+        f"the retry {when} the lease deadline of a settle that applied: {again!r}",
+    )
+    h.equal(_pids(await _recv(h, b, sub.id, wait=10)), [], "never redelivered")
+    obs = await _sub_obs(h, b, sub.id)
+    dead = 1 if isinstance(outcome, Terminal) else 0
+    h.equal((obs.leased, obs.pending, obs.dropped), (0, 0, 0), "settled, nothing lost")
+    h.equal(obs.dead_lettered, dead, "dead letters")
+    floor = await b.observe_ack_floor(sub.id)
+    h.check(
+        isinstance(floor, Known) and floor.value >= got[0].sequence,
+        f"the ack floor is past it: {floor!r}",
+    )
+
+
+@case(
+    "MSG-072",
+    "a settle applied whose reply was lost, retried before the lease deadline, is Confirmed",
+    contract=M,
+    controls=["lose_settle_reply"],
+)
+async def lost_reply_retried_in_lease(h: Harness) -> None:
+    await _lost_then_retried(h, Completed(), past_deadline=False)
+
+
+@case(
+    "MSG-073",
+    "a settle applied whose reply was lost, retried after the lease deadline, is Confirmed "
+    "(never Stale: the message is settled and never comes back)",
+    contract=M,
+    controls=["lose_settle_reply"],
+)
+async def lost_reply_retried_past_lease(h: Harness) -> None:
+    await _lost_then_retried(h, Completed(), past_deadline=True)
+    await _lost_then_retried(h, Terminal("bad"), past_deadline=True)

@@ -27,6 +27,7 @@ from ...contracts.messaging import (
     Retry,
     SettleAnswer,
     SettleOutcome,
+    SettleUnknown,
     SubscriptionId,
     SubscriptionObservation,
     SubscriptionSpec,
@@ -214,7 +215,11 @@ class MemoryMessagingBackend(ModelControls, MessagingBackend):
             await anyio.lowlevel.checkpoint()
         broker = self._broker
         sub = broker.subs.get(token.subscription) or broker.sub(token.subscription)
-        return broker.settle(sub, token, outcome, settlement_id)
+        answer = broker.settle(sub, token, outcome, settlement_id)
+        if sub.lose_reply:  # the lose_settle_reply control
+            sub.lose_reply = False
+            return SettleUnknown("no confirmation: the reply was lost")
+        return answer
 
     # -- observation -----------------------------------------------------------------------
     async def observe_publication(self, envelope: Envelope) -> PublishOutcome:
