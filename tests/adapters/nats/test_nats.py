@@ -19,6 +19,7 @@ import nats.js.errors
 import pytest
 
 from _nats_helpers import backend, eventually, paused, prefix, raw
+from _security_matrix import SLACK
 from _servers_fixtures import need_binary
 from videoflow_aio.adapters.nats import CoreNatsMessagingBackend, JetStreamMessagingBackend
 from videoflow_aio.contracts import Known, Unknown
@@ -497,6 +498,38 @@ async def test_core_slow_consumer_drops_and_no_retention(srv: ServerProcess) -> 
     assert isinstance(
         await b.observe_publication(make_envelope(ch.channel, "p0")), PublicationUnresolvable
     )
+    await b.aclose()
+
+
+async def test_core_competing_over_two_clients_keeps_the_callers_deadline(
+    srv: ServerProcess,
+) -> None:
+    """A competing subscription split over two clients: the server routes part of one
+    client's publications to the other, so a wait for "all my own publications" never ends —
+    receive overshot a 0.3 s deadline by the whole request_timeout, and observe waited it."""
+    subjects = prefix()[1]
+    a, b = (
+        CoreNatsMessagingBackend(srv.url, subject_prefix=subjects, request_timeout=5.0)
+        for _ in range(2)
+    )
+    ch = make_channel("f", "r", "n", "work", "limits")
+    sub = make_subscription(ch.channel, "w", competing=True)
+    for c in (a, b):
+        await c.ensure_channel(ch, "op")
+        await c.ensure_subscription(sub, "op")
+    for i in range(20):
+        assert isinstance(await a.publish(make_envelope(ch.channel, f"p{i}"), dl()), Accepted)
+    received: list[str] = []
+    for c in (a, b, a):
+        start = anyio.current_time()
+        got = await c.receive(sub.id, 64, 1 << 20, start + 0.3)
+        assert anyio.current_time() - start < 0.3 + SLACK, "receive kept the caller's deadline"
+        received += [d.envelope.publication_id for d in got]
+        start = anyio.current_time()
+        assert isinstance(await c.observe_subscription(sub.id), Known)
+        assert anyio.current_time() - start < SLACK, "observe did not wait out request_timeout"
+    assert sorted(received) == sorted(f"p{i}" for i in range(20)), "split between the two"
+    await a.aclose()
     await b.aclose()
 
 
