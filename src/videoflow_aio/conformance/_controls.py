@@ -82,9 +82,9 @@ class MessagingControls(MemberControls, Protocol):
         """The broker crashes (kill -9) and restarts on the same store; returns once every
         client is connected again."""
 
-    async def lose_settle_reply(self, subscription: SubscriptionId) -> None:
-        """The next settle on ``subscription`` by this client is applied, but its answer is
-        lost: the client answers ``SettleUnknown``."""
+    async def lose_reply(self, subscription: SubscriptionId) -> None:
+        """The next settle or renew on ``subscription`` by this client is applied, but its
+        answer is lost: the client answers ``SettleUnknown`` / ``held=None``."""
 
     async def purge(self, channel_id: ChannelId) -> None:
         """An administrator purges the channel's messages out of band."""

@@ -276,7 +276,7 @@ async def _send(
 async def _lost(
     c: Client, nc: Any, st: SubState, token: DeliveryToken, payload: bytes, nak: bool
 ) -> SettleAnswer:
-    """The fault behind the ``lose_settle_reply`` control: ``payload`` is sent and the server
+    """The fault behind the ``lose_reply`` control: ``payload`` is sent and the server
     applies it (a barrier's reply says so), but every confirmation of it is lost — its
     evidence is swallowed, the reply dropped — as when a connection fails right after."""
     key = (nak, token.sequence, delivery_seq(token))
@@ -534,7 +534,10 @@ async def renew(c: Client, token: DeliveryToken) -> LeaseObservation:
         return LeaseObservation(False, None, token.attempt, NOT_PENDING)
     if res is not True:
         assert not isinstance(res, bool)
-        return LeaseObservation(False, None, token.attempt, f"renewal unconfirmed: {res}")
+        if isinstance(res, SettleUnknown):  # it may have applied: the lease is not known lost
+            return LeaseObservation(None, None, token.attempt, f"renewal unconfirmed: {res.reason}")
+        assert isinstance(res, SettleStale)  # _send confirms only with True
+        return LeaseObservation(False, None, token.attempt, res.reason)
     deadline = now + st.spec.ack_wait_seconds
     st.leases[token.sequence] = (token.attempt, deadline, delivery_seq(token))
     nudge_if_final(c, st, token.sequence, token.attempt, deadline)  # moved to the new lapse

@@ -62,35 +62,41 @@ async def aged_under_lease(h: Harness) -> None:
     await _aged_under_lease(h, b, "n2", look=True)
 
 
-async def _lost_then_retried(h: Harness, outcome: SettleOutcome, past_deadline: bool) -> None:
-    """A settle applied whose answer was lost, retried with the same settlement id before or
-    after the lease deadline: the retry answers what the first did."""
+async def _lost_then_retried(
+    h: Harness, outcomes: list[SettleOutcome], past_deadline: bool
+) -> None:
+    """Settles applied whose answers were lost, retried with the same settlement ids before
+    or after the lease deadline: each retry answers what the first did. One message per
+    outcome, on one subscription."""
     b = await h.open()
     ch = await _channel(h, b)
     sub = await _sub(h, b, ch.channel, ack_wait_seconds=h.seconds(5 if past_deadline else 30))
-    await _publish(h, b, ch.channel, "p1")
+    for i in range(len(outcomes)):
+        await _publish(h, b, ch.channel, f"p{i}")
     got = await _recv(h, b, sub.id)
-    h.equal(_pids(got), ["p1"], "leased")
-    await h.controls(b).lose_settle_reply(sub.id)
-    first = await b.settle(got[0].token, outcome, "s-1")
-    h.check(isinstance(first, SettleUnknown), f"the settle whose reply was lost: {first!r}")
+    h.equal(_pids(got), [f"p{i}" for i in range(len(outcomes))], "leased")
+    for d, outcome in zip(got, outcomes, strict=True):
+        await h.controls(b).lose_reply(sub.id)
+        first = await b.settle(d.token, outcome, f"s-{d.sequence}")
+        h.check(isinstance(first, SettleUnknown), f"a settle whose reply was lost: {first!r}")
     when = "after" if past_deadline else "before"
     if past_deadline:
         await h.sleep(10)  # the lease deadline passes
-    again = await b.settle(got[0].token, outcome, "s-1")
-    h.check(
-        isinstance(again, SettleConfirmed) and again.sequence == got[0].sequence,
-        f"the retry {when} the lease deadline of a settle that applied: {again!r}",
-    )
+    for d, outcome in zip(got, outcomes, strict=True):
+        again = await b.settle(d.token, outcome, f"s-{d.sequence}")
+        h.check(
+            isinstance(again, SettleConfirmed) and again.sequence == d.sequence,
+            f"the retry {when} the lease deadline of a settle that applied: {again!r}",
+        )
     h.equal(_pids(await _recv(h, b, sub.id, wait=10)), [], "never redelivered")
     obs = await _sub_obs(h, b, sub.id)
-    dead = 1 if isinstance(outcome, Terminal) else 0
+    dead = sum(isinstance(o, Terminal) for o in outcomes)
     h.equal((obs.leased, obs.pending, obs.dropped), (0, 0, 0), "settled, nothing lost")
     h.equal(obs.dead_lettered, dead, "dead letters")
     floor = await b.observe_ack_floor(sub.id)
     h.check(
-        isinstance(floor, Known) and floor.value >= got[0].sequence,
-        f"the ack floor is past it: {floor!r}",
+        isinstance(floor, Known) and floor.value >= got[-1].sequence,
+        f"the ack floor is past them: {floor!r}",
     )
 
 
@@ -98,10 +104,10 @@ async def _lost_then_retried(h: Harness, outcome: SettleOutcome, past_deadline: 
     "MSG-072",
     "a settle applied whose reply was lost, retried before the lease deadline, is Confirmed",
     contract=M,
-    controls=["lose_settle_reply"],
+    controls=["lose_reply"],
 )
 async def lost_reply_retried_in_lease(h: Harness) -> None:
-    await _lost_then_retried(h, Completed(), past_deadline=False)
+    await _lost_then_retried(h, [Completed()], past_deadline=False)
 
 
 @case(
@@ -109,8 +115,31 @@ async def lost_reply_retried_in_lease(h: Harness) -> None:
     "a settle applied whose reply was lost, retried after the lease deadline, is Confirmed "
     "(never Stale: the message is settled and never comes back)",
     contract=M,
-    controls=["lose_settle_reply"],
+    controls=["lose_reply"],
 )
 async def lost_reply_retried_past_lease(h: Harness) -> None:
-    await _lost_then_retried(h, Completed(), past_deadline=True)
-    await _lost_then_retried(h, Terminal("bad"), past_deadline=True)
+    await _lost_then_retried(h, [Completed(), Terminal("bad")], past_deadline=True)
+
+
+@case(
+    "MSG-074",
+    "a renewal applied whose reply was lost is unknown (held None), never 'not held'; "
+    "renewed again it is held, and the lease settles",
+    contract=M,
+    controls=["lose_reply"],
+)
+async def lost_renew_reply(h: Harness) -> None:
+    b = await h.open()
+    ch = await _channel(h, b)
+    sub = await _sub(h, b, ch.channel, ack_wait_seconds=h.seconds(30))
+    await _publish(h, b, ch.channel, "p1")
+    got = await _recv(h, b, sub.id)
+    h.equal(_pids(got), ["p1"], "leased")
+    await h.controls(b).lose_reply(sub.id)
+    lost = await b.renew(got[0].token)
+    h.check(lost.held is None, f"a renewal whose reply was lost: {lost!r}")
+    again = await b.renew(got[0].token)
+    h.check(again.held is True, f"renewed again: {again!r}")
+    ans = await b.settle(got[0].token, Completed(), "s-1")
+    h.check(isinstance(ans, SettleConfirmed), f"the lease still holds: {ans!r}")
+    h.equal(_pids(await _recv(h, b, sub.id, wait=2)), [], "never redelivered")

@@ -83,7 +83,7 @@ class NatsControls:
         """A new backend like this one, on its own connection, in the same namespace."""
         return await self._provider.open_peer(self._backend)
 
-    async def lose_settle_reply(self, subscription: SubscriptionId) -> None:
+    async def lose_reply(self, subscription: SubscriptionId) -> None:
         """The adapter's next settle on the subscription is sent and applied by the server
         (a barrier's reply says so), and every confirmation of it dropped: its evidence and
         the reply (``adapters.nats._settle._lost``)."""

@@ -44,9 +44,9 @@ class ModelControls:
         with None."""
         self._broker.sub(subscription).fail_reason = reason
 
-    def lose_settle_reply(self, subscription: SubscriptionId) -> None:
-        """The next settle on the subscription is applied as usual, and answered
-        ``SettleUnknown`` (its reply was lost)."""
+    def lose_reply(self, subscription: SubscriptionId) -> None:
+        """The next settle or renew on the subscription is applied as usual, and answered
+        ``SettleUnknown`` / ``LeaseObservation(held=None)`` (its reply was lost)."""
         self._broker.sub(subscription).lose_reply = True
 
     def stored(self, channel_id: ChannelId) -> list[Envelope]:

@@ -94,7 +94,7 @@ class Sub:
         self.waiters = Waiters()
         self.receivers = 0
         self.fail_reason: str | None = None
-        self.lose_reply = False  # the lose_settle_reply control: the next answer is lost
+        self.lose_reply = False  # the lose_reply control: the next answer is lost
         self.core_queue: deque[Msg] = deque()
 
     def start_at_head(self) -> None:

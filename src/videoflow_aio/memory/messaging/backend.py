@@ -46,6 +46,7 @@ from ._stream import StreamBroker
 from ._subscription import Sub
 
 _OUTCOME_TYPES = frozenset({Completed, Retry, Terminal})
+LOST = "no confirmation: the reply was lost"
 _YIELD_MASK = 63
 """publish / receive / settle that need not wait still yield to the loop once every 64 calls
 (before touching any state, so a cancellation there has no effect): a tight producer loop
@@ -201,7 +202,12 @@ class MemoryMessagingBackend(ModelControls, MessagingBackend):
     # -- leases and settlement -------------------------------------------------------------
     async def renew(self, token: DeliveryToken) -> LeaseObservation:
         broker = self._broker
-        return broker.renew(broker.sub(token.subscription), token)
+        sub = broker.sub(token.subscription)
+        observed = broker.renew(sub, token)
+        if sub.lose_reply:  # the lose_reply control
+            sub.lose_reply = False
+            return LeaseObservation(None, None, token.attempt, LOST)
+        return observed
 
     async def settle(
         self, token: DeliveryToken, outcome: SettleOutcome, settlement_id: str
@@ -216,9 +222,9 @@ class MemoryMessagingBackend(ModelControls, MessagingBackend):
         broker = self._broker
         sub = broker.subs.get(token.subscription) or broker.sub(token.subscription)
         answer = broker.settle(sub, token, outcome, settlement_id)
-        if sub.lose_reply:  # the lose_settle_reply control
+        if sub.lose_reply:  # the lose_reply control
             sub.lose_reply = False
-            return SettleUnknown("no confirmation: the reply was lost")
+            return SettleUnknown(LOST)
         return answer
 
     # -- observation -----------------------------------------------------------------------
