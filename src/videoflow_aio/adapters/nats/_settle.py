@@ -65,6 +65,8 @@ BARRIER = b"+VFB"
 sent before it on the same consumer."""
 EVIDENCE_WAIT = 0.02
 """Seconds to wait for a settle's evidence before asking with a barrier."""
+ELECTION_POLL = 0.05
+"""Seconds between asks while a replicated consumer has no leader (no responders)."""
 LAPSE_GRACE = 0.1
 """Seconds past this client's deadline of a final-attempt lease after which the server has
 surely seen it lapse (this client's deadline is the earlier one, see ``_pull.delivery``)."""
@@ -246,7 +248,7 @@ async def _send(
         if not nak and replicated(st):
             # the leader emits the metric when it applies the ack and answers the ack's
             # request only once the consumer's group committed it: wait for both
-            failed = await _barrier(c, nc, token, payload)
+            failed = await _barrier(c, nc, token, payload, st)
             if failed is not None:
                 return failed
             await ev.caught_up()
@@ -260,7 +262,7 @@ async def _send(
                 await waiter.wait()
         if waiter.is_set():
             return True
-        failed = await _barrier(c, nc, token, BARRIER)
+        failed = await _barrier(c, nc, token, BARRIER, st, payload)
         if failed is not None:
             return failed
         await ev.caught_up()
@@ -304,15 +306,39 @@ def replicated(st: SubState) -> bool:
     return st.chan.spec.replicas > 1
 
 
-async def _barrier(c: Client, nc: Any, token: DeliveryToken, payload: bytes) -> SettleAnswer | None:
-    """``payload`` as a request on the token's ack subject; None once answered."""
-    try:
-        await _api.request(nc, token.opaque, payload, c.request_timeout)
-    except NoResponders:
-        return SettleStale("the subscription's consumer no longer exists")
-    except CallFailed as exc:
-        return SettleUnknown(f"no confirmation: {exc}")
-    return None
+async def _barrier(
+    c: Client,
+    nc: Any,
+    token: DeliveryToken,
+    payload: bytes,
+    st: SubState | None = None,
+    again: bytes | None = None,
+) -> SettleAnswer | None:
+    """``payload`` as a request on the token's ack subject; None once answered.
+
+    No responders means nobody holds the consumer's ack subject: on a single server the
+    consumer is gone (``SettleStale``); on a replicated consumer (``st`` given) it is also
+    what a leader election looks like, so unless this client saw the consumer deleted it asks
+    again — ``again`` (the settle itself, when ``payload`` was a barrier behind a publish that
+    nobody received either) — until ``request_timeout``, then answers ``SettleUnknown``."""
+    until = loop_time() + c.request_timeout
+    while True:
+        try:
+            await _api.request(nc, token.opaque, payload, c.request_timeout)
+        except NoResponders:
+            if st is None or not replicated(st) or incarnation(token) in st.dead:
+                return SettleStale("the subscription's consumer no longer exists")
+            if loop_time() + ELECTION_POLL >= until:
+                return SettleUnknown(
+                    "no responders for the consumer: its leader is being elected (or it was "
+                    "deleted)"
+                )
+            await asyncio.sleep(ELECTION_POLL)
+            payload = again or payload
+            continue
+        except CallFailed as exc:
+            return SettleUnknown(f"no confirmation: {exc}")
+        return None
 
 
 async def nudge(c: Client, st: SubState) -> bool:
