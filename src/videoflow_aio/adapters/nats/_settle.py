@@ -433,16 +433,20 @@ async def settle(
             return await _after_unanswered(c, st, token, settlement_id, retry, now)
         return SettleStale(stale)
     final = retry is not None and st.spec.max_deliver != -1 and token.attempt >= st.spec.max_deliver
+    stored = 0  # the dead letter's sequence in the dlq stream
     if isinstance(outcome, Terminal):
-        failed = await dead_letter(c, st, token, outcome.reason)
-        if failed is not None:
-            return failed
+        letter = await dead_letter(c, st, token, outcome.reason)
+        if not isinstance(letter, int):
+            return letter
+        stored = letter
     payload = ACK if retry is None else _nak(retry, final)
     res = await _send(c, st, token, payload, nak=retry is not None)
     if res is False:
         if unanswered:  # nothing to apply now: the earlier one did, or something else
             return await _after_unanswered(c, st, token, settlement_id, retry, now)
         _gone(st, seq)
+        if stored:  # the message was not settled: its dead letter must not stay
+            await _withdraw(c, st, stored, seq)
         return SettleStale(NOT_PENDING)
     if res is not True:
         assert not isinstance(res, bool)
@@ -570,11 +574,26 @@ async def renew(c: Client, token: DeliveryToken) -> LeaseObservation:
     return LeaseObservation(True, deadline, token.attempt)
 
 
+async def _withdraw(c: Client, st: SubState, dlq_seq: int, seq: int) -> None:
+    """Delete the dead letter stored for a Terminal settle the server then did not apply (the
+    message was purged or deleted in between): the settle is Stale, the message dropped, and
+    a dead letter left behind would count it dead-lettered too. A delete that fails is
+    recorded (``dead_letter_left``)."""
+    try:
+        await c.api(f"STREAM.MSG.DELETE.{st.chan.dlq}", {"seq": dlq_seq})
+    except ApiError as exc:
+        if exc.err_code == _api.NO_MESSAGE_FOUND:
+            return
+        c.record("dead_letter_left", st.id.name, str(seq), reason=exc.description)
+    except CallFailed as exc:
+        c.record("dead_letter_left", st.id.name, str(seq), reason=str(exc))
+
+
 async def dead_letter(
     c: Client, st: SubState, token: DeliveryToken, reason: str
-) -> SettleAnswer | None:
-    """Store the dead letter (dedup by consumer and sequence); None when stored, else the
-    answer to give (nothing was settled)."""
+) -> SettleAnswer | int:
+    """Store the dead letter (dedup by consumer incarnation, sequence and attempt); its
+    sequence in the dlq stream when stored, else the answer to give (nothing was settled)."""
     chs = st.chan
     try:
         got = await c.api(f"STREAM.MSG.GET.{chs.stream}", {"seq": token.sequence})
@@ -599,7 +618,10 @@ async def dead_letter(
     )
     env = Envelope(
         channel=chs.id,
-        publication_id=f"{orig.publication_id}~dlq~{token.subscription.consumer}~{st.created_ns}",
+        publication_id=(
+            f"{orig.publication_id}~dlq~{token.subscription.consumer}~{st.created_ns}"
+            f"~{token.attempt}"
+        ),
         body=body,
         event_id=orig.event_id,
         kind="dlq",
@@ -620,4 +642,4 @@ async def dead_letter(
     if ack.get("error"):
         desc = ack["error"].get("description")
         return SettleUnknown(f"dead letter not stored ({desc}); nothing settled")
-    return None
+    return int(ack.get("seq") or 0)
