@@ -95,6 +95,10 @@ class MessagingControls(MemberControls, Protocol):
     async def delete_subscription(self, subscription: SubscriptionId) -> None:
         """An administrator deletes the subscription out of band (ensured again, it is new)."""
 
+    async def subscription_leader(self, subscription: SubscriptionId) -> str:
+        """The member leading the subscription's replicated consumer (cluster providers)."""
+        ...
+
     async def channel_leader(self, channel_id: ChannelId) -> str:
         """The member leading the channel's replicated stream (cluster providers)."""
         ...

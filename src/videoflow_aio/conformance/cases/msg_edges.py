@@ -17,6 +17,7 @@ from ...contracts.messaging import (
     SettleStale,
     SettleUnknown,
     Terminal,
+    make_channel,
 )
 from .._case import case
 from .._harness import MessagingHarness as Harness
@@ -143,3 +144,41 @@ async def lost_renew_reply(h: Harness) -> None:
     ans = await b.settle(got[0].token, Completed(), "s-1")
     h.check(isinstance(ans, SettleConfirmed), f"the lease still holds: {ans!r}")
     h.equal(_pids(await _recv(h, b, sub.id, wait=2)), [], "never redelivered")
+
+
+@case(
+    "MSG-802",
+    "a settle and a renewal while the consumer's leader is killed are never Stale nor 'not "
+    "held' (the lease is live); the same settle confirms once a leader is elected",
+    contract=M,
+    needs=("replicated",),
+    controls=("subscription_leader", "kill_member", "restart_member"),
+)
+async def consumer_leader_killed(h: Harness) -> None:
+    b = await h.open()
+    controls = h.controls(b)
+    spec = make_channel("flow", "run", "node", "work", "limits", replicas=3, persistence=True)
+    await b.ensure_channel(spec, "op-ch")
+    sub = await _sub(h, b, spec.channel, ack_wait_seconds=h.seconds(1200))
+    for pid in ("p1", "p2"):
+        await _publish(h, b, spec.channel, pid)
+    got = await _recv(h, b, sub.id, n=2, wait=20)
+    h.equal(_pids(got), ["p1", "p2"], "leased")
+    leader = await controls.subscription_leader(sub.id)
+    await controls.kill_member(leader)
+    try:
+        renewed = await b.renew(got[1].token)
+        first = await b.settle(got[0].token, Completed(), "s-1")
+    finally:
+        await controls.restart_member(leader)
+    h.check(renewed.held is not False, f"a renewal during the election: {renewed!r}")
+    h.check(not isinstance(first, SettleStale), f"a settle during the election: {first!r}")
+    again = first
+    with h.fail_after(1200):  # once a leader is elected the same settle id answers for good
+        while isinstance(again, SettleUnknown):
+            await h.sleep(4)
+            again = await b.settle(got[0].token, Completed(), "s-1")
+    h.check(isinstance(again, SettleConfirmed), f"the settle once a leader leads: {again!r}")
+    last = await b.settle(got[1].token, Completed(), "s-2")
+    h.check(isinstance(last, SettleConfirmed), f"the renewed lease settles: {last!r}")
+    h.equal(_pids(await _recv(h, b, sub.id, wait=10)), [], "neither is redelivered")
