@@ -464,8 +464,10 @@ async def _applied(
     retry: Retry | None,
     final: bool,
     now: float,
+    duplicate: bool = False,
 ) -> SettleConfirmed:
-    """Record a settle the server applied; its answer."""
+    """Record a settle the server applied; its answer (``duplicate``: an earlier settle with
+    this id is what applied)."""
     seq = token.sequence
     st.unanswered.pop(settlement_id)
     st.leases.pop(seq, None)
@@ -478,7 +480,7 @@ async def _applied(
         st.final_retry[seq] = await nudge(c, st)
     else:
         st.retry_wait[seq] = (now + retry.delay_seconds, delivery_seq(token))
-    return SettleConfirmed(seq)
+    return SettleConfirmed(seq, duplicate)
 
 
 async def _after_unanswered(
@@ -502,7 +504,7 @@ async def _after_unanswered(
         await ev.caught_up()
         if ev.seen[nak].pop((seq, delivery_seq(token))) is not None:
             final = nak and st.spec.max_deliver != -1 and token.attempt >= st.spec.max_deliver
-            return await _applied(c, st, token, settlement_id, retry, final, now)
+            return await _applied(c, st, token, settlement_id, retry, final, now, True)
     if not nak:
         try:
             info = await c.consumer_info(st.stream, st.consumer)
@@ -511,7 +513,7 @@ async def _after_unanswered(
         except CallFailed as exc:
             return SettleUnknown(f"an earlier settle with this id went unanswered ({exc})")
         if retained:
-            return await _applied(c, st, token, settlement_id, None, False, now)
+            return await _applied(c, st, token, settlement_id, None, False, now, True)
     return SettleUnknown(
         "an earlier settle with this id went unanswered and the server shows no sign of it "
         "yet: it may have applied"
