@@ -37,6 +37,7 @@ from videoflow_aio.contracts.messaging import (
     Completed,
     Retry,
     SettleConfirmed,
+    SettleOutcome,
     SettleUnknown,
     SubscriptionId,
     SubscriptionSpec,
@@ -679,12 +680,13 @@ async def lost_replies(w: World) -> None:
     await w.lose_reply(0, sub.id)
     await w.renew(got[3], label="a renewal whose reply was lost")
     await w.renew(got[3], label="renewed again")
-    for t, outcome in zip(got[:3], (Completed(), Terminal("bad"), Completed()), strict=True):
+    first: tuple[SettleOutcome, ...] = (Completed(), Terminal("bad"), Completed())
+    for t, outcome in zip(got[:3], first, strict=True):
         await w.lose_reply(0, sub.id)
         await w.settle(t, outcome, sid=f"x-{t.delivery.sequence}", label="reply lost")
     await w.settle(got[0], Completed(), sid=f"x-{got[0].delivery.sequence}", label="retry, live")
     await w.sleep(LAPSE)  # the lease deadlines pass
-    for t, outcome in zip(got[1:3], (Terminal("bad"), Completed()), strict=True):
+    for t, outcome in zip(got[1:3], first[1:], strict=True):
         sid = f"x-{t.delivery.sequence}"
         await w.settle(t, outcome, sid=sid, label="retry past the deadline")
     await w.settle(got[3], Completed(), label="the renewed one, lapsed since")
