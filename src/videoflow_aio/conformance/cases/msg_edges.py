@@ -26,9 +26,8 @@ from .msg import _chan_obs, _channel, _pids, _publish, _recv, _sub, _sub_obs, _w
 M: Final = "messaging"
 
 
-async def _aged_under_lease(h: Harness, b: Any, node: str, look: bool) -> None:
-    """A lease (ack wait 120) on a message whose max_age (60) passes under it; ``look``:
-    something reads the subscription and the channel in between."""
+async def _leased(h: Harness, b: Any, node: str) -> tuple[Any, Any, list[Any]]:
+    """A channel with max_age 60 and a lease (ack wait 120) on its one message."""
     ch = await _channel(
         h, b, node, max_age_seconds=h.seconds(60), dedup_window_seconds=_window(h, 30)
     )
@@ -36,19 +35,7 @@ async def _aged_under_lease(h: Harness, b: Any, node: str, look: bool) -> None:
     await _publish(h, b, ch.channel, "old")
     got = await _recv(h, b, sub.id)
     h.equal(_pids(got), ["old"], "leased")
-    await h.sleep(70)  # past max_age, well inside the lease
-    label = "with a read in between" if look else "with no read in between"
-    if look:
-        await _chan_obs(h, b, ch.channel)
-        await _sub_obs(h, b, sub.id)
-    renewed = await b.renew(got[0].token)
-    h.check(renewed.held is False, f"renewing an aged-out message ({label}): {renewed!r}")
-    ans = await b.settle(got[0].token, Completed(), f"s-{node}")
-    if (await b.capabilities()).stale_settle_detection:
-        h.check(isinstance(ans, SettleStale), f"settling an aged-out message ({label}): {ans!r}")
-    obs = await _sub_obs(h, b, sub.id)
-    h.equal((obs.leased, obs.dropped), (0, 1), f"lease gone, one drop ({label})")
-    h.equal((await _chan_obs(h, b, ch.channel)).messages, 0, f"aged out ({label})")
+    return ch, sub, got
 
 
 @case(
@@ -59,8 +46,24 @@ async def _aged_under_lease(h: Harness, b: Any, node: str, look: bool) -> None:
 )
 async def aged_under_lease(h: Harness) -> None:
     b = await h.open()
-    await _aged_under_lease(h, b, "n1", look=False)
-    await _aged_under_lease(h, b, "n2", look=True)
+    unread = await _leased(h, b, "n1")
+    read = await _leased(h, b, "n2")
+    await h.sleep(70)  # past max_age, well inside the leases
+    for (ch, sub, got), look in ((unread, False), (read, True)):
+        label = "with a read in between" if look else "with no read in between"
+        if look:
+            await _chan_obs(h, b, ch.channel)
+            await _sub_obs(h, b, sub.id)
+        renewed = await b.renew(got[0].token)
+        h.check(renewed.held is False, f"renewing an aged-out message ({label}): {renewed!r}")
+        ans = await b.settle(got[0].token, Completed(), f"s-{ch.channel.node}")
+        if (await b.capabilities()).stale_settle_detection:
+            h.check(
+                isinstance(ans, SettleStale), f"settling an aged-out message ({label}): {ans!r}"
+            )
+        obs = await _sub_obs(h, b, sub.id)
+        h.equal((obs.leased, obs.dropped), (0, 1), f"lease gone, one drop ({label})")
+        h.equal((await _chan_obs(h, b, ch.channel)).messages, 0, f"aged out ({label})")
 
 
 async def _lost_then_retried(
