@@ -1,6 +1,7 @@
 """The JetStream adapter beside raw nats-py on one nats-server, and the memory model beside both.
 
     .venv/bin/python benchmarks/nats_bench.py [--n 2000] [--rounds 5] [--url nats://…] [--json PATH]
+        [--only raw|trio]
 
 Workloads (each message 128 bytes with a ``Nats-Msg-Id``, as the adapter always sends one):
 
@@ -16,6 +17,12 @@ drift mostly cancels); the target is a median ratio >= 0.8 on each workload.
 The memory model runs the same workloads on a plain asyncio loop (real time) for the
 model-vs-broker table in docs/nats.md. Without ``--url`` a server is started (file storage in
 a temp dir). Exit status 1 when a target is missed. Wall-clock reads are deliberate.
+
+Then the trio bridge: the adapter's three workloads under asyncio and under trio (every call
+crossing ``adapters._trio_bridge`` to a trio-asyncio loop), alternating rounds of one
+``anyio.run`` each, driven through anyio on both (``_bridge_ratio``); the ratio is trio ÷
+asyncio, the median of paired rounds, target >= 0.8. ``--only raw`` / ``--only trio`` runs one
+of the two comparisons.
 """
 
 from __future__ import annotations
@@ -32,6 +39,7 @@ from typing import Any
 import anyio
 import nats
 
+from _bridge_ratio import Figures, Timer, print_ratios, run_tasks, trio_vs_asyncio, unbatched
 from videoflow_aio.adapters.nats import JetStreamMessagingBackend
 from videoflow_aio.contracts.messaging import (
     Accepted,
@@ -141,6 +149,47 @@ async def contract_round(b: Any, n: int, **channel: Any) -> dict[str, float]:
     return out
 
 
+# -- the trio bridge -------------------------------------------------------------------------------
+async def bridge_round(url: str, n: int) -> Figures:
+    """The adapter's workloads on whichever backend runs this (anyio-driven: the same code on
+    asyncio and trio), on a client of its own and a fresh channel."""
+    i = next(_ids)
+    b = JetStreamMessagingBackend(url, stream_prefix=f"BR{i}", subject_prefix=f"br{i}")
+    ch = make_channel("bench", f"r{i}", "n", "work", "limits", max_msgs=1_000_000)
+    await b.ensure_channel(ch, f"op{i}")
+    sub = make_subscription(ch.channel, "c", item_credit=1000, ack_wait_seconds=60)
+    await b.ensure_subscription(sub, f"op{i}")
+    cid = ch.channel
+    out: Figures = {}
+
+    def publish(prefix: str) -> Any:
+        async def op(k: int) -> None:
+            res = await b.publish(
+                make_envelope(cid, f"{prefix}{k}", BODY), anyio.current_time() + 5
+            )
+            assert isinstance(res, Accepted), res
+
+        return op
+
+    t = Timer()
+    await run_tasks(n, 1, publish("s"))
+    t.record(out, "publish", n)
+    t = Timer()
+    await run_tasks(n, INFLIGHT, publish("p"))
+    t.record(out, "pipelined", n)
+    t = Timer()
+    done = 0
+    while done < 2 * n:
+        for d in await b.receive(sub.id, BATCH, 1 << 30, anyio.current_time() + 5):
+            ans = await b.settle(d.token, Completed(), f"s{d.sequence}")
+            assert isinstance(ans, SettleConfirmed), ans
+            done += 1
+    t.record(out, "receive+settle", done)
+    await b.close([cid], "")
+    await b.aclose()
+    return out
+
+
 def best(rounds: list[dict[str, float]]) -> dict[str, float]:
     """Per figure, the best round (the highest rate, the least CPU per message)."""
     pick = {k: (min if k.endswith(" cpu") else max) for k in rounds[0]}
@@ -183,17 +232,39 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--url", default=None, help="an existing server (default: start one)")
     ap.add_argument("--json", default=None, help="also write the figures as JSON here")
+    ap.add_argument("--only", choices=("raw", "trio"), default=None, help="one comparison only")
+    ap.add_argument(
+        "--unbatched", action="store_true", help="the bridge without its callback batching"
+    )
     args = ap.parse_args(argv)
+    if args.unbatched:
+        unbatched()
     srv = None
     url = args.url
     if url is None:
         srv = start_nats()
         url = srv.url
+    figures: dict[str, Any] = {}
+    ok = True
     try:
-        figures = asyncio.run(run(url, args.n, args.rounds))
+        if args.only != "trio":
+            figures = asyncio.run(run(url, args.n, args.rounds))
+            ok = report(figures)
+        if args.only != "raw":
+            bridge = trio_vs_asyncio(lambda: bridge_round(url, args.n), args.rounds)
+            figures["trio bridge"] = bridge
+            ok &= print_ratios("trio bridge (JetStream adapter)", bridge)
     finally:
         if srv is not None:
             srv.stop()
+    if args.json:
+        with open(args.json, "w") as fh:
+            json.dump(figures, fh, indent=2)
+    return 0 if ok else 1
+
+
+def report(figures: dict[str, dict[str, float]]) -> bool:
+    """Print the raw vs adapter table; True when every ratio meets the target."""
     raw, ad, mem = figures["raw nats-py"], figures["adapter"], figures["memory model"]
     ratios = figures["ratio (median of rounds)"]
     ok = True
@@ -210,10 +281,7 @@ def main(argv: list[str] | None = None) -> int:
             f"{k:16} {raw[k]:10.0f}/s {ad[k]:8.0f}/s {ratio:6.2f} {mem[k]:11.0f}/s"
             f"   {raw[cpu]:6.1f} / {ad[cpu]:6.1f}  {ratios[cpu]:5.2f}{flag}"
         )
-    if args.json:
-        with open(args.json, "w") as fh:
-            json.dump(figures, fh, indent=2)
-    return 0 if ok else 1
+    return ok
 
 
 if __name__ == "__main__":

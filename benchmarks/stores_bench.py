@@ -1,6 +1,6 @@
 """Redis and etcd adapters vs their raw clients, doing the same work on the same server.
 
-    .venv/bin/python benchmarks/stores_bench.py [--ops N] [--payload-cycles N]
+    .venv/bin/python benchmarks/stores_bench.py [--ops N] [--payload-cycles N] [--only raw|trio]
 
 Starts its own redis-server (no persistence) and etcd on 127.0.0.1 (or give --redis-url /
 --etcd-url). Prints ops/s for each pair and the ratio adapter / raw (target ≥ 0.8):
@@ -18,6 +18,11 @@ Starts its own redis-server (no persistence) and etcd on 127.0.0.1 (or give --re
 Each figure is the median of 7 alternating rounds; "cpu" is this client process's CPU time per
 op (process_time), steadier than wall time on a shared machine, and the "cpu ratio" is raw /
 adapter CPU per op. Read wall-time differences under ~1.5x as noise on a loaded machine.
+
+Then the trio bridge: the adapters' CAS and get (Redis and etcd runtime stores) and put/read
+(Redis payload store) under asyncio and under trio (every call crossing
+``adapters._trio_bridge``), alternating rounds of one ``anyio.run`` each (``_bridge_ratio``);
+ratio trio ÷ asyncio, the median of paired rounds, target >= 0.8.
 """
 
 from __future__ import annotations
@@ -34,6 +39,7 @@ import aetcd
 import anyio
 import redis.asyncio as aredis
 
+from _bridge_ratio import Figures, Timer, print_ratios, run_tasks, trio_vs_asyncio, unbatched
 from videoflow_aio.adapters.etcd import EtcdRuntimeStore
 from videoflow_aio.adapters.redis import RedisPayloadStore, RedisRuntimeStore
 from videoflow_aio.contracts.payload import RetentionContract
@@ -207,6 +213,65 @@ async def bench_payload(url: str, n: int) -> None:
     await store.aclose()
 
 
+async def bridge_round(redis_url: str, etcd_url: str, n: int) -> Figures:
+    """The adapters' CAS, get and payload put/read on whichever backend runs this (anyio:
+    the same code on asyncio and trio), on stores of their own."""
+    out: Figures = {}
+    ns = f"br-{uuid.uuid4().hex[:6]}"
+    data = bytes(range(256)) * 16  # 4 KiB
+    contract = RetentionContract(ttl_seconds=600, obligations=("stage/a",), obligation_seconds=60)
+    for name, store in (
+        ("redis", RedisRuntimeStore(redis_url, namespace=ns, protocol=3)),
+        ("etcd", EtcdRuntimeStore(etcd_url, namespace=ns)),
+    ):
+        ops = n if name == "redis" else max(1, n // 3)
+
+        async def cas(i: int, store: object = store) -> None:
+            assert await store.cas(f"k/{i}", None, b"v")  # type: ignore[attr-defined]
+
+        async def get(i: int, store: object = store) -> None:
+            value, _version = await store.get(f"k/{i}")  # type: ignore[attr-defined]
+            assert value == b"v"
+
+        await store.get("warm-up")
+        t = Timer()
+        await run_tasks(ops, 1, cas)
+        t.record(out, f"{name} CAS", ops)
+        t = Timer()
+        await run_tasks(ops, 1, get)
+        t.record(out, f"{name} get", ops)
+        t = Timer()
+
+        async def cas_after(
+            i: int, f: Callable[[int], Awaitable[None]] = cas, base: int = ops
+        ) -> None:
+            await f(base + i)
+
+        await run_tasks(ops, 64, cas_after)
+        t.record(out, f"{name} CAS 64 tasks", ops)
+        await store.aclose()
+    payload = RedisPayloadStore(
+        redis_url, namespace=f"{ns}-p", max_bytes=1 << 30, orphan_grace_seconds=60
+    )
+    ops = max(1, n // 3)
+    refs = []
+
+    async def put(i: int) -> None:
+        refs.append(await payload.put(data, f"obj/{i}", contract))
+
+    async def read(i: int) -> None:
+        await payload.read(refs[i], reader="stage/a")
+
+    t = Timer()
+    await run_tasks(ops, 1, put)
+    t.record(out, "payload put", ops)
+    t = Timer()
+    await run_tasks(ops, 1, read)
+    t.record(out, "payload read", ops)
+    await payload.aclose()
+    return out
+
+
 async def main(args: argparse.Namespace) -> None:
     with ExitStack() as stack:
         redis_url = args.redis_url
@@ -220,9 +285,18 @@ async def main(args: argparse.Namespace) -> None:
             stack.callback(esrv.stop)
             etcd_url = esrv.url
         print(f"redis {redis_url}  etcd {etcd_url}  ops={args.ops}")
-        await bench_redis_cas(redis_url, args.ops)
-        await bench_etcd_cas(etcd_url, args.etcd_ops)
-        await bench_payload(redis_url, args.payload_cycles)
+        if args.only != "trio":
+            await bench_redis_cas(redis_url, args.ops)
+            await bench_etcd_cas(etcd_url, args.etcd_ops)
+            await bench_payload(redis_url, args.payload_cycles)
+        if args.only != "raw":
+            # anyio.run per round, so off this asyncio loop: in a thread of its own
+            figures = await anyio.to_thread.run_sync(
+                lambda: trio_vs_asyncio(
+                    lambda: bridge_round(redis_url, etcd_url, args.bridge_ops), args.rounds
+                )
+            )
+            print_ratios("trio bridge (Redis and etcd adapters)", figures)
 
 
 if __name__ == "__main__":
@@ -232,4 +306,13 @@ if __name__ == "__main__":
     ap.add_argument("--payload-cycles", type=int, default=500)
     ap.add_argument("--redis-url")
     ap.add_argument("--etcd-url")
-    asyncio.run(main(ap.parse_args()))
+    ap.add_argument("--only", choices=("raw", "trio"), default=None, help="one comparison only")
+    ap.add_argument(
+        "--unbatched", action="store_true", help="the bridge without its callback batching"
+    )
+    ap.add_argument("--bridge-ops", type=int, default=1000, help="Redis ops per bridge round")
+    ap.add_argument("--rounds", type=int, default=5, help="bridge rounds per backend")
+    parsed = ap.parse_args()
+    if parsed.unbatched:
+        unbatched()
+    asyncio.run(main(parsed))

@@ -131,6 +131,10 @@ class World(abc.ABC):
     @abc.abstractmethod
     async def restart(self) -> None: ...
 
+    @abc.abstractmethod
+    async def lose_reply(self, i: int, sid: SubscriptionId) -> None:
+        """Client ``i``'s next settle or renew on ``sid`` applies and its answer is lost."""
+
     async def sleep(self, seconds: float) -> None:
         await anyio.sleep(seconds)
 
@@ -250,7 +254,8 @@ class World(abc.ABC):
         b = await self.client(t.client)
         lease: LeaseObservation = await b.renew(t.delivery.token)
         self.note(t.delivery, "renew", lease)
-        self.rec(label or f"renew {t.delivery.envelope.publication_id}", lease.held)
+        held = "Unknown" if lease.held is None else lease.held  # no confirmation: undecided
+        self.rec(label or f"renew {t.delivery.envelope.publication_id}", held)
         return lease
 
     def note(self, d: Delivery, what: str, ans: Any) -> None:
@@ -260,7 +265,7 @@ class World(abc.ABC):
             return
         dseq = parts[1]
         if isinstance(ans, LeaseObservation):
-            answer = "held" if ans.held else "not held"
+            answer = {True: "held", False: "not held", None: "SettleUnknown"}[ans.held]
         elif isinstance(ans, SettleConfirmed) and ans.duplicate:
             answer = "duplicate"
         else:
@@ -377,6 +382,9 @@ class ModelWorld(World):
     async def restart(self) -> None:
         (await self.client(0)).restart_server()
 
+    async def lose_reply(self, i: int, sid: SubscriptionId) -> None:
+        (await self.client(i)).lose_reply(sid)
+
 
 class NatsWorld(World):
     """The JetStream adapter on a real server; ``store`` makes the server this world's own
@@ -401,6 +409,9 @@ class NatsWorld(World):
         opts = dict(self.options)
         opts.setdefault("request_timeout", 2.0)
         return JetStreamMessagingBackend(self.url, stream_prefix=sp, subject_prefix=subp, **opts)
+
+    async def lose_reply(self, i: int, sid: SubscriptionId) -> None:
+        (await self.client(i))._c.lose_replies.add(sid)  # the provider control's fault
 
     def admin(self) -> JetStreamAdmin:
         sp, subp = self.prefix

@@ -55,7 +55,7 @@ def test_a_given_cluster_is_not_ours_to_kill() -> None:
     nats = get_provider("nats-cluster", url="nats://127.0.0.1:1,nats://127.0.0.1:2")
     given = nats.controls("messaging") or frozenset()
     assert "another_client" in given and "pause_acceptance" not in given
-    assert not (MEMBER | {"channel_leader"}) & given
+    assert not (MEMBER | {"channel_leader", "subscription_leader"}) & given
 
 
 def test_the_fault_cases_need_replicated_and_skip_elsewhere() -> None:
@@ -63,7 +63,7 @@ def test_the_fault_cases_need_replicated_and_skip_elsewhere() -> None:
     assert {c.id for c in fault} >= {"RTS-801", "RTS-802", "PAY-801", "MSG-801"}
     for c in fault:
         assert c.needs == {"replicated"}
-        assert c.controls <= MEMBER | {"channel_leader"}
+        assert c.controls <= MEMBER | {"channel_leader", "subscription_leader"}
     memory = get_provider("memory")
     for contract in ("messaging", "payload", "runtime_store"):
         assert "replicated" not in (memory.capabilities(contract) or frozenset())

@@ -26,7 +26,7 @@ VARIANTS = [n for n in provider_names() if n.endswith(("-secure", "-cluster", "-
 #: fault cases. ``videoflow-aio conformance --provider nats-cluster`` runs every MSG case (all
 #: but MSG-009 passed five runs in a row); the rest are left out here for CI's time budget.
 CLUSTER_RUN_APART = "nats-cluster"
-CLUSTER_CASES = ("MSG-001", "MSG-043", "MSG-047", "MSG-050", "MSG-054", "MSG-8*")
+CLUSTER_CASES = ("MSG-001", "MSG-043", "MSG-047", "MSG-050", "MSG-054", "MSG-073", "MSG-8*")
 CLUSTER_DESELECTED = {
     "MSG-009": "times the server's redelivery from the client's side with 5 ms of slack (ack "
     "wait 0.5 s at scale 0.05); on the cluster the delivery and the pull's end travel from the "

@@ -149,9 +149,47 @@ class _SharedLoop:
 _SHARED: trio.lowlevel.RunVar[_SharedLoop] = trio.lowlevel.RunVar("videoflow_trio_asyncio_loop")
 
 
+BATCH_LIMIT = 64
+"""The most asyncio callbacks one trio scheduling round of the bridge's loop runs after its
+first (a bound on how long trio tasks wait for the loop: a callback that keeps scheduling
+itself cannot starve them)."""
+
+
+def _batch_callbacks(loop: Any) -> None:
+    """Make ``loop`` run, per trio scheduling round, every asyncio callback queued when the
+    round starts — as asyncio's own loop does — instead of one.
+
+    trio-asyncio's main loop takes one callback off its queue per round, each behind a
+    ``move_on_after`` and a channel receive: a call through an asyncio client makes about 20
+    callbacks (task steps, future callbacks, the client's flusher and reader), so the bridge
+    cost ~0.5 ms of CPU per call (measured: ``benchmarks/nats_bench.py``, docs/benchmarks.md).
+    The loop looks its ``_main_loop_one`` up on every round, so an instance attribute takes
+    over at the next round; the callbacks queued at its start then run with ``no_wait``
+    (trio-asyncio's own non-blocking step, timers included), at most as many as were queued,
+    so a callback that keeps scheduling itself cannot starve trio. Without those internals (a
+    different trio-asyncio) the loop is left as it is."""
+    one = getattr(loop, "_main_loop_one", None)
+    queue = getattr(loop, "_q_recv", None)
+    if one is None or not hasattr(queue, "statistics"):
+        return
+
+    async def batched(no_wait: bool = False) -> None:
+        await one(no_wait)
+        if no_wait:
+            return
+        for _ in range(BATCH_LIMIT):
+            try:
+                await one(True)
+            except trio.WouldBlock:  # nothing queued: the round is over
+                return
+
+    loop._main_loop_one = batched
+
+
 async def _host(shared: _SharedLoop, trio_asyncio: Any) -> None:
     try:
         async with trio_asyncio.open_loop() as loop:
+            _batch_callbacks(loop)
             shared.loop = loop
             shared.ready.set()
             await trio.sleep_forever()  # until the run ends (system tasks are cancelled then)

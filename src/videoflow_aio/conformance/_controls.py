@@ -82,6 +82,10 @@ class MessagingControls(MemberControls, Protocol):
         """The broker crashes (kill -9) and restarts on the same store; returns once every
         client is connected again."""
 
+    async def lose_reply(self, subscription: SubscriptionId) -> None:
+        """The next settle or renew on ``subscription`` by this client is applied, but its
+        answer is lost: the client answers ``SettleUnknown`` / ``held=None``."""
+
     async def purge(self, channel_id: ChannelId) -> None:
         """An administrator purges the channel's messages out of band."""
 
@@ -90,6 +94,10 @@ class MessagingControls(MemberControls, Protocol):
 
     async def delete_subscription(self, subscription: SubscriptionId) -> None:
         """An administrator deletes the subscription out of band (ensured again, it is new)."""
+
+    async def subscription_leader(self, subscription: SubscriptionId) -> str:
+        """The member leading the subscription's replicated consumer (cluster providers)."""
+        ...
 
     async def channel_leader(self, channel_id: ChannelId) -> str:
         """The member leading the channel's replicated stream (cluster providers)."""

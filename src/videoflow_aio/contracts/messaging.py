@@ -333,9 +333,13 @@ SettleAnswer = SettleConfirmed | SettleUnknown | SettleStale
 
 
 class LeaseObservation(msgspec.Struct, frozen=True, gc=False):
-    """What ``renew`` found: ``held`` with the new ``lease_deadline``, or why not."""
+    """What ``renew`` found: ``held`` (True) with the new ``lease_deadline``; not held
+    (False), and why; or ``held=None``: no confirmation — the renewal may or may not have
+    applied (its reply was lost, the consumer's leader is being elected), like
+    ``SettleUnknown``. The lease is then as it was or renewed; renew again (or settle) to
+    know. ``if obs.held:`` reads it as before: only a confirmed renewal counts."""
 
-    held: bool
+    held: bool | None
     lease_deadline: float | None = None
     attempt: int = 0
     reason: str = ""
@@ -624,7 +628,9 @@ class MessagingBackend(Boundary, abc.ABC):
 
     @abc.abstractmethod
     async def renew(self, token: DeliveryToken) -> LeaseObservation:
-        """Extend the lease by ``ack_wait_seconds`` from now, if ``token`` still holds it."""
+        """Extend the lease by ``ack_wait_seconds`` from now, if ``token`` still holds it:
+        ``held`` True (renewed), False (not held: why in ``reason``) or None (no
+        confirmation: it may have applied; the lease is not known lost)."""
 
     @abc.abstractmethod
     async def settle(

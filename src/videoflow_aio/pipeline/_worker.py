@@ -474,6 +474,9 @@ class StageWorker:
                     if deadline - now > lease / 2:
                         continue
                     obs = await renew(d.token)
+                    # not held, or unknown (held None): the deadline stays as it was, so
+                    # this lease is renewed again at the next tick, while the work goes on
+                    # (its settle says whether the lease still held)
                     if obs.held and obs.lease_deadline is not None and seq in r.leases:
                         r.deadlines[seq] = obs.lease_deadline
                         self.counters.renewals += 1

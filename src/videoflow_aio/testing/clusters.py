@@ -410,6 +410,21 @@ class NatsCluster(Cluster):
 
         return self._leader_named(cluster, info, "/jsz?accounts=true&streams=true")
 
+    def consumer_leader(self, cluster: ClusterProcess, stream: str, consumer: str) -> Member | None:
+        """The member leading the consumer's raft group now (None: no leader, or unknown)."""
+
+        def info(jsz: Any) -> dict[str, Any]:
+            for account in jsz.get("account_details") or []:
+                for detail in account.get("stream_detail") or []:
+                    if detail.get("name") != stream:
+                        continue
+                    for c in detail.get("consumer_detail") or []:
+                        if c.get("name") == consumer:
+                            return dict(c.get("cluster") or {})
+            return {}
+
+        return self._leader_named(cluster, info, "/jsz?accounts=true&streams=true&consumers=true")
+
     @staticmethod
     def _leader_named(
         cluster: ClusterProcess, pick: Callable[[Any], dict[str, Any]], path: str

@@ -14,22 +14,27 @@ import uuid
 from typing import Any
 
 import anyio
+import anyio.to_thread
 import pytest
 
 from videoflow_aio.adapters.nats._connection import server_list
+from videoflow_aio.conformance.providers._cluster import heal
 from videoflow_aio.conformance.providers.nats_cluster import replicated_backend
 from videoflow_aio.contracts import Known
 from videoflow_aio.contracts.messaging import (
     ChannelId,
     ChannelSpec,
     Completed,
+    SettleConfirmed,
+    SettleStale,
+    SettleUnknown,
     SubscriptionId,
     Terminal,
     make_channel,
     make_envelope,
     make_subscription,
 )
-from videoflow_aio.testing.clusters import ClusterProcess
+from videoflow_aio.testing.clusters import ClusterProcess, NatsCluster
 
 TRIES = 5
 pytestmark = [pytest.mark.cluster]
@@ -102,3 +107,60 @@ def test_own_settles_are_visible_on_an_interest_channel(nats_cluster: ClusterPro
         return seen
 
     assert anyio.run(main) == [(2, 2, 0)] * TRIES
+
+
+async def _consumer_leader_not_ours(cluster: ClusterProcess, b: Any, sub: SubscriptionId) -> Any:
+    """The member leading ``sub``'s consumer, once it is not the server ``b`` is connected to
+    (a step-down moves it): killing it then leaves ``b`` connected, asking a group with no
+    leader — no responders — rather than reconnecting."""
+    spec = cluster.options
+    assert isinstance(spec, NatsCluster)
+    stream, consumer = b.names.stream(sub.channel), b.names.consumer(sub)
+    with anyio.fail_after(60):
+        while True:
+            leader = await anyio.to_thread.run_sync(spec.consumer_leader, cluster, stream, consumer)
+            ours = str(b._c.nc.connected_url.port)
+            if leader is not None and str(leader.port) != ours:
+                return leader
+            if leader is not None:
+                await b._c.api(f"CONSUMER.LEADER.STEPDOWN.{stream}.{consumer}")
+            await anyio.sleep(0.2)
+
+
+def test_settle_and_renew_during_a_consumer_leader_election_are_never_stale(
+    nats_cluster: ClusterProcess,
+) -> None:
+    """Issue #25 items 1 and 7: right after the consumer's leader is killed nobody answers its
+    ack subject ("no responders"), which on a cluster means "no leader yet", not "gone": a
+    settle was answered ``SettleStale`` and a renewal ``held=False``, though the lease was
+    live and the same settle applied once a leader was elected."""
+
+    async def main() -> tuple[Any, Any, Any]:
+        b, spec = await _fresh(nats_cluster, {"retention": "limits"})
+        sub = make_subscription(spec.channel, "w", ack_wait_seconds=120.0)
+        await b.ensure_subscription(sub, "op-sub")
+        for pid in ("p1", "p2"):
+            await b.publish(make_envelope(spec.channel, pid), anyio.current_time() + 2)
+        got = await b.receive(sub.id, 2, 1 << 20, anyio.current_time() + 2)
+        assert len(got) == 2
+        leader = await _consumer_leader_not_ours(nats_cluster, b, sub.id)
+        await anyio.to_thread.run_sync(leader.kill)
+        try:
+            renewed = await b.renew(got[1].token)
+            first = await b.settle(got[0].token, Completed(), "s-1")
+        finally:
+            await anyio.to_thread.run_sync(heal, nats_cluster)
+        with anyio.fail_after(60):  # once a leader is elected, the same settle is confirmed
+            while True:
+                again = await b.settle(got[0].token, Completed(), "s-1")
+                if not isinstance(again, SettleUnknown):
+                    break
+                await anyio.sleep(0.2)
+        await b.drop_namespace()
+        await b.aclose()
+        return renewed, first, again
+
+    renewed, first, again = anyio.run(main)
+    assert renewed.held is not False, renewed
+    assert not isinstance(first, SettleStale), first
+    assert isinstance(again, SettleConfirmed), again

@@ -19,6 +19,7 @@ import nats.js.errors
 import pytest
 
 from _nats_helpers import backend, eventually, paused, prefix, raw
+from _security_matrix import SLACK
 from _servers_fixtures import need_binary
 from videoflow_aio.adapters.nats import CoreNatsMessagingBackend, JetStreamMessagingBackend
 from videoflow_aio.contracts import Known, Unknown
@@ -497,6 +498,68 @@ async def test_core_slow_consumer_drops_and_no_retention(srv: ServerProcess) -> 
     assert isinstance(
         await b.observe_publication(make_envelope(ch.channel, "p0")), PublicationUnresolvable
     )
+    await b.aclose()
+
+
+async def test_core_competing_over_two_clients_keeps_the_callers_deadline(
+    srv: ServerProcess,
+) -> None:
+    """A competing subscription split over two clients: the server routes part of one
+    client's publications to the other, so a wait for "all my own publications" never ends —
+    receive overshot a 0.3 s deadline by the whole request_timeout, and observe waited it."""
+    subjects = prefix()[1]
+    a, b = (
+        CoreNatsMessagingBackend(srv.url, subject_prefix=subjects, request_timeout=5.0)
+        for _ in range(2)
+    )
+    ch = make_channel("f", "r", "n", "work", "limits")
+    sub = make_subscription(ch.channel, "w", competing=True)
+    for c in (a, b):
+        await c.ensure_channel(ch, "op")
+        await c.ensure_subscription(sub, "op")
+    for i in range(20):
+        assert isinstance(await a.publish(make_envelope(ch.channel, f"p{i}"), dl()), Accepted)
+    received: list[str] = []
+    for c in (a, b, a):
+        start = anyio.current_time()
+        got = await c.receive(sub.id, 64, 1 << 20, start + 0.3)
+        assert anyio.current_time() - start < 0.3 + SLACK, "receive kept the caller's deadline"
+        received += [d.envelope.publication_id for d in got]
+        start = anyio.current_time()
+        assert isinstance(await c.observe_subscription(sub.id), Known)
+        assert anyio.current_time() - start < SLACK, "observe did not wait out request_timeout"
+    assert sorted(received) == sorted(f"p{i}" for i in range(20)), "split between the two"
+    await a.aclose()
+    await b.aclose()
+
+
+async def test_a_terminal_answered_stale_leaves_no_dead_letter(
+    srv: ServerProcess, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue #25 item 2: the dead letter is stored before the ack; a purge in between made
+    the ack find nothing (``SettleStale``) and left the dead letter stored, so the message
+    counted both dropped and dead-lettered. Now it is withdrawn."""
+    from videoflow_aio.adapters.nats import _settle
+
+    b = backend(srv)
+    ch, sub = await chan_sub(b)
+    assert isinstance(await b.publish(make_envelope(ch.channel, "p1"), dl()), Accepted)
+    got = await b.receive(sub.id, 1, 1 << 20, dl())
+    stored = _settle.dead_letter
+
+    async def then_purged(*args: Any) -> Any:
+        letter = await stored(*args)
+        await raw(b, f"STREAM.PURGE.{b.names.stream(ch.channel)}")  # an administrator, racing
+        return letter
+
+    monkeypatch.setattr(_settle, "dead_letter", then_purged)
+    ans = await b.settle(got[0].token, Terminal("bad"), "t-1")
+    assert isinstance(ans, SettleStale), ans
+    chan = await b.observe_channel(ch.channel)
+    assert isinstance(chan, Known) and chan.value.dead_letters == 0, chan
+    o = await b.observe_subscription(sub.id)
+    if isinstance(o, Known):  # after a purge a drop count may be Unknown: never both
+        assert (o.value.dead_lettered, o.value.dropped) == (0, 1), o
     await b.aclose()
 
 

@@ -37,6 +37,7 @@ from videoflow_aio.contracts.messaging import (
     Completed,
     Retry,
     SettleConfirmed,
+    SettleOutcome,
     SettleUnknown,
     SubscriptionId,
     SubscriptionSpec,
@@ -636,6 +637,72 @@ class TestCoreNats:
 
 
 # -- the schedules compared with the model, one class per kind ---------------------------------
+
+
+# -- issue #25: the edges ---------------------------------------------------------------------
+
+
+def _aged(look: bool) -> Schedule:
+    async def schedule(w: World) -> None:
+        """max_age passes under live leases (ack wait LONG): renew, settle and observe, with
+        or without another client reading the subscription in between."""
+        spec = make_channel("f", "r", "age", "work", "limits", max_age_seconds=AW)
+        sub = make_subscription(spec.channel, "w", ack_wait_seconds=LONG)
+        await two_clients(w, spec, sub)
+        for i in range(2):
+            await w.publish(0, spec.channel, f"m{i}")
+        got = await w.receive(0, sub.id, n=2)
+        await w.sleep(LAPSE)  # both aged out, the leases still live
+        if look:
+            await w.observe(1, sub.id)
+            await w.observe_channel(1, spec.channel)
+        await w.renew(got[0], label="renew an aged-out lease")
+        await w.settle(got[0], Completed(), label="settle an aged-out lease")
+        await w.settle(got[1], Terminal("bad"), label="a Terminal of an aged-out lease")
+        for i in range(2):
+            await w.observe(i, sub.id)
+        await w.observe_channel(0, spec.channel)
+        await w.check_truth(0, sub, "after the settles")
+
+    schedule.__name__ = f"aged_under_lease_{'read' if look else 'unread'}"
+    return schedule
+
+
+async def lost_replies(w: World) -> None:
+    """Settles and a renewal applied whose answers were lost, retried with the same ids before
+    and after the lease deadline (two clients watching)."""
+    spec = make_channel("f", "r", "lost", "work", "limits")
+    sub = make_subscription(spec.channel, "w", ack_wait_seconds=AW)
+    await two_clients(w, spec, sub)
+    for i in range(4):
+        await w.publish(0, spec.channel, f"l{i}")
+    got = await w.receive(0, sub.id, n=4)
+    await w.lose_reply(0, sub.id)
+    await w.renew(got[3], label="a renewal whose reply was lost")
+    await w.renew(got[3], label="renewed again")
+    first: tuple[SettleOutcome, ...] = (Completed(), Terminal("bad"), Completed())
+    for t, outcome in zip(got[:3], first, strict=True):
+        await w.lose_reply(0, sub.id)
+        await w.settle(t, outcome, sid=f"x-{t.delivery.sequence}", label="reply lost")
+    await w.settle(got[0], Completed(), sid=f"x-{got[0].delivery.sequence}", label="retry, live")
+    await w.sleep(LAPSE)  # the lease deadlines pass
+    for t, outcome in zip(got[1:3], first[1:], strict=True):
+        sid = f"x-{t.delivery.sequence}"
+        await w.settle(t, outcome, sid=sid, label="retry past the deadline")
+    await w.settle(got[3], Completed(), label="the renewed one, lapsed since")
+    for i in range(2):
+        await w.observe(i, sub.id)
+    await w.observe_channel(1, spec.channel)
+    await w.check_truth(0, sub, "after the retries")
+
+
+class TestEdges:
+    """Issue #25: max_age under a lease, read or not; settles and a renewal whose replies
+    were lost, retried before and after the lease deadline."""
+
+    @pytest.mark.parametrize("schedule", [_aged(False), _aged(True), lost_replies], ids=_name)
+    async def test_schedule(self, srv: ServerProcess, schedule: Schedule) -> None:
+        await differential(schedule, srv)
 
 
 class TestManyClients:

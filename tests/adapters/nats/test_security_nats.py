@@ -226,6 +226,24 @@ async def test_tls_client_on_a_plain_server_sends_nothing(
     assert isinstance(err, AuthenticationFailed) and err.reason == "tls-not-offered"
 
 
+@pytest.mark.parametrize(
+    ("key", "instead"),
+    [("tls", "tls="), ("user", "username="), ("password", "password="), ("token", "token=")],
+)
+async def test_security_options_in_connect_options_are_refused(
+    nats_srv: ServerProcess, pki: Certificates, key: str, instead: str
+) -> None:
+    """``connect_options={"tls": ctx}`` (the nats-py way) would bypass the guard of ``tls=``:
+    CONNECT, the password, went out in clear to a plain server. Refused before connecting."""
+    value: Any = pki.client_tls(client_cert=False).context() if key == "tls" else "secret"
+    with pytest.raises(ValidationError, match=f"pass it as {instead}") as err:
+        JetStreamMessagingBackend(
+            nats_srv.url, username="app", password="pw", connect_options={key: value}
+        )
+    assert err.value.field == "connect_options"
+    assert "secret" not in str(err.value) and "pw" not in str(err.value)
+
+
 async def test_expired_server_certificate() -> None:
     from _servers_fixtures import need_binary
     from videoflow_aio.testing.servers import NatsServer

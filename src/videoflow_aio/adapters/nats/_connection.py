@@ -238,6 +238,9 @@ class Client:
         self.reconnects = 0
         self.lease_margin = 0.01
         self.on_pull_reply: Any = None  # set by the backend: the inbox callback
+        # a fault a test control injects (``lose_reply``): the next settle or renew on each
+        # of these subscriptions is sent and applied, and its confirmation lost
+        self.lose_replies: set[SubscriptionId] = set()
 
     def ready(self) -> Any:
         """The open connection when it is usable from the running loop (the one it was made

@@ -25,7 +25,7 @@ import contextlib
 import re
 import ssl
 import urllib.parse
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -362,8 +362,10 @@ async def check_subscribe(
 
 
 __all__ = [
+    "SECURITY_OPTIONS",
     "Denials",
     "NatsAuth",
+    "check_connect_options",
     "check_subscribe",
     "classify",
     "discard",
@@ -414,6 +416,39 @@ def _check_one_way(creds: Credentials) -> None:
             "username and password go together",
             field="username" if creds.username is None else "password",
         )
+
+
+SECURITY_OPTIONS: dict[str, str] = {
+    "tls": "tls=",
+    "tls_hostname": "tls=TLSConfig(server_hostname=...)",
+    "user": "username=",
+    "password": "password=",
+    "token": "token=",
+    "nkeys_seed": "nkey_seed_file=",
+    "nkeys_seed_str": "nkey_seed_file=",
+    "user_credentials": "creds_file=",
+    "user_jwt_cb": "creds_file=",
+    "signature_cb": "nkey_seed_file= or creds_file=",
+    "servers": "the url argument",
+}
+"""nats-py ``connect`` options that decide whom the client trusts or what it sends in CONNECT,
+and the backend argument that takes each: given through ``connect_options`` they would bypass
+the checks of :class:`NatsAuth` (``tls`` there would not stop CONNECT, the password, going out
+in clear to a server that offers no TLS)."""
+
+
+def check_connect_options(options: Mapping[str, Any]) -> None:
+    """``ValidationError`` naming the first security option in ``connect_options`` and the
+    backend argument to use instead."""
+    for key in options:
+        instead = SECURITY_OPTIONS.get(key)
+        if instead is not None:
+            raise ValidationError(
+                f"connect_options[{key!r}] is refused: pass it as {instead} (the backend then "
+                "refuses to send credentials in clear)",
+                field="connect_options",
+                value=key,
+            )
 
 
 def _tls_context(

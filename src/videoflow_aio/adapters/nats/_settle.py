@@ -65,6 +65,8 @@ BARRIER = b"+VFB"
 sent before it on the same consumer."""
 EVIDENCE_WAIT = 0.02
 """Seconds to wait for a settle's evidence before asking with a barrier."""
+ELECTION_POLL = 0.05
+"""Seconds between asks while a replicated consumer has no leader (no responders)."""
 LAPSE_GRACE = 0.1
 """Seconds past this client's deadline of a final-attempt lease after which the server has
 surely seen it lapse (this client's deadline is the earlier one, see ``_pull.delivery``)."""
@@ -179,6 +181,9 @@ def incarnation(token: DeliveryToken) -> int | None:
     return int(parts[2]) if len(parts) > 2 and parts[2].isdigit() else None
 
 
+EXPIRED = "lease expired; message awaits redelivery"
+
+
 def stale_reason(st: SubState, token: DeliveryToken, now: float) -> str | None:
     seq = token.sequence
     inc = incarnation(token)
@@ -198,7 +203,7 @@ def stale_reason(st: SubState, token: DeliveryToken, now: float) -> str | None:
     if cur[0] != token.attempt:
         return f"lease superseded by attempt {cur[0]}"
     if now >= cur[1]:
-        return "lease expired; message awaits redelivery"
+        return EXPIRED
     return None
 
 
@@ -229,6 +234,9 @@ async def _send(
     in, the evidence is in too, or never comes.
     """
     nc = await c.conn()
+    if c.lose_replies and st.id in c.lose_replies:
+        c.lose_replies.discard(st.id)
+        return await _lost(c, nc, st, token, payload, nak)
     if not st.sampled and not nak:  # a consumer made before sampling: the reply is all
         return await _barrier(c, nc, token, payload) or True
     ev = await evidence(c, st)
@@ -240,7 +248,7 @@ async def _send(
         if not nak and replicated(st):
             # the leader emits the metric when it applies the ack and answers the ack's
             # request only once the consumer's group committed it: wait for both
-            failed = await _barrier(c, nc, token, payload)
+            failed = await _barrier(c, nc, token, payload, st)
             if failed is not None:
                 return failed
             await ev.caught_up()
@@ -254,7 +262,7 @@ async def _send(
                 await waiter.wait()
         if waiter.is_set():
             return True
-        failed = await _barrier(c, nc, token, BARRIER)
+        failed = await _barrier(c, nc, token, BARRIER, st, payload)
         if failed is not None:
             return failed
         await ev.caught_up()
@@ -267,21 +275,70 @@ async def _send(
         ev.waiting.pop(key, None)
 
 
+async def _lost(
+    c: Client, nc: Any, st: SubState, token: DeliveryToken, payload: bytes, nak: bool
+) -> SettleAnswer:
+    """The fault behind the ``lose_reply`` control: ``payload`` is sent and the server
+    applies it (a barrier's reply says so), but every confirmation of it is lost — its
+    evidence is swallowed, the reply dropped — as when a connection fails right after."""
+    key = (nak, token.sequence, delivery_seq(token))
+    ev = await evidence(c, st) if st.sampled or nak else None
+    if ev is not None:
+        ev.waiting[key] = asyncio.Event()  # the evidence sets it, and nobody looks
+    try:
+        if not nak and replicated(st):
+            await _barrier(c, nc, token, payload)
+        else:
+            with contextlib.suppress(CallFailed):
+                await _api.publish(nc, token.opaque, payload)
+            await _barrier(c, nc, token, BARRIER)
+        if ev is not None:
+            await ev.caught_up()
+    finally:
+        if ev is not None:
+            ev.waiting.pop(key, None)
+    return SettleUnknown("no confirmation: the reply was lost")
+
+
 def replicated(st: SubState) -> bool:
     """Whether the subscription's consumer is replicated (its channel's ``replicas`` > 1):
     then an ack is confirmed once committed, not only applied by the leader."""
     return st.chan.spec.replicas > 1
 
 
-async def _barrier(c: Client, nc: Any, token: DeliveryToken, payload: bytes) -> SettleAnswer | None:
-    """``payload`` as a request on the token's ack subject; None once answered."""
-    try:
-        await _api.request(nc, token.opaque, payload, c.request_timeout)
-    except NoResponders:
-        return SettleStale("the subscription's consumer no longer exists")
-    except CallFailed as exc:
-        return SettleUnknown(f"no confirmation: {exc}")
-    return None
+async def _barrier(
+    c: Client,
+    nc: Any,
+    token: DeliveryToken,
+    payload: bytes,
+    st: SubState | None = None,
+    again: bytes | None = None,
+) -> SettleAnswer | None:
+    """``payload`` as a request on the token's ack subject; None once answered.
+
+    No responders means nobody holds the consumer's ack subject: on a single server the
+    consumer is gone (``SettleStale``); on a replicated consumer (``st`` given) it is also
+    what a leader election looks like, so unless this client saw the consumer deleted it asks
+    again — ``again`` (the settle itself, when ``payload`` was a barrier behind a publish that
+    nobody received either) — until ``request_timeout``, then answers ``SettleUnknown``."""
+    until = loop_time() + c.request_timeout
+    while True:
+        try:
+            await _api.request(nc, token.opaque, payload, c.request_timeout)
+        except NoResponders:
+            if st is None or not replicated(st) or incarnation(token) in st.dead:
+                return SettleStale("the subscription's consumer no longer exists")
+            if loop_time() + ELECTION_POLL >= until:
+                return SettleUnknown(
+                    "no responders for the consumer: its leader is being elected (or it was "
+                    "deleted)"
+                )
+            await asyncio.sleep(ELECTION_POLL)
+            payload = again or payload
+            continue
+        except CallFailed as exc:
+            return SettleUnknown(f"no confirmation: {exc}")
+        return None
 
 
 async def nudge(c: Client, st: SubState) -> bool:
@@ -366,24 +423,53 @@ async def settle(
     repeated = _repeat(st, seq, settlement_id)
     if repeated is not None:
         return repeated
+    retry = outcome if isinstance(outcome, Retry) else None
+    # an earlier settle with this id was sent and went unanswered: it may have applied
+    unanswered = st.unanswered.get(settlement_id) == seq
     now = loop_time()
     stale = stale_reason(st, token, now)
     if stale is not None:
+        if unanswered and stale == EXPIRED:
+            return await _after_unanswered(c, st, token, settlement_id, retry, now)
         return SettleStale(stale)
-    retry = outcome if isinstance(outcome, Retry) else None
     final = retry is not None and st.spec.max_deliver != -1 and token.attempt >= st.spec.max_deliver
+    stored = 0  # the dead letter's sequence in the dlq stream
     if isinstance(outcome, Terminal):
-        failed = await dead_letter(c, st, token, outcome.reason)
-        if failed is not None:
-            return failed
+        letter = await dead_letter(c, st, token, outcome.reason)
+        if not isinstance(letter, int):
+            return letter
+        stored = letter
     payload = ACK if retry is None else _nak(retry, final)
     res = await _send(c, st, token, payload, nak=retry is not None)
     if res is False:
+        if unanswered:  # nothing to apply now: the earlier one did, or something else
+            return await _after_unanswered(c, st, token, settlement_id, retry, now)
         _gone(st, seq)
+        if stored:  # the message was not settled: its dead letter must not stay
+            await _withdraw(c, st, stored, seq)
         return SettleStale(NOT_PENDING)
     if res is not True:
         assert not isinstance(res, bool)
+        if isinstance(res, SettleUnknown):
+            st.unanswered.put(settlement_id, seq)
         return res
+    return await _applied(c, st, token, settlement_id, retry, final, now)
+
+
+async def _applied(
+    c: Client,
+    st: SubState,
+    token: DeliveryToken,
+    settlement_id: str,
+    retry: Retry | None,
+    final: bool,
+    now: float,
+    duplicate: bool = False,
+) -> SettleConfirmed:
+    """Record a settle the server applied; its answer (``duplicate``: an earlier settle with
+    this id is what applied)."""
+    seq = token.sequence
+    st.unanswered.pop(settlement_id)
     st.leases.pop(seq, None)
     st.cancel_nudge(seq)  # settled (a final Retry nudges at once below)
     st.settlements.put(settlement_id, seq)  # before any await: a retry of it is a repeat
@@ -394,7 +480,55 @@ async def settle(
         st.final_retry[seq] = await nudge(c, st)
     else:
         st.retry_wait[seq] = (now + retry.delay_seconds, delivery_seq(token))
-    return SettleConfirmed(seq)
+    return SettleConfirmed(seq, duplicate)
+
+
+async def _after_unanswered(
+    c: Client,
+    st: SubState,
+    token: DeliveryToken,
+    settlement_id: str,
+    retry: Retry | None,
+    now: float,
+) -> SettleAnswer:
+    """A settle retried after one with the same id went unanswered, where this one cannot
+    apply (the lease expired here, or the server held no lease): the answer is the earlier
+    one's, as far as the server shows it — ``SettleConfirmed`` when its evidence came late,
+    or (an ack) when the consumer's ack floor is past the message and the message is still
+    retained (so a removal did not move the floor); otherwise ``SettleUnknown``, never
+    ``SettleStale``: the earlier settle may have applied."""
+    seq = token.sequence
+    nak = retry is not None
+    ev = st.evidence
+    if isinstance(ev, Evidence):
+        await ev.caught_up()
+        if ev.seen[nak].pop((seq, delivery_seq(token))) is not None:
+            final = nak and st.spec.max_deliver != -1 and token.attempt >= st.spec.max_deliver
+            return await _applied(c, st, token, settlement_id, retry, final, now, True)
+    if not nak:
+        try:
+            info = await c.consumer_info(st.stream, st.consumer)
+            floor = int(((info or {}).get("ack_floor") or {}).get("stream_seq") or 0)
+            retained = floor >= seq and await _retained(c, st, seq)
+        except CallFailed as exc:
+            return SettleUnknown(f"an earlier settle with this id went unanswered ({exc})")
+        if retained:
+            return await _applied(c, st, token, settlement_id, None, False, now, True)
+    return SettleUnknown(
+        "an earlier settle with this id went unanswered and the server shows no sign of it "
+        "yet: it may have applied"
+    )
+
+
+async def _retained(c: Client, st: SubState, seq: int) -> bool:
+    """Whether the slot stream still holds ``seq`` (``CallFailed`` when it cannot tell)."""
+    try:
+        await c.api(f"STREAM.MSG.GET.{st.chan.stream}", {"seq": seq})
+    except ApiError as exc:
+        if exc.err_code == _api.NO_MESSAGE_FOUND:
+            return False
+        raise
+    return True
 
 
 async def resettle(c: Client, st: SubState, d: Delivery) -> None:
@@ -432,18 +566,36 @@ async def renew(c: Client, token: DeliveryToken) -> LeaseObservation:
         return LeaseObservation(False, None, token.attempt, NOT_PENDING)
     if res is not True:
         assert not isinstance(res, bool)
-        return LeaseObservation(False, None, token.attempt, f"renewal unconfirmed: {res}")
+        if isinstance(res, SettleUnknown):  # it may have applied: the lease is not known lost
+            return LeaseObservation(None, None, token.attempt, f"renewal unconfirmed: {res.reason}")
+        assert isinstance(res, SettleStale)  # _send confirms only with True
+        return LeaseObservation(False, None, token.attempt, res.reason)
     deadline = now + st.spec.ack_wait_seconds
     st.leases[token.sequence] = (token.attempt, deadline, delivery_seq(token))
     nudge_if_final(c, st, token.sequence, token.attempt, deadline)  # moved to the new lapse
     return LeaseObservation(True, deadline, token.attempt)
 
 
+async def _withdraw(c: Client, st: SubState, dlq_seq: int, seq: int) -> None:
+    """Delete the dead letter stored for a Terminal settle the server then did not apply (the
+    message was purged or deleted in between): the settle is Stale, the message dropped, and
+    a dead letter left behind would count it dead-lettered too. A delete that fails is
+    recorded (``dead_letter_left``)."""
+    try:
+        await c.api(f"STREAM.MSG.DELETE.{st.chan.dlq}", {"seq": dlq_seq})
+    except ApiError as exc:
+        if exc.err_code == _api.NO_MESSAGE_FOUND:
+            return
+        c.record("dead_letter_left", st.id.name, str(seq), reason=exc.description)
+    except CallFailed as exc:
+        c.record("dead_letter_left", st.id.name, str(seq), reason=str(exc))
+
+
 async def dead_letter(
     c: Client, st: SubState, token: DeliveryToken, reason: str
-) -> SettleAnswer | None:
-    """Store the dead letter (dedup by consumer and sequence); None when stored, else the
-    answer to give (nothing was settled)."""
+) -> SettleAnswer | int:
+    """Store the dead letter (dedup by consumer incarnation, sequence and attempt); its
+    sequence in the dlq stream when stored, else the answer to give (nothing was settled)."""
     chs = st.chan
     try:
         got = await c.api(f"STREAM.MSG.GET.{chs.stream}", {"seq": token.sequence})
@@ -468,7 +620,10 @@ async def dead_letter(
     )
     env = Envelope(
         channel=chs.id,
-        publication_id=f"{orig.publication_id}~dlq~{token.subscription.consumer}~{st.created_ns}",
+        publication_id=(
+            f"{orig.publication_id}~dlq~{token.subscription.consumer}~{st.created_ns}"
+            f"~{token.attempt}"
+        ),
         body=body,
         event_id=orig.event_id,
         kind="dlq",
@@ -489,4 +644,4 @@ async def dead_letter(
     if ack.get("error"):
         desc = ack["error"].get("description")
         return SettleUnknown(f"dead letter not stored ({desc}); nothing settled")
-    return None
+    return int(ack.get("seq") or 0)

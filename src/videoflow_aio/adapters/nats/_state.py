@@ -112,6 +112,7 @@ class SubState:
     deliveries: dict[int, int] = field(default_factory=dict)  # delivery seq -> stream seq
     settled: Bounded = field(default_factory=Bounded)  # stream seq -> attempt (server-confirmed)
     settlements: Bounded = field(default_factory=Bounded)  # settlement id -> stream seq
+    unanswered: Bounded = field(default_factory=Bounded)  # settlement id -> seq: sent, no answer
     outcomes: Bounded = field(default_factory=Bounded)  # stream seq -> payload sent (re-settle)
     retry_wait: dict[int, tuple[float, int]] = field(default_factory=dict)  # due, dseq
     final_retry: dict[int, bool] = field(default_factory=dict)  # seq -> server decided it

@@ -61,7 +61,6 @@ from ...contracts.messaging import (
     VerifiedChannel,
     VerifiedSubscription,
     check_immutable,
-    matches,
 )
 from .._security import Secret, TLSConfig
 from .._trio_bridge import Affinity, bridged
@@ -79,14 +78,12 @@ class _CoreSub:
     queue: deque[Any] = field(default_factory=deque)
     dropped: int = 0
     arrived: anyio.Event | None = None
-    seen: int = 0  # messages handed to this subscription (queued or dropped)
-    expected: int = 0  # messages this client published that it matches
 
     def receiver(self, limit: int) -> Any:
-        """The subscription callback: the client queue, bounded, drops counted."""
+        """The subscription callback: the client queue, bounded, drops counted. It never
+        awaits: a message leaves nats-py's pending queue and enters this one in one step."""
 
         async def deliver(msg: Any) -> None:
-            self.seen += 1
             if len(self.queue) >= limit:
                 self.dropped += 1
             else:
@@ -161,7 +158,6 @@ class CoreNatsMessagingBackend(MessagingBackend):
             "max_reconnect_attempts": -1,
             "reconnect_time_wait": 0.2,
             "error_cb": self._on_error,
-            "reconnected_cb": self._on_reconnected,
         }
         self._nc = await connect(opts, self.servers, min(self.request_timeout, 2.0), self._auth)
         return self._nc
@@ -180,12 +176,6 @@ class CoreNatsMessagingBackend(MessagingBackend):
     async def drop_namespace(self) -> int:
         """Nothing to delete: Core NATS keeps nothing on the server."""
         return 0
-
-    async def _on_reconnected(self) -> None:
-        """Messages in flight when the connection dropped never arrive: stop waiting for this
-        client's own publications the server may have routed before it went away."""
-        for sub in self._subs.values():
-            sub.expected = sub.seen
 
     @property
     def connected(self) -> bool:
@@ -314,9 +304,6 @@ class CoreNatsMessagingBackend(MessagingBackend):
         # the server drops a refused publish and says so before its answer to the round trip
         _security.raise_if_denied(nc, subject, start, "publish")
         ch.seq += 1
-        for sub in self._subs.values():
-            if sub.spec.channel == envelope.channel and matches(sub.spec, envelope):
-                sub.expected += 1
         return Accepted(pid, ch.seq)
 
     async def receive(
@@ -328,7 +315,7 @@ class CoreNatsMessagingBackend(MessagingBackend):
             raise ValidationError("byte_credit must be >= 1", field="byte_credit")
         sub = self._sub(subscription)
         budget = min(byte_credit, sub.spec.byte_credit)
-        await self._settled_queue(sub)
+        await self._settled_queue(sub, deadline)
         if not sub.queue:
             with anyio.CancelScope(deadline=deadline):
                 while not sub.queue:
@@ -342,12 +329,16 @@ class CoreNatsMessagingBackend(MessagingBackend):
             out.append(self._delivery(sub, msg))
         return out
 
-    async def _settled_queue(self, sub: _CoreSub) -> None:
-        """Wait (up to ``request_timeout``) until every message this client published that
-        the subscription matches has reached its queue or been counted as dropped: the server
-        routes them asynchronously, even to the publishing connection itself."""
-        with anyio.move_on_after(self.request_timeout):
-            while sub.seen < sub.expected:
+    async def _settled_queue(self, sub: _CoreSub, deadline: float) -> None:
+        """Wait (until ``deadline`` at the latest) until what the server routed to this
+        connection so far has gone through the subscription's callback into its queue (or
+        been counted as dropped). The server routes asynchronously, even to the publishing
+        connection itself, but in order with its answers: once a round trip after a message
+        returned (a publish's flush, an observation's), the message is in nats-py's pending
+        queue. A count of this client's own publications would not do: the server may route
+        any of them to another member of a competing subscription's queue group."""
+        with anyio.CancelScope(deadline=deadline):
+            while sub.nsub.pending_msgs:
                 ev = sub.arrived = anyio.Event()
                 await ev.wait()
 
@@ -388,7 +379,7 @@ class CoreNatsMessagingBackend(MessagingBackend):
             await _api.flushed(await self._conn(), self.request_timeout)
         except CallFailed as exc:
             return Unknown(f"cannot confirm the client queue is current: {exc}")
-        await self._settled_queue(sub)
+        await self._settled_queue(sub, loop_time() + self.request_timeout)
         queued = len(sub.queue)
         return Known(SubscriptionObservation(subscription, queued, 0, 0, sub.dropped, 0))
 

@@ -61,7 +61,7 @@ from .._trio_bridge import Affinity, bridged
 from . import _channels, _observe, _profiles, _publish, _pull, _settle, _subscriptions
 from ._connection import Client, server_list
 from ._names import Names
-from ._security import NatsAuth
+from ._security import NatsAuth, check_connect_options
 
 
 @bridged
@@ -92,6 +92,8 @@ class JetStreamMessagingBackend(MessagingBackend):
       ``nkey_seed_file``, ``creds_file`` (or the URL's user info, taken out of it). A refused
       connection is ``AuthenticationFailed``; a subject the user may not use ``AccessDenied``
       (``adapters.nats._security``; least privilege: :func:`jetstream_permissions`).
+      ``connect_options`` (passed on to nats-py) may not carry any of these, nor ``servers``:
+      such a key is a ``ValidationError`` naming the argument to use.
     """
 
     def __init__(
@@ -133,6 +135,7 @@ class JetStreamMessagingBackend(MessagingBackend):
         ):
             if value < low:
                 raise ValidationError(f"{name} must be >= {low}", field=name, value=value)
+        check_connect_options(connect_options or {})
         servers, auth = NatsAuth.from_args(
             server_list(url),
             tls=tls,

@@ -83,6 +83,15 @@ class NatsControls:
         """A new backend like this one, on its own connection, in the same namespace."""
         return await self._provider.open_peer(self._backend)
 
+    async def lose_reply(self, subscription: SubscriptionId) -> None:
+        """The adapter's next settle on the subscription is sent and applied by the server
+        (a barrier's reply says so), and every confirmation of it dropped: its evidence and
+        the reply (``adapters.nats._settle._lost``)."""
+        client = getattr(self._backend, "_c", None)
+        if client is None or not hasattr(client, "lose_replies"):
+            raise Skip("core NATS has nothing to settle")
+        client.lose_replies.add(subscription)
+
     # -- an administrator -----------------------------------------------------------------
     async def _as_admin(self, act: Callable[[Any], Awaitable[object]]) -> None:
         """``act(admin)`` on an administrator's own connection to this backend's namespace."""

@@ -3,7 +3,8 @@ channel replicated three times (R3), the adapter given all three URLs.
 
 Without ``url=`` it starts a :class:`~videoflow_aio.testing.clusters.NatsCluster` on 127.0.0.1
 (once, in ``setup``; ``sync_interval=`` sets JetStream's, the server's default otherwise) and
-performs, beside the ``nats`` provider's controls, the member controls and ``channel_leader``
+performs, beside the ``nats`` provider's controls, the member controls, ``channel_leader`` and
+``subscription_leader``
 (the member leading a channel's stream, from the servers' ``/jsz``). The controls that act on
 "the server" act on every member: ``pause_acceptance`` stops them all. ``restart_server`` is
 not offered: a whole cluster restarted keeps the definitions of its memory-stored streams
@@ -25,7 +26,13 @@ import anyio
 import anyio.to_thread
 import msgspec
 
-from ...contracts.messaging import ChannelId, ChannelSpec, PublishOutcome, VerifiedChannel
+from ...contracts.messaging import (
+    ChannelId,
+    ChannelSpec,
+    PublishOutcome,
+    SubscriptionId,
+    VerifiedChannel,
+)
 from ...testing.clusters import NatsCluster
 from .._case import Case
 from .._controls import offered_controls
@@ -112,6 +119,21 @@ class NatsClusterControls(NatsControls, ClusterControls):
                     return leader.name
                 await anyio.sleep(0.1)
 
+    async def subscription_leader(self, subscription: SubscriptionId) -> str:
+        cluster = self._ours()
+        spec = cluster.options
+        assert isinstance(spec, NatsCluster)
+        names = self._backend.names
+        stream, consumer = names.stream(subscription.channel), names.consumer(subscription)
+        with anyio.fail_after(30):
+            while True:  # a consumer just created, or whose leader died, elects one first
+                leader = await anyio.to_thread.run_sync(
+                    spec.consumer_leader, cluster, stream, consumer
+                )
+                if leader is not None:
+                    return leader.name
+                await anyio.sleep(0.1)
+
     async def purge(self, channel_id: ChannelId) -> None:
         """Purge the channel's stream and return once every consumer of it has applied the
         purge. On a cluster each consumer is a raft group of its own: the purge request is
@@ -184,7 +206,8 @@ class NatsClusterProvider(ClusterProvider, NatsProvider):
         offered = offered_controls(contract, NatsClusterControls) - {"restart_server"}
         if self.owns_clusters():
             return offered
-        return offered - SERVER_PROCESS_CONTROLS - MEMBER_CONTROLS - {"channel_leader"}
+        leaders = {"channel_leader", "subscription_leader"}
+        return offered - SERVER_PROCESS_CONTROLS - MEMBER_CONTROLS - leaders
 
     def controls_for(self, backend: Any) -> NatsClusterControls:
         return NatsClusterControls(self, backend)

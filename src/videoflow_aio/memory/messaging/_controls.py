@@ -44,6 +44,11 @@ class ModelControls:
         with None."""
         self._broker.sub(subscription).fail_reason = reason
 
+    def lose_reply(self, subscription: SubscriptionId) -> None:
+        """The next settle or renew on the subscription is applied as usual, and answered
+        ``SettleUnknown`` / ``LeaseObservation(held=None)`` (its reply was lost)."""
+        self._broker.sub(subscription).lose_reply = True
+
     def stored(self, channel_id: ChannelId) -> list[Envelope]:
         """Every retained envelope (dead letters included), in sequence order."""
         return [m.env for m in self._broker.channel(channel_id).msgs.values()]

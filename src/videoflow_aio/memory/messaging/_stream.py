@@ -37,8 +37,8 @@ class StreamBroker(Broker):
       ``Completed`` settles it for the subscription, ``Retry`` redelivers it, ``Terminal``
       settles it and stores a dead letter beside the slot. Settle is idempotent by
       ``settlement_id``; a token that is not the current lease is ``SettleStale``.
-    * Before anything reads a subscription or a channel, due timers fire and messages past
-      ``max_age_seconds`` leave, each recorded at its due time.
+    * Before anything reads or settles a subscription or reads a channel, due timers fire and
+      messages past ``max_age_seconds`` leave, each recorded at its due time.
     """
 
     def attach(self, sub: Sub) -> None:
@@ -80,7 +80,10 @@ class StreamBroker(Broker):
         return leases.take(sub, item_credit, byte_credit, now)
 
     def renew(self, sub: Sub, token: DeliveryToken) -> LeaseObservation:
-        return self.leases.renew(sub, token, self.now())
+        now = self.now()
+        if sub.channel.spec.max_age_seconds is not None:  # aged out under the lease: not held
+            sub.channel.expire_age(now)
+        return self.leases.renew(sub, token, now)
 
     def settle(
         self, sub: Sub, token: DeliveryToken, outcome: SettleOutcome, settlement_id: str
@@ -97,6 +100,10 @@ class StreamBroker(Broker):
             return SettleConfirmed(seq, True)
         now = self.now()
         leases = self.leases
+        # max-age removals first, as every read does: a message aged out under its lease is
+        # Stale (and a drop) whether or not anything looked at the subscription meanwhile
+        if sub.channel.spec.max_age_seconds is not None:
+            sub.channel.expire_age(now)
         leases.fire_due(sub, now)
         lease = sub.leased.get(seq)
         if lease is None or lease[0] != token.attempt or lease[2] != token.lease_id:

@@ -52,6 +52,7 @@ class Sub:
         "id",
         "kind",
         "leased",
+        "lose_reply",
         "pstr",
         "receivers",
         "redeliver",
@@ -93,6 +94,7 @@ class Sub:
         self.waiters = Waiters()
         self.receivers = 0
         self.fail_reason: str | None = None
+        self.lose_reply = False  # the lose_reply control: the next answer is lost
         self.core_queue: deque[Msg] = deque()
 
     def start_at_head(self) -> None:

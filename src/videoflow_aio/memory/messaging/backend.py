@@ -27,6 +27,7 @@ from ...contracts.messaging import (
     Retry,
     SettleAnswer,
     SettleOutcome,
+    SettleUnknown,
     SubscriptionId,
     SubscriptionObservation,
     SubscriptionSpec,
@@ -45,6 +46,7 @@ from ._stream import StreamBroker
 from ._subscription import Sub
 
 _OUTCOME_TYPES = frozenset({Completed, Retry, Terminal})
+LOST = "no confirmation: the reply was lost"
 _YIELD_MASK = 63
 """publish / receive / settle that need not wait still yield to the loop once every 64 calls
 (before touching any state, so a cancellation there has no effect): a tight producer loop
@@ -200,7 +202,12 @@ class MemoryMessagingBackend(ModelControls, MessagingBackend):
     # -- leases and settlement -------------------------------------------------------------
     async def renew(self, token: DeliveryToken) -> LeaseObservation:
         broker = self._broker
-        return broker.renew(broker.sub(token.subscription), token)
+        sub = broker.sub(token.subscription)
+        observed = broker.renew(sub, token)
+        if sub.lose_reply:  # the lose_reply control
+            sub.lose_reply = False
+            return LeaseObservation(None, None, token.attempt, LOST)
+        return observed
 
     async def settle(
         self, token: DeliveryToken, outcome: SettleOutcome, settlement_id: str
@@ -214,7 +221,11 @@ class MemoryMessagingBackend(ModelControls, MessagingBackend):
             await anyio.lowlevel.checkpoint()
         broker = self._broker
         sub = broker.subs.get(token.subscription) or broker.sub(token.subscription)
-        return broker.settle(sub, token, outcome, settlement_id)
+        answer = broker.settle(sub, token, outcome, settlement_id)
+        if sub.lose_reply:  # the lose_reply control
+            sub.lose_reply = False
+            return SettleUnknown(LOST)
+        return answer
 
     # -- observation -----------------------------------------------------------------------
     async def observe_publication(self, envelope: Envelope) -> PublishOutcome:
