@@ -29,8 +29,8 @@ from typing import Any
 from ._ci import Interval
 from ._executor import Executor, InProcess
 from ._overrides import apply_overrides
-from ._replicate import CI_FIGURES, Figures, replication_seed, summarise
-from ._screen import estimate_ms, unstable, warnings_for
+from ._replicate import CI_FIGURES, Figures, raise_if_failed, replication_seed, summarise
+from ._screen import estimate_ms, offered_loads, unstable, warnings_for
 from ._slo import Slo, SloCheck, combine, judge
 from ._spec import SimSpec
 
@@ -73,6 +73,7 @@ class PointResult:
     pruned: str | None = None
     warnings: tuple[dict[str, Any], ...] = ()
     stopped: str = "fixed"
+    offered: dict[str, float] = field(default_factory=dict)
 
     def interval(self, figure: str = "p99", where: str = "end_to_end") -> Interval | None:
         """A figure's interval (``mean`` … ``p999``, ``throughput_hz``, ``utilization``)."""
@@ -89,6 +90,7 @@ class PointResult:
             "result": self.document,
             "slo": self.slo_json(),
             "pruned": self.pruned,
+            "offered_load": self.offered,
             "warnings": list(self.warnings),
         }
 
@@ -186,7 +188,10 @@ def evaluate(
         progress(0, n, label)
     while True:
         jobs = [(spec, replication_seed(spec.run.seed, i)) for i in range(len(docs), n)]
-        docs += executor.run(jobs, done)
+        batch = executor.run(jobs, done)
+        for d in batch:
+            raise_if_failed(d)
+        docs += batch
         doc, figures = summarise(docs, plan.confidence)
         checks = _checks(figures, slos)
         if plan.precision is None:
@@ -224,7 +229,11 @@ def evaluate(
     met = combine(checks) if slos else None
     if slos:
         doc["slo"] = {"met": met, "checks": [c.to_json() for c in checks]}
-    return PointResult(value, doc, figures, checks, met, None, warnings, stopped)
+    return PointResult(value, doc, figures, checks, met, None, warnings, stopped, _offered(spec))
+
+
+def _offered(spec: SimSpec) -> dict[str, float]:
+    return {ld.stage: ld.utilization for ld in offered_loads(spec)}
 
 
 def _overloaded(value: Any, spec: SimSpec, slos: Sequence[Slo]) -> PointResult:
@@ -242,11 +251,15 @@ def _overloaded(value: Any, spec: SimSpec, slos: Sequence[Slo]) -> PointResult:
         )
         for s in slos
     )
-    return PointResult(value, None, {}, checks, False, reason, tuple(warnings_for(spec)), "pruned")
+    return PointResult(
+        value, None, {}, checks, False, reason, tuple(warnings_for(spec)), "pruned", _offered(spec)
+    )
 
 
 def _skipped(value: Any, reason: str, spec: SimSpec) -> PointResult:
-    return PointResult(value, None, {}, (), None, reason, tuple(warnings_for(spec)), "pruned")
+    return PointResult(
+        value, None, {}, (), None, reason, tuple(warnings_for(spec)), "pruned", _offered(spec)
+    )
 
 
 def monotone(key: str) -> int:

@@ -30,7 +30,9 @@ import msgspec
 
 from ._ci import Interval, mean_interval
 from ._run import simulate
-from ._spec import SimSpec
+from ._spec import SimError, SimSpec
+
+_ERROR = "__sim_error__"
 
 CI_FIGURES = ("mean", "p50", "p90", "p99", "p999")
 _STAGE_COUNTS = (
@@ -70,7 +72,16 @@ def run_replication(spec: SimSpec, seed: int) -> dict[str, Any]:
     """One run of ``spec`` with ``run.seed = seed``: the unit of work an executor runs
     (a module-level function, so a process pool or a Dask worker can import it)."""
     run = msgspec.structs.replace(spec.run, seed=seed)
-    return simulate(msgspec.structs.replace(spec, run=run))
+    try:
+        return simulate(msgspec.structs.replace(spec, run=run))
+    except SimError as exc:  # an exception with keyword fields does not cross processes
+        return {_ERROR: exc.message, "field": exc.field}
+
+
+def raise_if_failed(doc: Mapping[str, Any]) -> None:
+    """Raise the :class:`SimError` a replication returned in place of its result."""
+    if _ERROR in doc:
+        raise SimError(doc[_ERROR], field=doc["field"])
 
 
 def _insert_after(d: dict[str, Any], after: str, key: str, value: Any) -> dict[str, Any]:
@@ -168,4 +179,11 @@ def summarise(
     return out, figures
 
 
-__all__ = ["CI_FIGURES", "Figures", "replication_seed", "run_replication", "summarise"]
+__all__ = [
+    "CI_FIGURES",
+    "Figures",
+    "raise_if_failed",
+    "replication_seed",
+    "run_replication",
+    "summarise",
+]
