@@ -108,18 +108,20 @@ def _tail(ax: Any, result: dict[str, Any], slos: Sequence[Slo]) -> None:
         xerr = None if pair is None else [[p99 - pair[0]], [pair[1] - p99]]
         ax.errorbar([p99], [0.01], xerr=xerr, fmt="o", color="black", capsize=4, zorder=5)
         text = f"p99 {p99:.3g} ms" + ("" if pair is None else f" ± {(pair[1] - pair[0]) / 2:.2g}")
-        ax.annotate(text, (p99, 0.01), textcoords="offset points", xytext=(8, 6), fontsize=8)
+        ax.annotate(
+            text, (p99, 0.01), textcoords="offset points", xytext=(-10, 8), fontsize=8, ha="right"
+        )
     for s in slos:
         if s.latency:
             ax.axvline(s.target, color="tab:red", linestyle="--", linewidth=1.2)
             ax.annotate(
                 f"SLO {s.label()}",
-                (s.target, 0.5),
+                (s.target, 0.98),
                 xycoords=("data", "axes fraction"),
                 rotation=90,
                 fontsize=7,
-                va="center",
-                ha="right",
+                va="top",
+                ha="left",
                 color="tab:red",
             )
     ax.set_xscale("log")
@@ -127,7 +129,11 @@ def _tail(ax: Any, result: dict[str, Any], slos: Sequence[Slo]) -> None:
     ax.set_ylim(5e-5, 1.05)
     ax.set_xlabel("latency (ms, log scale)")
     ax.set_ylabel("fraction of frames slower (log scale)")
-    ax.set_title("latency tail: P(latency > x) after warm-up")
+    reps = result["run"].get("replications", 1)
+    ax.set_title(
+        "latency tail: P(latency > x) after warm-up"
+        + (f" (curves: replication 0; p99: mean of {reps} replications)" if reps > 1 else "")
+    )
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(loc="lower left", fontsize=8)
 
