@@ -167,7 +167,10 @@ def combine(checks: Sequence[SloCheck]) -> bool | None:
 
 def figure_of(doc: Mapping[str, Any], slo: Slo) -> Mapping[str, Any]:
     """The result's entry an objective reads: ``end_to_end`` or ``stages[where]``."""
-    return doc["end_to_end"] if slo.where == "end_to_end" else doc["stages"][slo.where]
+    entry: Mapping[str, Any] = (
+        doc["end_to_end"] if slo.where == "end_to_end" else doc["stages"][slo.where]
+    )
+    return entry
 
 
 __all__ = ["LATENCY_FIGURES", "Slo", "SloCheck", "combine", "figure_of", "judge", "parse_slo"]

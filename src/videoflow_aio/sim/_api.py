@@ -1,0 +1,80 @@
+"""``simulate``: one run (today's dict), or the capacity features with typed results."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from ._capacity import Plan, PointResult, SweepResult, evaluate, parse_sweep
+from ._capacity import sweep as run_sweep
+from ._executor import Executor, make_executor
+from ._overrides import apply_overrides
+from ._probe import ProgressCallback
+from ._run import simulate as simulate_once
+from ._slo import Slo, parse_slo
+from ._spec import SimSpec
+
+Sweep = str | tuple[str, Sequence[Any]]
+"""``"stage.detect.replicas=9..14"`` or ``("stage.detect.replicas", [9, 10, 11])``."""
+
+
+def simulate(
+    spec: SimSpec,
+    *,
+    progress: ProgressCallback | None = None,
+    replications: int | None = None,
+    confidence: float = 0.95,
+    precision: float | None = None,
+    max_virtual_seconds: float | None = None,
+    slo: Sequence[str | Slo] = (),
+    sweep: Sweep | None = None,
+    overrides: Sequence[tuple[str, Any]] = (),
+    executor: Executor | str | int | None = None,
+) -> Any:
+    """Simulate ``spec``.
+
+    Without any capacity argument: one run, the JSON-ready dict of ``docs/simulate.md``
+    (``progress(virtual, total)`` is called as it runs). With ``replications``,
+    ``precision``, ``slo`` or ``sweep``: a :class:`PointResult` (replications of one spec,
+    with intervals and SLO checks) or a :class:`SweepResult` (``sweep``; its ``answer`` is
+    the smallest value meeting every SLO). ``overrides`` are ``(dotted key, value)`` pairs
+    applied first (``--set``). ``executor``: an :class:`Executor`, a Dask scheduler address
+    (``"tcp://host:8786"``), a number of local processes, or None (this process). The
+    results do not depend on the executor.
+    """
+    spec = apply_overrides(spec, overrides)
+    capacity = replications is not None or precision is not None or slo or sweep is not None
+    if not capacity:
+        return simulate_once(spec, progress=progress)
+    slos = [s if isinstance(s, Slo) else parse_slo(s, [st.name for st in spec.stages]) for s in slo]
+    plan = Plan(
+        replications=replications or (4 if (slos or sweep is not None) else 1),
+        confidence=confidence,
+        precision=precision,
+        max_virtual_seconds=max_virtual_seconds,
+    )
+    own = not hasattr(executor, "run")
+    ex: Executor
+    if isinstance(executor, str):
+        ex = make_executor(dask=executor)
+    elif isinstance(executor, int):
+        ex = make_executor(workers=executor)
+    elif executor is None:
+        ex = make_executor(workers=1)
+    else:
+        ex = executor
+    try:
+        if sweep is not None:
+            key, values = (
+                parse_sweep(sweep) if isinstance(sweep, str) else (sweep[0], list(sweep[1]))
+            )
+            result: PointResult | SweepResult = run_sweep(spec, key, values, slos, plan, ex)
+        else:
+            result = evaluate(spec, slos, plan, ex)
+    finally:
+        if own:
+            ex.close()
+    return result
+
+
+__all__ = ["Sweep", "simulate"]
