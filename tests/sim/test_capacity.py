@@ -300,15 +300,16 @@ def test_no_answer_says_why() -> None:
 def test_results_are_the_same_on_local_processes_and_in_process() -> None:
     args: dict[str, Any] = {
         "sweep": "stage.server.replicas=4..6",
-        "slo": ["p99<=200ms"],
+        "slo": ["p99<=300ms"],
         "replications": 2,
     }
-    here = simulate(mmc(duration=3.0), executor=InProcess(), **args)
+    here = simulate(mmc(duration=4.0), executor=InProcess(), **args)
     pool = LocalProcesses(2)
     try:
-        there = simulate(mmc(duration=3.0), executor=pool, **args)
+        there = simulate(mmc(duration=4.0), executor=pool, **args)
     finally:
         pool.close()
+    assert here.answer is not None and here.answer.value == 5
     assert _strip_wall(json.loads(to_json(here))) == _strip_wall(json.loads(to_json(there)))
 
 
@@ -317,14 +318,14 @@ def test_results_are_the_same_on_a_dask_cluster() -> None:
     distributed = pytest.importorskip("distributed")
     args: dict[str, Any] = {
         "sweep": "stage.server.replicas=4..6",
-        "slo": ["p99<=200ms"],
+        "slo": ["p99<=300ms"],
         "replications": 2,
     }
-    here = simulate(mmc(duration=3.0), executor=InProcess(), **args)
+    here = simulate(mmc(duration=4.0), executor=InProcess(), **args)
     with distributed.LocalCluster(
         n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1", dashboard_address=None
     ) as cluster:
-        there = simulate(mmc(duration=3.0), executor=cluster.scheduler_address, **args)
+        there = simulate(mmc(duration=4.0), executor=cluster.scheduler_address, **args)
     assert there.answer is not None and there.answer.value == here.answer.value
     assert _strip_wall(json.loads(to_json(here))) == _strip_wall(json.loads(to_json(there)))
 
