@@ -1,7 +1,9 @@
 """``videoflow-aio simulate SPEC.toml [--json PATH] [--plot PATH] ...``.
 
-Exit status: 0 after a run (even one whose pipeline did not drain: that is a finding, shown
-in the table and the JSON); 2, with a one-line message on stderr, for a bad spec, a setup
+Exit status: 0 after a run (even one whose pipeline did not drain, or a sweep without an
+answer: those are findings, shown in the table and the JSON); 2, with a one-line message on
+stderr, for a bad spec, a bad ``--set``/``--sweep``/``--slo`` or other option, ``--dask``
+without the ``dask`` extra or with a scheduler that cannot be reached, a setup
 the spec asks for that cannot be made (e.g. GPU slices that do not fit), ``--plot`` without
 matplotlib, or an output path that cannot be written (checked before the run, so an hour of
 virtual time is not lost to a typo in a directory name).
@@ -124,7 +126,11 @@ def _request(args: argparse.Namespace) -> Request:
     if args.sweep:
         key, values = parse_sweep(args.sweep)
         for v in values:  # every point's spec is valid before anything runs
-            apply_overrides(spec, [(key, v)])
+            try:
+                apply_overrides(spec, [(key, v)])
+            except SpecError as exc:
+                message = exc.message.replace("--set ", "--sweep ", 1)
+                raise SpecError(message, field=exc.field, value=exc.value) from None
         sweep_of = (key, values)
     return Request(spec, slos, plan, sweep_of)
 

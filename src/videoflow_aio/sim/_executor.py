@@ -90,7 +90,7 @@ class DaskCluster:
                 value=address,
             ) from None
         try:
-            self._client: Any = Client(address, timeout=10)
+            self._client: Any = Client(address, timeout=10)  # type: ignore[no-untyped-call]
         except (OSError, TimeoutError, ValueError) as exc:
             raise SpecError(
                 f"--dask {address}: cannot reach the scheduler: {exc}",
@@ -106,7 +106,7 @@ class DaskCluster:
         ]
         index = {f.key: i for i, f in enumerate(futures)}
         out: list[dict[str, Any] | None] = [None] * len(jobs)
-        for fut in dask_completed(futures):
+        for fut in dask_completed(futures):  # type: ignore[no-untyped-call]
             out[index[fut.key]] = fut.result()
             done()
         return [r for r in out if r is not None]
