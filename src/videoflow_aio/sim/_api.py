@@ -37,18 +37,22 @@ def simulate(
     (``progress(virtual, total)`` is called as it runs). With ``replications``,
     ``precision``, ``slo`` or ``sweep``: a :class:`PointResult` (replications of one spec,
     with intervals and SLO checks) or a :class:`SweepResult` (``sweep``; its ``answer`` is
-    the smallest value meeting every SLO). ``overrides`` are ``(dotted key, value)`` pairs
-    applied first (``--set``). ``executor``: an :class:`Executor`, a Dask scheduler address
-    (``"tcp://host:8786"``), a number of local processes, or None (this process). The
-    results do not depend on the executor.
+    the smallest value meeting every SLO; with ``slo`` or ``sweep`` but neither
+    ``precision`` nor ``replications``, ``precision`` is 0.05). ``overrides`` are
+    ``(dotted key, value)`` pairs applied first (``--set``). ``executor``: an
+    :class:`Executor`, a Dask scheduler address (``"tcp://host:8786"``), a number of local
+    processes, or None (this process). The results do not depend on the executor.
     """
     spec = apply_overrides(spec, overrides)
     capacity = replications is not None or precision is not None or slo or sweep is not None
     if not capacity:
         return simulate_once(spec, progress=progress)
     slos = [s if isinstance(s, Slo) else parse_slo(s, [st.name for st in spec.stages]) for s in slo]
+    question = bool(slos) or sweep is not None
+    if precision is None and replications is None and question:
+        precision = 0.05  # as the command: a question asked without saying how sure
     plan = Plan(
-        replications=replications or (4 if (slos or sweep is not None) else 1),
+        replications=replications or (4 if question else 1),
         confidence=confidence,
         precision=precision,
         max_virtual_seconds=max_virtual_seconds,

@@ -297,7 +297,10 @@ def sweep(
     """Sweep ``key`` over ``values`` (see the module docstring); SpecError before anything
     runs when a value makes a bad spec."""
     ex = executor if executor is not None else InProcess()
-    order = sorted(range(len(values)), key=lambda i: values[i])
+    try:
+        order = sorted(range(len(values)), key=lambda i: values[i])
+    except TypeError:  # values of mixed types: in the order given
+        order = list(range(len(values)))
     vals = [values[i] for i in order]
     specs = [apply_overrides(spec, [*overrides, (key, v)]) for v in vals]
     results: dict[int, PointResult] = {}

@@ -35,6 +35,9 @@ from ._spec import SimError, SimSpec, SpecError, load_spec
 
 DEFAULT_REPLICATIONS = 4
 """Replications per point with ``--sweep``, ``--slo`` or ``--precision`` (else 1)."""
+DEFAULT_PRECISION = 0.05
+"""``--precision`` for ``--sweep``/``--slo`` given without ``--precision`` or
+``--replications`` (with ``--replications`` alone, that many replications and no more)."""
 
 
 def add_parser(sub: Any) -> None:
@@ -69,7 +72,8 @@ def add_parser(sub: Any) -> None:
         "--precision",
         type=float,
         metavar="P",
-        help="add replications until every SLO figure's half-width <= P x its estimate",
+        help="add replications until every SLO figure's half-width <= P x its estimate"
+        " (default 0.05 with --sweep/--slo unless --replications is given)",
     )
     p.add_argument(
         "--max-virtual-seconds",
@@ -116,10 +120,13 @@ def _request(args: argparse.Namespace) -> Request:
         raise SpecError("--workers must be >= 1", field="--workers")
     capacity = bool(args.sweep or slos or args.precision is not None)
     default = DEFAULT_REPLICATIONS if capacity else 1
+    precision = args.precision
+    if precision is None and args.replications is None and (args.sweep or slos):
+        precision = DEFAULT_PRECISION  # a question asked without saying how sure: 5 %
     plan = Plan(
         replications=args.replications or default,
         confidence=args.confidence,
-        precision=args.precision,
+        precision=precision,
         max_virtual_seconds=args.max_virtual_seconds,
     )
     sweep_of = None
