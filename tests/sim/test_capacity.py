@@ -191,7 +191,8 @@ def test_a_single_run_at_overload_warns_in_json_and_in_red(
     spec = _spec_file(tmp_path)
     out = tmp_path / "r.json"
     args = ["simulate", str(spec), "-q", "--duration", "3", "--set", "stage.server.replicas=4"]
-    assert main([*args, "--json", str(out)]) == 0
+    assert main([*args, "--json", str(out), "--plot", str(tmp_path / "r.png")]) == 0
+    assert (tmp_path / "r.png").stat().st_size > 20_000
     data = json.loads(out.read_text())
     assert data["warnings"][0]["kind"] == "overload" and data["warnings"][0]["stage"] == "server"
     assert data["warnings"][0]["utilization"] == pytest.approx(1.0)
@@ -388,8 +389,11 @@ def test_the_sweep_json_and_the_answer_line(
         "1",
         "--json",
         str(out),
+        "--plot",
+        str(tmp_path / "sweep.png"),
     ]
     assert main(args) == 0
+    assert (tmp_path / "sweep.png").stat().st_size > 20_000
     first = capsys.readouterr().out.splitlines()[0]
     assert first.startswith("answer: stage.server.replicas = 5 (p99 ")
     assert first.endswith("≤ 300 ms, 95 %)") and " ms ± " in first
