@@ -414,3 +414,28 @@ def test_the_sweep_json_and_the_answer_line(
         {"value": 6, "reason": p6["pruned"]},
     ]
     assert data["warnings"][0]["value"] == 4 and data["warnings"][0]["kind"] == "overload"
+
+
+def test_a_spent_budget_is_said_in_the_terminal_and_the_json(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    spec = _spec_file(tmp_path)
+    out = tmp_path / "r.json"
+    args = ["simulate", str(spec), "-q", "--workers", "1", "--replications", "2"]
+    args += ["--precision", "0.001", "--max-virtual-seconds", "8", "--json", str(out)]
+    assert main(args) == 0
+    assert "precision 0.1% NOT reached: the --max-virtual-seconds budget (8 s) is spent" in (
+        capsys.readouterr().out
+    )
+    run = json.loads(out.read_text())["run"]
+    assert run["replications"] == 2 and run["precision"]["stopped"] == "budget"
+
+
+def test_a_sweep_without_slo_runs_every_stable_point_and_plots_p99(tmp_path: Path) -> None:
+    from videoflow_aio.sim._plot import plot
+
+    result = simulate(mmc(duration=3.0), sweep="stage.server.replicas=4..6", replications=2)
+    assert result.answer is None and result.reason == "no --slo: nothing to answer"
+    assert [p.document is not None for p in result.points] == [False, True, True]
+    plot(result, tmp_path / "s.png")
+    assert (tmp_path / "s.png").stat().st_size > 20_000

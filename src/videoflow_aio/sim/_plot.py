@@ -197,6 +197,9 @@ def _plot_sweep(result: Any, path: str | Path) -> None:
     values = [p.value for p in result.points]
     latency = [s for s in result.slos if s.latency] or []
     shown = latency or [s for s in result.slos if s.figure == "throughput_hz"]
+    targets = bool(shown)
+    if not shown:  # no objective: end-to-end p99, without a target line
+        shown = [Slo("end_to_end", "p99", "<=", 0.0, "end_to_end.p99")]
     highest = 0.0
     for k, slo in enumerate(shown):
         xs, ys, lo, hi = [], [], [], []
@@ -209,7 +212,11 @@ def _plot_sweep(result: Any, path: str | Path) -> None:
             lo.append(iv.estimate - (iv.low if iv.low is not None else iv.estimate))
             hi.append((iv.high if iv.high is not None else iv.estimate) - iv.estimate)
         color = f"C{k}"
-        top.errorbar(xs, ys, yerr=[lo, hi], fmt="o-", capsize=5, color=color, label=slo.label())
+        label = slo.label() if targets else "end_to_end.p99"
+        top.errorbar(xs, ys, yerr=[lo, hi], fmt="o-", capsize=5, color=color, label=label)
+        highest = max([highest, *(y + h for y, h in zip(ys, hi, strict=True))])
+        if not targets:
+            continue
         top.axhline(slo.target, color=color, linestyle="--", linewidth=1.2)
         top.annotate(
             f"target {slo.target:g}",
@@ -220,7 +227,7 @@ def _plot_sweep(result: Any, path: str | Path) -> None:
             va="bottom",
             color=color,
         )
-        highest = max([highest, slo.target, *(y + h for y, h in zip(ys, hi, strict=True))])
+        highest = max(highest, slo.target)
     for p in result.points:
         if p.document is None and p.pruned:
             over = p.pruned.startswith("overload")
@@ -235,7 +242,7 @@ def _plot_sweep(result: Any, path: str | Path) -> None:
             )
             if over:
                 top.axvspan(p.value - 0.4, p.value + 0.4, color="tab:red", alpha=0.08)
-    if result.answer is not None and shown:
+    if result.answer is not None:
         iv = result.answer.interval(shown[0].figure, shown[0].where)
         if iv is not None:
             top.plot(
@@ -248,15 +255,17 @@ def _plot_sweep(result: Any, path: str | Path) -> None:
                 markeredgewidth=2,
                 label=f"answer: {result.answer.value}",
             )
-    if shown:
-        unit = "ms" if shown[0].latency else "Hz"
-        top.set_ylabel(f"{', '.join(s.figure for s in shown)} ({unit})")
-        top.set_ylim(0, highest * 1.25 if highest else 1)
+    unit = "ms" if shown[0].latency else "Hz"
+    top.set_ylabel(f"{', '.join(s.figure for s in shown)} ({unit})")
+    top.set_ylim(0, highest * 1.25 if highest else 1)
     conf = f"{result.plan.confidence:.0%}"
-    top.set_title(
-        f"{result.key}: SLO figures with {conf} intervals"
-        + (f" — answer {result.answer.value}" if result.answer is not None else " — no answer")
-    )
+    if targets:
+        top.set_title(
+            f"{result.key}: SLO figures with {conf} intervals"
+            + (f" — answer {result.answer.value}" if result.answer is not None else " — no answer")
+        )
+    else:
+        top.set_title(f"{result.key}: end-to-end p99 with {conf} intervals (no --slo)")
     top.grid(True, alpha=0.3)
     top.legend(loc="center right", fontsize=8)
 
