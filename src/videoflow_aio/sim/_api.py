@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ._capacity import Plan, PointResult, SweepResult, evaluate, parse_sweep
+from ._capacity import Plan, PointResult, SweepResult, evaluate, parse_sweep, parse_values
 from ._capacity import sweep as run_sweep
 from ._executor import Executor, make_executor
 from ._overrides import apply_overrides
@@ -26,8 +26,8 @@ def simulate(
     confidence: float = 0.95,
     precision: float | None = None,
     max_virtual_seconds: float | None = None,
-    slo: Sequence[str | Slo] = (),
-    sweep: Sweep | None = None,
+    slo: Sequence[str | Slo] | str = (),
+    sweep: Sweep | Mapping[str, Any] | None = None,
     overrides: Sequence[tuple[str, Any]] = (),
     executor: Executor | str | int | None = None,
 ) -> Any:
@@ -40,10 +40,13 @@ def simulate(
     the smallest value meeting every SLO; with ``slo`` or ``sweep`` but neither
     ``precision`` nor ``replications``, ``precision`` is 0.05). ``overrides`` are
     ``(dotted key, value)`` pairs applied first (``--set``). ``executor``: an
-    :class:`Executor`, a Dask scheduler address (``"tcp://host:8786"``), a number of local
-    processes, or None (this process). The results do not depend on the executor.
+    :class:`Executor`, a Dask scheduler address (``"tcp://host:8786"``), ``"local"`` (one
+    process per CPU), a number of local processes, or None (this process). The results do
+    not depend on the executor.
     """
     spec = apply_overrides(spec, overrides)
+    if isinstance(slo, str | Slo):
+        slo = [slo]
     capacity = replications is not None or precision is not None or slo or sweep is not None
     if not capacity:
         return simulate_once(spec, progress=progress)
@@ -59,7 +62,9 @@ def simulate(
     )
     own = not hasattr(executor, "run")
     ex: Executor
-    if isinstance(executor, str):
+    if executor in ("local", "processes"):
+        ex = make_executor()
+    elif isinstance(executor, str):
         ex = make_executor(dask=executor)
     elif isinstance(executor, int):
         ex = make_executor(workers=executor)
@@ -69,9 +74,7 @@ def simulate(
         ex = executor
     try:
         if sweep is not None:
-            key, values = (
-                parse_sweep(sweep) if isinstance(sweep, str) else (sweep[0], list(sweep[1]))
-            )
+            key, values = _sweep_of(sweep)
             result: PointResult | SweepResult = run_sweep(spec, key, values, slos, plan, ex)
         else:
             result = evaluate(spec, slos, plan, ex)
@@ -79,6 +82,19 @@ def simulate(
         if own:
             ex.close()
     return result
+
+
+def _sweep_of(sweep: Sweep | Mapping[str, Any]) -> tuple[str, list[Any]]:
+    """``"KEY=VALUES"``, ``(KEY, values or "A..B")`` or ``{KEY: values}``."""
+    if isinstance(sweep, str):
+        return parse_sweep(sweep)
+    if isinstance(sweep, Mapping):
+        ((key, values),) = sweep.items()
+    else:
+        key, values = sweep
+    if isinstance(values, str):
+        return key, parse_values(values)
+    return key, list(values)
 
 
 __all__ = ["Sweep", "simulate"]

@@ -72,7 +72,7 @@ class LocalProcesses:
 
     def close(self) -> None:
         if self._pool is not None:
-            self._pool.shutdown()
+            self._pool.shutdown(cancel_futures=True)  # after an error or ^C: no more jobs
             self._pool = None
 
 
