@@ -143,6 +143,37 @@ def test_a_bad_set_exits_2_with_one_line(
     assert "unknown figure" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("name", ["camera-farm.toml", "detector-replicas.toml"])
+def test_overrides_start_from_the_document_the_spec_came_from(name: str) -> None:
+    from _paths import ROOT
+    from videoflow_aio.sim import load_spec
+    from videoflow_aio.sim._overrides import to_doc
+
+    spec = load_spec(ROOT / "examples" / name)
+    assert parse_spec(to_doc(spec)) == spec  # faults, nodes, GPU profiles, every service
+
+
+def test_a_fault_that_overloads_a_stage_while_it_lasts_is_a_transient_warning() -> None:
+    spec = parse_spec(
+        {
+            "run": {"duration_seconds": 60},
+            "source": [{"name": "cams", "rate_hz": 150}],
+            "stage": [
+                {
+                    "name": "decode",
+                    "inputs": ["cams"],
+                    "replicas": 4,
+                    "service": {"dist": "exponential", "mean_ms": 20},
+                }
+            ],
+            "fault": [{"at_seconds": 10, "kind": "crash_replica", "stage": "decode"}],
+        }
+    )
+    (w,) = warnings_for(spec)  # 3 replicas carry 150/s x 20 ms = 3.0: exactly full
+    assert w["kind"] == "transient_overload" and w["stage"] == "decode" and w["at_seconds"] == 10
+    assert w["utilization"] == pytest.approx(1.0, rel=1e-3)
+
+
 def test_sweep_values_parse() -> None:
     assert parse_sweep("stage.a.replicas=9..14") == ("stage.a.replicas", [9, 10, 11, 12, 13, 14])
     assert parse_sweep("k.x.y=10..20:5") == ("k.x.y", [10, 15, 20])
