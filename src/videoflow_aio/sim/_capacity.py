@@ -341,7 +341,7 @@ def sweep(
             else:
                 below = min(k for k in results if k > i and results[k].pruned is None)
                 why = (
-                    f"not needed: {key} = {vals[below]} does not meet every SLO"
+                    f"not needed: {key} = {vals[below]} is not met with the stated confidence"
                     " and fewer replicas only hurt"
                 )
             results[i] = _skipped(vals[i], why, specs[i])

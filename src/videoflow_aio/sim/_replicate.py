@@ -99,10 +99,10 @@ def _interval(values: Sequence[float | None], confidence: float) -> Interval | N
 
 
 def _section(
-    docs: Sequence[Mapping[str, Any]], key: str, counts: Sequence[str], confidence: float
+    entries: Sequence[Mapping[str, Any]], counts: Sequence[str], confidence: float
 ) -> tuple[dict[str, Any], dict[str, Interval | None]]:
-    """One summarised entry (``docs[i][...]``) and its intervals by figure name."""
-    entries = [d for d in docs]
+    """One summarised entry (a stage's, or end to end) from the replications' ``entries``,
+    and its intervals by figure name."""
     base = dict(entries[0])
     intervals: dict[str, Interval | None] = {}
     lat = dict(base["latency_ms"])
@@ -135,7 +135,6 @@ def _section(
     base = _insert_after(base, "latency_ms", "latency_ms_ci", ci)
     base = _insert_after(base, "throughput_hz", "throughput_hz_ci", thr.pair())
     base = _insert_after(base, "utilization", "utilization_ci", None if uiv is None else uiv.pair())
-    del key
     return base, intervals
 
 
@@ -154,11 +153,9 @@ def summarise(
     stages: dict[str, Any] = {}
     for name in first["stages"]:
         stages[name], figures[name] = _section(
-            [d["stages"][name] for d in docs], name, _STAGE_COUNTS, confidence
+            [d["stages"][name] for d in docs], _STAGE_COUNTS, confidence
         )
-    e2e, figures["end_to_end"] = _section(
-        [d["end_to_end"] for d in docs], "end_to_end", _E2E_COUNTS, confidence
-    )
+    e2e, figures["end_to_end"] = _section([d["end_to_end"] for d in docs], _E2E_COUNTS, confidence)
     run = dict(first["run"])
     run["virtual_seconds"] = sum(d["run"]["virtual_seconds"] for d in docs)
     run["wall_seconds"] = sum(d["run"]["wall_seconds"] for d in docs)
