@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, overload
 
 from ._capacity import Plan, PointResult, SweepResult, evaluate, parse_sweep, parse_values
 from ._capacity import sweep as run_sweep
@@ -16,6 +16,42 @@ from ._spec import SimSpec
 
 Sweep = str | tuple[str, Sequence[Any]]
 """``"stage.detect.replicas=9..14"`` or ``("stage.detect.replicas", [9, 10, 11])``."""
+
+
+@overload
+def simulate(spec: SimSpec, *, progress: ProgressCallback | None = None) -> dict[str, Any]: ...
+
+
+@overload
+def simulate(
+    spec: SimSpec,
+    *,
+    progress: ProgressCallback | None = None,
+    replications: int | None = None,
+    confidence: float = 0.95,
+    precision: float | None = None,
+    max_virtual_seconds: float | None = None,
+    slo: Sequence[str | Slo] | str = (),
+    sweep: Sweep | Mapping[str, Any],
+    overrides: Sequence[tuple[str, Any]] = (),
+    executor: Executor | str | int | None = None,
+) -> SweepResult: ...
+
+
+@overload
+def simulate(
+    spec: SimSpec,
+    *,
+    progress: ProgressCallback | None = None,
+    replications: int | None = None,
+    confidence: float = 0.95,
+    precision: float | None = None,
+    max_virtual_seconds: float | None = None,
+    slo: Sequence[str | Slo] | str = (),
+    sweep: None = None,
+    overrides: Sequence[tuple[str, Any]] = (),
+    executor: Executor | str | int | None = None,
+) -> Any: ...
 
 
 def simulate(
