@@ -279,7 +279,9 @@ def _capacity(
         TextColumn("{task.fields[detail]}"),
     )
     try:
-        with Progress(*columns, console=err, transient=True, disable=args.quiet) as bar:
+        with Progress(
+            *columns, console=err, transient=True, disable=args.quiet or not err.is_terminal
+        ) as bar:
             task = bar.add_task("sim", total=0, detail="")
 
             def on_progress(done: int, planned: int, label: str) -> None:
