@@ -28,11 +28,11 @@ from typing import Any
 
 from ._ci import Interval
 from ._executor import Executor, InProcess
-from ._overrides import apply_overrides
+from ._overrides import apply_overrides, parse_value
 from ._replicate import CI_FIGURES, Figures, raise_if_failed, replication_seed, summarise
 from ._screen import estimate_ms, offered_loads, unstable, warnings_for
 from ._slo import Slo, SloCheck, combine, judge
-from ._spec import SimSpec
+from ._spec import SimSpec, SpecError
 
 DEFAULT_BUDGET_REPLICATIONS = 40
 """Without ``max_virtual_seconds``: at most this many replications' load per point."""
@@ -50,6 +50,25 @@ class Plan:
     confidence: float = 0.95
     precision: float | None = None
     max_virtual_seconds: float | None = None
+
+    def __post_init__(self) -> None:
+        checks = (
+            ("replications", self.replications >= 1, "must be >= 1"),
+            ("confidence", 0.0 < self.confidence < 1.0, "must be between 0 and 1"),
+            (
+                "precision",
+                self.precision is None or 0.0 < self.precision < 1.0,
+                "must be between 0 and 1",
+            ),
+            (
+                "max_virtual_seconds",
+                self.max_virtual_seconds is None or self.max_virtual_seconds > 0,
+                "must be > 0",
+            ),
+        )
+        for name, ok, why in checks:
+            if not ok:
+                raise SpecError(f"{name} {why}", field=name, value=getattr(self, name))
 
     def budget(self, spec: SimSpec) -> float:
         """The load seconds a point may spend."""
@@ -386,8 +405,6 @@ def _no_answer(key: str, points: Sequence[PointResult]) -> str:
 
 def parse_values(text: str) -> list[Any]:
     """``A..B`` (integers, step 1), ``A..B:STEP``, or ``v1,v2,v3`` (TOML scalars)."""
-    from ._overrides import parse_value
-    from ._spec import SpecError
 
     def bad(msg: str) -> SpecError:
         return SpecError(f"--sweep values {text!r}: {msg}", field="--sweep", value=text)
@@ -420,8 +437,6 @@ def parse_values(text: str) -> list[Any]:
 
 def parse_sweep(text: str) -> tuple[str, list[Any]]:
     """``KEY=VALUES`` as ``(KEY, values)``."""
-    from ._spec import SpecError
-
     key, sep, rest = text.partition("=")
     if not sep or not key.strip():
         raise SpecError(
