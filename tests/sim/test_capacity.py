@@ -346,6 +346,19 @@ def test_results_are_the_same_on_local_processes_and_in_process() -> None:
     assert _strip_wall(json.loads(to_json(here))) == _strip_wall(json.loads(to_json(there)))
 
 
+def test_points_of_a_key_without_order_run_at_once_with_the_same_results() -> None:
+    args: dict[str, Any] = {"sweep": "stage.server.batch=1..2", "slo": ["p99<=300ms"]}
+    args["replications"] = 2
+    here = simulate(mmc(duration=3.0), executor=InProcess(), **args)
+    pool = LocalProcesses(2)
+    try:
+        there = simulate(mmc(duration=3.0), executor=pool, **args)
+    finally:
+        pool.close()
+    assert [p.document is not None for p in there.points] == [True, True]
+    assert _strip_wall(json.loads(to_json(here))) == _strip_wall(json.loads(to_json(there)))
+
+
 @pytest.mark.slow
 def test_results_are_the_same_on_a_dask_cluster() -> None:
     distributed = pytest.importorskip("distributed")

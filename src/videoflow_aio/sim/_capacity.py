@@ -14,15 +14,17 @@ overloaded point is **not met** without a run) and, for a key along which the fi
 monotone, orders and prunes: for ``*.replicas`` (more replicas never make latency worse) it
 starts at the smallest stable value whose closed-form estimate meets the SLOs, walks down
 while points are met and up while they are not, and does not simulate the points the
-monotonicity decides (each says why in ``pruned``). Other keys run every stable point, except
-that past a point **not met** along a key that only makes things worse (``rate_hz``,
-``streams``, a service time) the rest are pruned.
+monotonicity decides (each says why in ``pruned``). Other keys run every stable point — at
+once, on an executor with workers — except that past a point **not met** along a key that
+only makes things worse (``rate_hz``, ``streams``, a service time) the rest are pruned
+(those run one after another).
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -364,6 +366,12 @@ def sweep(
                     " and fewer replicas only hurt"
                 )
             results[i] = _skipped(vals[i], why, specs[i])
+    elif direction == 0 and len(stable) > 1 and not isinstance(ex, InProcess):
+        # no pruning along this key: every stable point runs, all at once (each point's
+        # replications are decided by its own results, so the outcome is the same)
+        with ThreadPoolExecutor(len(stable)) as points_pool:
+            for i, point in zip(stable, points_pool.map(run, stable), strict=True):
+                results[i] = point
     else:
         stop: int | None = None
         for i in stable:

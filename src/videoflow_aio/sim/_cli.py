@@ -15,6 +15,7 @@ import argparse
 import dataclasses
 import os
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -284,10 +285,14 @@ def _capacity(
         ) as bar:
             task = bar.add_task("sim", total=0, detail="")
 
+            lock = threading.Lock()  # the points of a sweep may run at once
+
             def on_progress(done: int, planned: int, label: str) -> None:
                 wall = time.perf_counter() - wall0  # wall-clock: as above
-                total = (bar.tasks[0].total or 0) + planned
-                bar.update(task, advance=done, total=total, detail=f"{label} · wall {wall:,.1f} s")
+                with lock:
+                    total = (bar.tasks[0].total or 0) + planned
+                    detail = f"{label} · wall {wall:,.1f} s"
+                    bar.update(task, advance=done, total=total, detail=detail)
 
             if req.sweep_of is not None:
                 key, values = req.sweep_of
