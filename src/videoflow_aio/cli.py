@@ -9,6 +9,8 @@
     videoflow-aio explore --replay ID --seed N --backend B [--jitter S] [--faults P]
                           [--log PATH]
     videoflow-aio simulate SPEC.toml [--json PATH|-] [--plot PATH] [--seed N] [--duration S]
+                           [--set KEY=VALUE] [--replications N] [--precision P]
+                           [--sweep KEY=A..B] [--slo OBJECTIVE] [--workers N] [--dask ADDR]
     videoflow-aio bench [NAME [ARGS...]]
     videoflow-aio --version
 

@@ -5,32 +5,70 @@ workers; per-stage and end-to-end latency, throughput, redeliveries, drops, util
     from videoflow_aio.sim import load_spec, simulate, to_json
     result = simulate(load_spec("examples/camera-farm.toml"))
 
+    point = simulate(spec, replications=8, slo=["end_to_end.p99<=200ms"])  # PointResult
+    answer = simulate(spec, sweep="stage.detect.replicas=9..14", slo=[...])  # SweepResult
+
 Command line: ``videoflow-aio simulate SPEC.toml [--json out.json] [--plot out.png]``.
 See ``docs/simulate.md``.
 """
 
 from __future__ import annotations
 
+from ._api import simulate
+from ._capacity import Plan, PointResult, SweepResult, parse_sweep
+from ._ci import Interval, mean_interval, t_quantile
 from ._dist import lognormal_params, sampler
+from ._executor import DaskCluster, Executor, InProcess, LocalProcesses, make_executor
+from ._overrides import apply_overrides, parse_set
 from ._report import faults_table, results_table, to_json
-from ._run import simulate
+from ._screen import StageLoad, offered_loads, warnings_for
+from ._slo import Slo, SloCheck, parse_slo
 from ._spec import SimError, SimSpec, SpecError, load_spec, parse_spec
-from ._theory import erlang_c, md1_mean_response, mg1_mean_response, mmc_mean_response
+from ._theory import (
+    erlang_c,
+    md1_mean_response,
+    mg1_mean_response,
+    mmc_mean_response,
+    mmc_response_quantile,
+    mmc_response_tail,
+)
 
 __all__ = [
+    "DaskCluster",
+    "Executor",
+    "InProcess",
+    "Interval",
+    "LocalProcesses",
+    "Plan",
+    "PointResult",
     "SimError",
     "SimSpec",
+    "Slo",
+    "SloCheck",
     "SpecError",
+    "StageLoad",
+    "SweepResult",
+    "apply_overrides",
     "erlang_c",
     "faults_table",
     "load_spec",
     "lognormal_params",
+    "make_executor",
     "md1_mean_response",
+    "mean_interval",
     "mg1_mean_response",
     "mmc_mean_response",
+    "mmc_response_quantile",
+    "mmc_response_tail",
+    "offered_loads",
+    "parse_set",
+    "parse_slo",
     "parse_spec",
+    "parse_sweep",
     "results_table",
     "sampler",
     "simulate",
+    "t_quantile",
     "to_json",
+    "warnings_for",
 ]

@@ -22,17 +22,30 @@ def _ms(v: float | None) -> str:
     return f"{v:.3f}" if v < 10 else f"{v:.1f}"
 
 
+def _ms_ci(v: float | None, pair: list[float] | None) -> str:
+    """``38.5 ± 1.2`` (the interval's half-width), or the bare figure without one."""
+    if pair is None or v is None:
+        return _ms(v)
+    hw = (pair[1] - pair[0]) / 2
+    return f"{_ms(v)} ± {hw:.2g}" if hw < 100 else f"{_ms(v)} ± {hw:.0f}"
+
+
+def _title(run: dict[str, Any]) -> str:
+    title = (
+        f"simulated {run['duration_seconds']:g} s (statistics after {run['warmup_seconds']:g}"
+        f" s warm-up), seed {run['seed']}, {run['backend']}"
+    )
+    n = run.get("replications", 1)
+    if n > 1:
+        title += f"; mean of {n} replications ± half-width of the {run['confidence']:.0%} interval"
+    return title
+
+
 def results_table(result: dict[str, Any]) -> Table:
     """Per stage and end to end: latency percentiles (ms), throughput, redeliveries,
     drops, unresolved, unfinished, utilisation."""
     run = result["run"]
-    table = Table(
-        title=(
-            f"simulated {run['duration_seconds']:g} s (statistics after {run['warmup_seconds']:g}"
-            f" s warm-up), seed {run['seed']}, {run['backend']}"
-        ),
-        title_justify="left",
-    )
+    table = Table(title=_title(run), title_justify="left")
     for col in ("stage", "mean", "p50", "p90", "p99", "p99.9", "max"):
         table.add_column(col, justify="left" if col == "stage" else "right", no_wrap=True)
     for col in ("msg/s", "redelivered", "dropped", "unresolved", "unfinished", "util"):
@@ -40,9 +53,11 @@ def results_table(result: dict[str, Any]) -> Table:
 
     def row(name: str, d: dict[str, Any], util: str, style: str | None = None) -> None:
         lat = d["latency_ms"]
+        ci = d.get("latency_ms_ci") or {}
         table.add_row(
             name,
-            *(_ms(lat[k]) for k in ("mean", "p50", "p90", "p99", "p999", "max")),
+            *(_ms_ci(lat[k], ci.get(k)) for k in ("mean", "p50", "p90", "p99", "p999")),
+            _ms(lat["max"]),
             f"{d['throughput_hz']:.1f}",
             str(d["redeliveries"]),
             str(d["dropped"]),

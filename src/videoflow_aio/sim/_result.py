@@ -16,7 +16,7 @@ from ._probe import Probe
 from ._record import StageRecorder
 from ._spec import FaultSpec, SimSpec
 
-QUANTILES = (*(round(q / 100, 2) for q in range(1, 100)), 0.995, 0.999)
+QUANTILES = (*(round(q / 100, 2) for q in range(1, 100)), 0.995, 0.999, 0.9995, 0.9999)
 """The quantiles each distribution is published at (for plots)."""
 
 _LEDGER = ("pending", "leased", "unresolved", "dropped", "redelivered")

@@ -5,6 +5,8 @@ All times in seconds; ``lam`` is the arrival rate, ``mu`` one server's service r
 
 from __future__ import annotations
 
+import math
+
 from ..contracts.errors import ValidationError
 
 
@@ -35,6 +37,43 @@ def mmc_mean_response(lam: float, mu: float, c: int) -> float:
     return 1.0 / mu + erlang_c(c, lam / mu) / (c * mu - lam)
 
 
+def mmc_response_tail(lam: float, mu: float, c: int, t: float) -> float:
+    """``P(T > t)`` for the time in system ``T`` (wait + service) of FCFS M/M/c.
+
+    The wait is 0 with probability ``1 - C`` and otherwise exponential with rate
+    ``theta = c mu - lam`` (``C`` = Erlang C); the service is exponential with rate ``mu``
+    and independent of it, so ``T`` is a mixture of ``Exp(mu)`` and the hypoexponential
+    sum of ``Exp(theta)`` and ``Exp(mu)``."""
+    _check(lam, mu, c)
+    if t <= 0:
+        return 1.0
+    wait = erlang_c(c, lam / mu)
+    theta = c * mu - lam
+    if abs(theta - mu) < 1e-12 * mu:
+        both = (1.0 + mu * t) * math.exp(-mu * t)
+    else:
+        both = (mu * math.exp(-theta * t) - theta * math.exp(-mu * t)) / (mu - theta)
+    return (1.0 - wait) * math.exp(-mu * t) + wait * both
+
+
+def mmc_response_quantile(lam: float, mu: float, c: int, q: float) -> float:
+    """The ``q`` quantile of the time in system of FCFS M/M/c (solves
+    ``P(T > t) = 1 - q`` by bisection on the closed-form tail, to 1e-12 relative)."""
+    _check(lam, mu, c)
+    if not 0.0 < q < 1.0:
+        raise ValidationError("need 0 < q < 1", field="q", value=q)
+    lo, hi = 0.0, 1.0 / mu
+    while mmc_response_tail(lam, mu, c, hi) > 1.0 - q:
+        lo, hi = hi, hi * 2.0
+    while hi - lo > 1e-12 * hi:
+        mid = (lo + hi) / 2.0
+        if mmc_response_tail(lam, mu, c, mid) > 1.0 - q:
+            lo = mid
+        else:
+            hi = mid
+    return (lo + hi) / 2.0
+
+
 def mg1_mean_response(lam: float, mean: float, second_moment: float) -> float:
     """Mean time in system of M/G/1 (Pollaczek–Khinchine):
     ``mean + lam E[S^2] / (2 (1 - rho))``."""
@@ -47,4 +86,11 @@ def md1_mean_response(lam: float, service: float) -> float:
     return mg1_mean_response(lam, service, service * service)
 
 
-__all__ = ["erlang_c", "md1_mean_response", "mg1_mean_response", "mmc_mean_response"]
+__all__ = [
+    "erlang_c",
+    "md1_mean_response",
+    "mg1_mean_response",
+    "mmc_mean_response",
+    "mmc_response_quantile",
+    "mmc_response_tail",
+]

@@ -1,0 +1,136 @@
+"""``simulate``: one run (today's dict), or the capacity features with typed results."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, overload
+
+from ._capacity import Plan, PointResult, SweepResult, evaluate, parse_sweep, parse_values
+from ._capacity import sweep as run_sweep
+from ._executor import Executor, make_executor
+from ._overrides import apply_overrides
+from ._probe import ProgressCallback
+from ._run import simulate as simulate_once
+from ._slo import Slo, parse_slo
+from ._spec import SimSpec
+
+Sweep = str | tuple[str, Sequence[Any]]
+"""``"stage.detect.replicas=9..14"`` or ``("stage.detect.replicas", [9, 10, 11])``."""
+
+
+@overload
+def simulate(spec: SimSpec, *, progress: ProgressCallback | None = None) -> dict[str, Any]: ...
+
+
+@overload
+def simulate(
+    spec: SimSpec,
+    *,
+    progress: ProgressCallback | None = None,
+    replications: int | None = None,
+    confidence: float = 0.95,
+    precision: float | None = None,
+    max_virtual_seconds: float | None = None,
+    slo: Sequence[str | Slo] | str = (),
+    sweep: Sweep | Mapping[str, Any],
+    overrides: Sequence[tuple[str, Any]] = (),
+    executor: Executor | str | int | None = None,
+) -> SweepResult: ...
+
+
+@overload
+def simulate(
+    spec: SimSpec,
+    *,
+    progress: ProgressCallback | None = None,
+    replications: int | None = None,
+    confidence: float = 0.95,
+    precision: float | None = None,
+    max_virtual_seconds: float | None = None,
+    slo: Sequence[str | Slo] | str = (),
+    sweep: None = None,
+    overrides: Sequence[tuple[str, Any]] = (),
+    executor: Executor | str | int | None = None,
+) -> Any: ...
+
+
+def simulate(
+    spec: SimSpec,
+    *,
+    progress: ProgressCallback | None = None,
+    replications: int | None = None,
+    confidence: float = 0.95,
+    precision: float | None = None,
+    max_virtual_seconds: float | None = None,
+    slo: Sequence[str | Slo] | str = (),
+    sweep: Sweep | Mapping[str, Any] | None = None,
+    overrides: Sequence[tuple[str, Any]] = (),
+    executor: Executor | str | int | None = None,
+) -> Any:
+    """Simulate ``spec``.
+
+    Without any capacity argument: one run, the JSON-ready dict of ``docs/simulate.md``
+    (``progress(virtual, total)`` is called as it runs). With ``replications``,
+    ``precision``, ``slo`` or ``sweep``: a :class:`PointResult` (replications of one spec,
+    with intervals and SLO checks) or a :class:`SweepResult` (``sweep``; its ``answer`` is
+    the smallest value meeting every SLO; with ``slo`` or ``sweep`` but neither
+    ``precision`` nor ``replications``, ``precision`` is 0.05). ``overrides`` are
+    ``(dotted key, value)`` pairs applied first (``--set``). ``executor``: an
+    :class:`Executor`, a Dask scheduler address (``"tcp://host:8786"``), ``"local"`` (one
+    process per CPU), a number of local processes, or None (this process). The results do
+    not depend on the executor.
+    """
+    spec = apply_overrides(spec, overrides)
+    if isinstance(slo, str | Slo):
+        slo = [slo]
+    capacity = replications is not None or precision is not None or slo or sweep is not None
+    if not capacity:
+        return simulate_once(spec, progress=progress)
+    slos = [s if isinstance(s, Slo) else parse_slo(s, [st.name for st in spec.stages]) for s in slo]
+    question = bool(slos) or sweep is not None
+    if precision is None and replications is None and question:
+        precision = 0.05  # as the command: a question asked without saying how sure
+    plan = Plan(
+        replications=replications or (4 if question else 1),
+        confidence=confidence,
+        precision=precision,
+        max_virtual_seconds=max_virtual_seconds,
+    )
+    own = not hasattr(executor, "run")
+    ex: Executor
+    if executor in ("local", "processes"):
+        ex = make_executor()
+    elif isinstance(executor, str):
+        ex = make_executor(dask=executor)
+    elif isinstance(executor, int):
+        ex = make_executor(workers=executor)
+    elif executor is None:
+        ex = make_executor(workers=1)
+    else:
+        ex = executor
+    try:
+        if sweep is not None:
+            key, values = _sweep_of(sweep)
+            result: PointResult | SweepResult = run_sweep(spec, key, values, slos, plan, ex)
+        else:
+            result = evaluate(spec, slos, plan, ex)
+    finally:
+        if own:
+            ex.close()
+    return result
+
+
+def _sweep_of(sweep: Sweep | Mapping[str, Any]) -> tuple[str, list[Any]]:
+    """``"KEY=VALUES"``, ``(KEY, values or "A..B")`` or ``{KEY: values}``."""
+    if isinstance(sweep, str):
+        return parse_sweep(sweep)
+    if isinstance(sweep, Mapping):
+        ((key, values),) = sweep.items()
+    else:
+        key, values = sweep
+    if isinstance(values, str):
+        return key, parse_values(values)
+    return key, list(values)
+
+
+__all__ = ["Sweep", "simulate"]
