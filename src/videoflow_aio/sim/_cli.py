@@ -4,7 +4,8 @@ Exit status: 0 after a run (even one whose pipeline did not drain: that is a fin
 in the table and the JSON); 2, with a one-line message on stderr, for a bad spec, a setup
 the spec asks for that cannot be made (e.g. GPU slices that do not fit), ``--plot`` without
 matplotlib, or an output path that cannot be written (checked before the run, so an hour of
-virtual time is not lost to a typo in a directory name).
+virtual time is not lost to a typo in a directory name); 130 after Ctrl-C, with ``--json``
+holding ``{"interrupted": true, ...}`` (how far the run got), never a traceback.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import msgspec
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn
 
@@ -81,9 +83,14 @@ def cmd_simulate(args: argparse.Namespace, out: Console, err: Console) -> int:
     show = err if json_to_stdout else out
     duration = spec.run.duration_seconds
     wall0 = time.perf_counter()  # wall-clock: the progress bar shows elapsed real time
+    reached = [0.0]
+
+    def note(virtual: float, total: float) -> None:
+        reached[0] = virtual
+
     try:
         if args.quiet:
-            result = simulate(spec)
+            result = simulate(spec, progress=note)
         else:
             columns = (
                 TextColumn("simulating"),
@@ -95,6 +102,7 @@ def cmd_simulate(args: argparse.Namespace, out: Console, err: Console) -> int:
                 task = bar.add_task("sim", total=duration, detail="")
 
                 def on_progress(virtual: float, total: float) -> None:
+                    reached[0] = virtual
                     wall = time.perf_counter() - wall0  # wall-clock: as above
                     bar.update(
                         task,
@@ -106,6 +114,8 @@ def cmd_simulate(args: argparse.Namespace, out: Console, err: Console) -> int:
     except SimError as exc:
         _error(err, f"videoflow-aio: error: {exc.message}")
         return 2
+    except KeyboardInterrupt:
+        return _interrupted(args, spec.run.duration_seconds, reached[0], err)
     show.print(results_table(result))
     ft = faults_table(result)
     if ft is not None:
@@ -140,6 +150,29 @@ def cmd_simulate(args: argparse.Namespace, out: Console, err: Console) -> int:
             return 2
         show.print(f"plot written to {args.plot}", markup=False, highlight=False)
     return 0
+
+
+def _interrupted(args: argparse.Namespace, duration: float, reached: float, err: Console) -> int:
+    """Ctrl-C during the run: say how far it got (and write that as the ``--json`` report,
+    so a script reading it finds valid JSON); exit status 130."""
+    _error(err, f"interrupted at virtual {reached:,.1f} of {duration:,.1f} s: no results")
+    if args.json:
+        report = {
+            "interrupted": True,
+            "spec": str(args.spec),
+            "virtual_seconds": reached,
+            "duration_seconds": duration,
+        }
+        data = msgspec.json.encode(report) + b"\n"
+        if args.json == "-":
+            sys.stdout.write(data.decode())
+            sys.stdout.flush()
+        else:
+            try:
+                Path(args.json).write_bytes(data)
+            except OSError as exc:
+                _error(err, f"videoflow-aio: error: --json {args.json}: {exc}")
+    return 130
 
 
 def _error(err: Console, message: str) -> None:
