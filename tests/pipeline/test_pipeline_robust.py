@@ -228,7 +228,7 @@ async def test_a_callable_returning_no_awaitable_fails_the_run(vclock: VirtualCl
         )
 
 
-@pytest.mark.parametrize("value", ["1", None, [1.0], True, 1 + 2j])
+@pytest.mark.parametrize("value", ["1", None, [1.0], True, 1 + 2j, 10**400])
 def test_histogram_add_with_a_bad_type_is_a_validation_error(value: Any) -> None:
     h = LatencyHistogram()
     with pytest.raises(ValidationError):
@@ -236,7 +236,7 @@ def test_histogram_add_with_a_bad_type_is_a_validation_error(value: Any) -> None
     assert h.count == 0
 
 
-@pytest.mark.parametrize("scale", [math.nan, math.inf, -1.0, 0.0, "1000", None])
+@pytest.mark.parametrize("scale", [math.nan, math.inf, -1.0, 0.0, "1000", None, 10**400])
 def test_histogram_summary_with_a_bad_scale_is_a_validation_error(scale: Any) -> None:
     # before: NaN latencies for scale=nan, TypeError for a string
     h = LatencyHistogram()
@@ -257,3 +257,13 @@ def test_histogram_other_bad_arguments_are_validation_errors() -> None:
         with pytest.raises(ValidationError):
             call()
     assert h.count == 1
+
+
+def test_an_int_too_large_for_a_float_is_a_validation_error_not_overflow() -> None:
+    # found by the sweep (tests/test_robust_sweep.py): OverflowError before
+    from videoflow_aio.pipeline import RetryLater
+
+    with pytest.raises(ValidationError):
+        RetryLater("why", 10**400)
+    with pytest.raises(ValidationError):
+        ExceptionPolicy(retry_delay_seconds=10**400)

@@ -75,3 +75,41 @@ def test_a_real_sigint_mid_sleep_is_a_keyboard_interrupt() -> None:
 
     with pytest.raises(KeyboardInterrupt):
         vtime.run(main, backend="asyncio")
+
+
+@pytest.mark.parametrize("backend", ["asyncio", "trio"])
+def test_a_signal_sent_at_a_virtual_instant_is_received_at_that_instant(backend: str) -> None:
+    """Item 14: signals do not hold the clock (docs/vtime.md, "Signals"); one raised at a
+    virtual instant is handled there, before time jumps on (before, on asyncio: the loop
+    jumped to the timeout without reading the self-pipe, and the signal was lost)."""
+    import os
+    import signal
+
+    import anyio
+
+    async def main() -> tuple[object, float]:
+        clock = vtime.current_clock()
+        clock.at(5, lambda: os.kill(os.getpid(), signal.SIGUSR1))
+        with anyio.open_signal_receiver(signal.SIGUSR1) as signals, anyio.move_on_after(60):
+            async for received in signals:
+                return received, clock.monotonic()
+        return None, clock.monotonic()
+
+    assert vtime.run(main, backend=backend) == (signal.SIGUSR1, 1005.0)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("backend", ["asyncio", "trio"])
+def test_a_signal_handler_does_not_hold_the_clock(backend: str) -> None:
+    """The documented choice: waiting for a signal is not real I/O; time jumps on."""
+    import signal
+
+    import anyio
+
+    async def main() -> float:
+        clock = vtime.current_clock()
+        with anyio.open_signal_receiver(signal.SIGUSR2) as signals, anyio.move_on_after(60):
+            async for _ in signals:
+                break
+        return clock.monotonic()
+
+    assert vtime.run(main, backend=backend) == 1060.0  # type: ignore[arg-type]

@@ -61,10 +61,11 @@ class LatencyHistogram:
         if positive and type(value) is not float and not _is_number(value):
             positive = False
         if positive:  # the common case first (NaN and negatives fail this test)
-            m, e = _frexp(value)
             try:
+                m, e = _frexp(value)
                 i = (e << self._shift) + int(m * self._scale)
-            except OverflowError:  # inf: frexp hands it back as the mantissa
+            except OverflowError:  # inf (frexp hands it back as the mantissa), or an int
+                # too large for a float
                 raise ValidationError(
                     "a sample must be finite", field="value", value=value
                 ) from None
@@ -152,7 +153,7 @@ class LatencyHistogram:
     def summary(self, scale: float = 1.0) -> dict[str, float | None]:
         """``mean, p50, p90, p99, p999, max`` times ``scale`` (e.g. 1000 for milliseconds);
         None for each when empty. ``scale`` must be a finite number > 0."""
-        if not _is_number(scale) or not (math.isfinite(scale) and scale > 0):
+        if not _is_number(scale) or not (scale > 0 and _finite(scale)):
             raise ValidationError("scale must be a finite number > 0", field="scale", value=scale)
         if not self.count:
             return dict.fromkeys(("mean", "p50", "p90", "p99", "p999", "max"))
@@ -165,6 +166,13 @@ class LatencyHistogram:
             "p999": p999 * scale,
             "max": self.max * scale,
         }
+
+
+def _finite(value: float) -> bool:
+    try:
+        return math.isfinite(value)
+    except OverflowError:  # an int too large for a float
+        return False
 
 
 def _is_number(value: object) -> bool:
