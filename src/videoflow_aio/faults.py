@@ -257,6 +257,14 @@ async def reach(name: str, **context: Any) -> None:
         await registry.reach(name, **context)
 
 
+def active() -> bool:
+    """Whether reaching a barrier may do anything in this context (one is armed, or faults
+    are injected). Hot paths test this before awaiting :func:`reach`, so an unarmed barrier
+    costs a context-variable read and no coroutine."""
+    registry = _current.get(_default)
+    return bool(registry._armed) or registry._injector is not None
+
+
 def arm(name: str, *, crash: bool = False, times: int = 1) -> Barrier:
     """Arm a barrier in the current registry."""
     return barriers().arm(name, crash=crash, times=times)
@@ -273,6 +281,7 @@ __all__ = [
     "FaultInjector",
     "InjectedFault",
     "SimulatedCrash",
+    "active",
     "arm",
     "barriers",
     "disarm",

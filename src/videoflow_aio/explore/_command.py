@@ -131,13 +131,14 @@ def run_explore(args: argparse.Namespace, out: Console, err: Console) -> int:
 
 def _summary(found: Exploration, args: argparse.Namespace) -> Table:
     table = Table(title="exploration", title_justify="left")
-    for col in ("seeds", "runs", "pass", "fail", "faulted", "skip", "wall s", "runs/s"):
+    columns = ("seeds", "runs", "pass", "fail", "faulted", "skip", "injected", "wall s", "runs/s")
+    for col in columns:
         table.add_column(col, justify="right")
     rate = found.runs / found.wall_seconds if found.wall_seconds else 0.0
     c = found.counts
     table.add_row(
         str(found.seeds), str(found.runs), str(c["pass"]), str(c["fail"]), str(c["faulted"]),
-        str(c["skip"]), f"{found.wall_seconds:.1f}", f"{rate:,.0f}",
+        str(c["skip"]), str(found.injected), f"{found.wall_seconds:.1f}", f"{rate:,.0f}",
     )  # fmt: skip
     table.caption = (
         f"backends {','.join(args.backends)}; jitter {args.jitter:g} s; faults {args.faults:g}"

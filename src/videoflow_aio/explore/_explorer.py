@@ -104,6 +104,8 @@ class Exploration:
     failures: list[Run] = field(default_factory=list)
     seeds: int = 0
     wall_seconds: float = 0.0
+    injected: int = 0
+    """Faults injected in all (``--faults``): crashes and pauses at barriers."""
     interrupted: bool = False
     """Ctrl-C stopped it: the counts are those of the runs that ended before."""
 
@@ -165,6 +167,7 @@ def _explore(
                     target, backend, seed, jitter=jitter, fault_rate=fault_rate, provider=provider
                 )
                 result.counts[run.outcome] += 1
+                result.injected += len(run.injected)
                 if run.outcome == "fail":
                     result.failures.append(run)
                     failed[key] += 1

@@ -37,6 +37,7 @@ import anyio
 import msgspec
 import sniffio
 
+from .. import faults
 from ..contracts import Known
 from ..contracts.errors import BackendUnavailable, ValidationError
 from ..contracts.messaging import (
@@ -93,6 +94,7 @@ Observer = Callable[[Delivery, float], None]
 """Called with each delivery whose ``Completed`` settle was confirmed, and the time."""
 
 _COMPLETED = Completed()
+_faults_active = faults.active
 _UNSET: Any = object()
 _DEFAULT_POLICY = ExceptionPolicy()
 MAX_REPLICAS = 10_000
@@ -441,6 +443,8 @@ class StageWorker:
             data, ref, outcome = await self._read_payload(raw)
         else:
             data, ref, outcome = None, None, _COMPLETED
+        if _faults_active():  # the replica dies holding the message, mid-message
+            await faults.reach("pipeline.handle.before", stage=self.name, replica=r.index)
         if outcome is _COMPLETED:
             pending: Any = _UNSET
             try:

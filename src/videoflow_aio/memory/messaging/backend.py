@@ -8,6 +8,7 @@ from collections.abc import Sequence
 import anyio
 import anyio.lowlevel
 
+from ... import faults
 from ...contracts import Known, Unknown
 from ...contracts.errors import ConflictError, NotFound, Unsupported, ValidationError
 from ...contracts.messaging import (
@@ -45,6 +46,7 @@ from ._stream import StreamBroker
 from ._subscription import Sub
 
 _OUTCOME_TYPES = frozenset({Completed, Retry, Terminal})
+_faults_active = faults.active
 _YIELD_MASK = 63
 """publish / receive / settle that need not wait still yield to the loop once every 64 calls
 (before touching any state, so a cancellation there has no effect): a tight producer loop
@@ -143,7 +145,10 @@ class MemoryMessagingBackend(ModelControls, MessagingBackend):
             )
         if ch.paused:
             return await self._publish_held(ch, envelope, deadline)
-        return broker.store(ch, envelope, broker.now())
+        outcome = broker.store(ch, envelope, broker.now())
+        if _faults_active():  # stored, then the reply is lost (a crash here) or late
+            await faults.reach("messaging.publish.after", publication_id=envelope.publication_id)
+        return outcome
 
     async def _publish_held(self, ch: Channel, env: Envelope, deadline: float) -> PublishOutcome:
         """Wait for the broker to answer a held publication, or for the deadline: then the
@@ -214,7 +219,12 @@ class MemoryMessagingBackend(ModelControls, MessagingBackend):
             await anyio.lowlevel.checkpoint()
         broker = self._broker
         sub = broker.subs.get(token.subscription) or broker.sub(token.subscription)
-        return broker.settle(sub, token, outcome, settlement_id)
+        if _faults_active():  # the settle never arrives (a crash here) or arrives late
+            await faults.reach("messaging.settle.before", settlement_id=settlement_id)
+        answer = broker.settle(sub, token, outcome, settlement_id)
+        if _faults_active():  # applied, then the reply is lost (a crash here) or late
+            await faults.reach("messaging.settle.after", settlement_id=settlement_id)
+        return answer
 
     # -- observation -----------------------------------------------------------------------
     async def observe_publication(self, envelope: Envelope) -> PublishOutcome:
