@@ -139,11 +139,20 @@ WORKER_OPTIONS = st.fixed_dictionaries(
 )
 
 
+OPTION_NAMES = (
+    "replicas", "batch", "name", "output", "readers", "eos", "policy", "call_timeout",
+    "poll_seconds", "byte_credit", "observe", "payload_ttl_seconds", "obligation_seconds",
+    "handler_timeout_seconds", "idle_limit_seconds", "payload",
+)  # fmt: skip
+ONE_OPTION = st.builds(lambda key, value: {key: value}, st.sampled_from(OPTION_NAMES), VALUES)
+"""Exactly one option set to a hostile value, the rest valid: each check reached alone."""
+
+
 @settings(max_examples=100, deadline=None, suppress_health_check=list(HealthCheck))
 @given(
     subscription=VALUES | st.just(SUB) | st.just([SUB]),
     handler=st.sampled_from([_handler, None, 5, "h", print]),
-    options=WORKER_OPTIONS,
+    options=WORKER_OPTIONS | ONE_OPTION,
     samples=st.lists(VALUES, max_size=5),
     scale=VALUES,
     qs=VALUES,

@@ -150,6 +150,9 @@ async def test_bad_worker_arguments_are_validation_errors() -> None:
         ({"eos": [None]}, "eos"),
         ({"output": "x"}, "output"),
         ({"readers": "abc"}, "readers"),
+        ({"readers": 5}, "readers"),
+        ({"readers": None}, "readers"),
+        ({"payload": 5}, "payload"),
         ({"policy": 3}, "policy"),
         ({"observe": 3}, "observe"),
         ({"handler_timeout_seconds": -1.0}, "handler_timeout_seconds"),
@@ -159,6 +162,9 @@ async def test_bad_worker_arguments_are_validation_errors() -> None:
         with pytest.raises(ValidationError) as err:
             StageWorker(b, sub, handle, **kw)
         assert err.value.field == field, kw
+    with pytest.raises(ValidationError) as err:
+        StageWorker(None, sub, handle)  # type: ignore[arg-type]
+    assert err.value.field == "backend"
     for subscription in (None, "decode", [None], 5):
         with pytest.raises(ValidationError) as err:
             StageWorker(b, subscription, handle)  # type: ignore[arg-type]

@@ -227,7 +227,19 @@ class StageWorker:
             raise ValidationError(
                 "output must be a ChannelId or None", field="output", value=output
             )
-        if isinstance(readers, str) or not all(isinstance(r, str) for r in readers):
+        if not all(hasattr(backend, m) for m in ("receive", "settle", "renew", "publish")):
+            raise ValidationError(
+                "backend must be a MessagingBackend", field="backend", value=type(backend).__name__
+            )
+        if payload is not None and not all(hasattr(payload, m) for m in ("read", "put")):
+            raise ValidationError(
+                "payload must be a PayloadStore or None", field="payload", value=payload
+            )
+        if (
+            not isinstance(readers, Sequence)
+            or isinstance(readers, str)
+            or not all(isinstance(r, str) for r in readers)
+        ):
             raise ValidationError(
                 "readers must be a sequence of names", field="readers", value=readers
             )
