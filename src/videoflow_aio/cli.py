@@ -144,9 +144,18 @@ def _given_options(
     return given
 
 
+def _given(flag: str, values: Sequence[str] | None) -> list[str]:
+    """``_split(values)``; a UsageError when the flag was given but names nothing
+    (``--backend ''`` must not silently mean the default)."""
+    chosen = _split(values)
+    if values is not None and not chosen:
+        raise UsageError(f"{flag} {' '.join(map(repr, values))}: names nothing")
+    return chosen
+
+
 def _build_providers(args: argparse.Namespace) -> list[Provider]:
     known = provider_names()
-    chosen = _split(args.provider) or ["memory"]
+    chosen = _given("--provider", args.provider) or ["memory"]
     if "all" in chosen:
         chosen = list(dict.fromkeys([n for n in chosen if n != "all"] + known))
     if getattr(args, "secure", False):  # each provider that has a secured variant becomes it
@@ -164,28 +173,31 @@ def _build_providers(args: argparse.Namespace) -> list[Provider]:
 
 
 def _backends(args: argparse.Namespace) -> list[str]:
-    chosen = _split(args.backend) or list(BACKENDS)
+    chosen = _given("--backend", args.backend) or list(BACKENDS)
     bad = [b for b in chosen if b not in BACKENDS]
     if bad:
         raise UsageError(f"unknown backend(s) {', '.join(bad)}; expected {', '.join(BACKENDS)}")
     return chosen
 
 
-def _check_json_target(target: str | None) -> None:
-    """Refuse a ``--json`` path that cannot be written, before any case runs."""
+def _check_json_target(target: str | None, flag: str = "--json") -> None:
+    """Refuse an output path (``--json``, ``--log``) that cannot be written, before anything
+    runs."""
     if target is None or target == "-":
         return
+    if not target:
+        raise UsageError(f"{flag} '': give a file name")
     path = Path(target)
     parent = path.parent if str(path.parent) else Path(".")
     if path.is_dir():
-        raise UsageError(f"--json {target}: is a directory")
+        raise UsageError(f"{flag} {target}: is a directory")
     if path.exists():
         if not os.access(path, os.W_OK):
-            raise UsageError(f"--json {target}: not writable")
+            raise UsageError(f"{flag} {target}: not writable")
     elif not parent.is_dir():
-        raise UsageError(f"--json {target}: no directory {parent}")
+        raise UsageError(f"{flag} {target}: no directory {parent}")
     elif not os.access(parent, os.W_OK | os.X_OK):
-        raise UsageError(f"--json {target}: cannot create a file in {parent}")
+        raise UsageError(f"{flag} {target}: cannot create a file in {parent}")
 
 
 def _check_timeout(seconds: float) -> None:
@@ -194,6 +206,8 @@ def _check_timeout(seconds: float) -> None:
 
 
 def cmd_conformance(args: argparse.Namespace) -> int:
+    _given("--backend", args.backend)
+    _given("--provider", args.provider)
     _check_json_target(args.json)
     _check_timeout(args.timeout)
     json_to_stdout = args.json == "-"
@@ -300,6 +314,13 @@ def cmd_explore(args: argparse.Namespace) -> int:
     from .explore._command import run_explore, run_replay
 
     args.backends = _backends(args)
+    if not args.replay:
+        for flag, given in (("--log", args.log), ("--traceback", args.traceback)):
+            if given:
+                raise UsageError(f"{flag} applies to --replay ID --seed N only")
+    if args.log == "-":
+        raise UsageError("--log -: give a file name (the log is not written to stdout)")
+    _check_json_target(args.log, "--log")
     if args.seeds < 1 or args.first_seed < 0:
         raise UsageError("--seeds must be >= 1 and --first-seed >= 0")
     if not (math.isfinite(args.jitter) and args.jitter >= 0):
@@ -546,5 +567,6 @@ def main(argv: Sequence[str] | None = None) -> int:
             return cmd_simulate(args, make_console(sys.stdout), make_console(sys.stderr))
         return cmd_bench(args, make_console(sys.stdout))
     except UsageError as exc:
-        make_console(sys.stderr).print(f"videoflow-aio: error: {exc}", markup=False)
+        message = f"videoflow-aio: error: {exc}".replace("\n", " ")
+        make_console(sys.stderr).print(message, markup=False, highlight=False, soft_wrap=True)
         return 2

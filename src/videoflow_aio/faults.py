@@ -186,6 +186,8 @@ class Barriers:
             raise ValidationError(
                 f"inject() takes a FaultInjector, not {injector!r}", field="injector"
             )
+        global _used
+        _used = True
         self._injector = injector
         return injector
 
@@ -195,6 +197,8 @@ class Barriers:
 
     def arm(self, name: str, *, crash: bool = False, times: int = 1) -> Barrier:
         """Arm ``name``: the next ``times`` tasks to reach it pause (or crash)."""
+        global _used
+        _used = True
         barrier = Barrier(name, crash=crash, times=times)
         old = self._armed.get(name)
         if old is not None:
@@ -228,6 +232,9 @@ class Barriers:
             await self._injector._reach(name, context)
 
 
+_used = False
+"""Set once anything is armed or injected in this process (never reset): until then
+:func:`active` answers without reading the context variable."""
 _default = Barriers()
 _current: contextvars.ContextVar[Barriers] = contextvars.ContextVar("videoflow_aio_barriers")
 
@@ -257,6 +264,16 @@ async def reach(name: str, **context: Any) -> None:
         await registry.reach(name, **context)
 
 
+def active() -> bool:
+    """Whether reaching a barrier may do anything in this context (one is armed, or faults
+    are injected). Hot paths test this before awaiting :func:`reach`, so an unarmed barrier
+    costs a context-variable read and no coroutine."""
+    if not _used:  # nothing was ever armed or injected in this process: the common case
+        return False
+    registry = _current.get(_default)
+    return bool(registry._armed) or registry._injector is not None
+
+
 def arm(name: str, *, crash: bool = False, times: int = 1) -> Barrier:
     """Arm a barrier in the current registry."""
     return barriers().arm(name, crash=crash, times=times)
@@ -273,6 +290,7 @@ __all__ = [
     "FaultInjector",
     "InjectedFault",
     "SimulatedCrash",
+    "active",
     "arm",
     "barriers",
     "disarm",

@@ -21,7 +21,7 @@ from videoflow_aio.testing.servers import ServerProcess
 pytestmark = pytest.mark.server
 
 FRAMES = 20
-FAST = {"poll_seconds": 0.2}  # idle workers look again often: the server's clock is real
+FAST = 0.2  # poll_seconds: idle workers look again often, the server's clock is real
 
 
 async def run_pipeline(b: MessagingBackend) -> dict[str, Any]:
@@ -47,8 +47,12 @@ async def run_pipeline(b: MessagingBackend) -> dict[str, Any]:
         assert d.envelope.event_ts is not None
         out.append((d.envelope.publication_id, d.envelope.event_id, d.attempt, now))
 
-    decode_worker = stage_worker(b, pipe, "decode", decode, replicas=2, payload=store, **FAST)
-    infer_worker = stage_worker(b, pipe, "infer", infer, payload=store, observe=done, **FAST)
+    decode_worker = stage_worker(
+        b, pipe, "decode", decode, replicas=2, payload=store, poll_seconds=FAST
+    )
+    infer_worker = stage_worker(
+        b, pipe, "infer", infer, payload=store, observe=done, poll_seconds=FAST
+    )
     with anyio.fail_after(60):
         async with anyio.create_task_group() as tg:
             tg.start_soon(decode_worker.run)

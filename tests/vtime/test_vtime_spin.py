@@ -134,3 +134,42 @@ def test_a_lone_spinner_with_no_deadline_is_left_alone(backend: vtime.Backend) -
         return current.monotonic()
 
     assert vtime.run(main, backend=backend) == 1000.0
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_bounded_loop_of_fresh_timeouts_never_jumps_to_them(backend: vtime.Backend) -> None:
+    """Issue 26 item 12: each pass sets a timeout it drops a moment later; on a real clock the
+    loop ends long before any of them, so time must not jump to one (before: 2×10⁷ s on
+    asyncio, and timeouts fired on trio). Only a deadline that has stayed the next one for a
+    whole ``spin_threshold`` of busy iterations is jumped to."""
+
+    async def main() -> tuple[float, int]:
+        clock = vtime.current_clock()
+        clock.spin_threshold = 100  # 50 thresholds' worth of iterations, quickly
+        fired = 0
+        for _ in range(5000):
+            with anyio.move_on_after(1e6) as scope:
+                await anyio.sleep(0)  # noqa: ASYNC115 - the pattern under test
+            fired += scope.cancelled_caught
+        return clock.monotonic(), fired
+
+    assert vtime.run(main, backend=backend) == (1000.0, 0)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_deadline_set_before_a_bounded_loop_still_fires(backend: vtime.Backend) -> None:
+    """The outer timeout stays the next deadline throughout: the spin rule still reaches it,
+    while the inner, per-pass ones never fire."""
+
+    async def main() -> tuple[float, int, bool]:
+        clock = vtime.current_clock()
+        clock.spin_threshold = 100
+        fired = 0
+        with anyio.move_on_after(5) as outer:
+            while True:
+                with anyio.move_on_after(1e6) as scope:
+                    await anyio.sleep(0)  # noqa: ASYNC115 - the pattern under test
+                fired += scope.cancelled_caught
+        return clock.monotonic(), fired, outer.cancelled_caught
+
+    assert vtime.run(main, backend=backend) == (1005.0, 0, True)

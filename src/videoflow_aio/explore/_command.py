@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 
 from rich.console import Console
@@ -60,7 +60,8 @@ def _progress(console: Console, seeds: int) -> Iterator[tuple[Progress | None, T
 
 
 def run_explore(args: argparse.Namespace, out: Console, err: Console) -> int:
-    """The exploration: exit status 1 when a run failed (or nothing matched)."""
+    """The exploration: exit status 1 when a run failed (or nothing matched); 130 after
+    Ctrl-C, once the summary of the runs that ended is printed."""
     for module in args.load or ():
         load(module)
     targets = select_targets(args.select)
@@ -106,53 +107,63 @@ def run_explore(args: argparse.Namespace, out: Console, err: Console) -> int:
                     status += f"  [red]{state['failed']} failed[/red]"
                 bar.update(task, status=status)
 
-        found = explore(
-            targets,
-            seeds,
-            args.backends,
-            jitter=args.jitter,
-            fault_rate=args.faults,
-            stop_after=args.stop_after,
-            on_run=on_run,
-        )
+        found = Exploration()
+        with suppress(KeyboardInterrupt):  # found keeps the runs that ended: exit 130
+            explore(
+                targets,
+                seeds,
+                args.backends,
+                jitter=args.jitter,
+                fault_rate=args.faults,
+                stop_after=args.stop_after,
+                on_run=on_run,
+                into=found,
+            )
     out.print(_summary(found, args))
     for run in found.failures:
         for line in _failure_lines(run, loads):
             out.print(escape(line), highlight=False, soft_wrap=True)
+    if found.interrupted:
+        err.print("interrupted", style="bold red")
+        return 130
     return 1 if found.failures else 0
 
 
 def _summary(found: Exploration, args: argparse.Namespace) -> Table:
     table = Table(title="exploration", title_justify="left")
-    for col in ("seeds", "runs", "pass", "fail", "faulted", "skip", "wall s", "runs/s"):
+    columns = ("seeds", "runs", "pass", "fail", "faulted", "skip", "injected", "wall s", "runs/s")
+    for col in columns:
         table.add_column(col, justify="right")
     rate = found.runs / found.wall_seconds if found.wall_seconds else 0.0
     c = found.counts
     table.add_row(
         str(found.seeds), str(found.runs), str(c["pass"]), str(c["fail"]), str(c["faulted"]),
-        str(c["skip"]), f"{found.wall_seconds:.1f}", f"{rate:,.0f}",
+        str(c["skip"]), str(found.injected), f"{found.wall_seconds:.1f}", f"{rate:,.0f}",
     )  # fmt: skip
     table.caption = (
         f"backends {','.join(args.backends)}; jitter {args.jitter:g} s; faults {args.faults:g}"
+        + ("; interrupted by Ctrl-C: the runs that ended" if found.interrupted else "")
     )
     return table
 
 
 def run_replay(args: argparse.Namespace, out: Console, err: Console) -> int:
-    """Replay one run exactly; write its log. Exit status 1 when the run fails."""
+    """Replay one run exactly; write its log. Exit status 1 when the run fails, 130 after
+    Ctrl-C; a log that cannot be written is a ValidationError (exit status 2)."""
     for module in args.load or ():
         load(module)
     if len(args.backends) != 1:
         raise ValidationError("--replay runs one backend: give --backend", field="backend")
     if args.seed is None:
         raise ValidationError("--replay needs --seed N", field="seed")
-    run = run_target(
-        find_target(args.replay),
-        args.backends[0],
-        args.seed,
-        jitter=args.jitter,
-        fault_rate=args.faults,
-    )
+    target = find_target(args.replay)
+    try:
+        run = run_target(
+            target, args.backends[0], args.seed, jitter=args.jitter, fault_rate=args.faults
+        )
+    except KeyboardInterrupt:
+        err.print("interrupted", style="bold red")
+        return 130
     out.print(
         f"{run.target} {run.backend} seed {run.seed}: {run.outcome}"
         + (f": {run.reason}" if run.reason else ""),
@@ -171,6 +182,12 @@ def run_replay(args: argparse.Namespace, out: Console, err: Console) -> int:
     if args.traceback and run.traceback:
         err.print(run.traceback, markup=False, highlight=False)
     if args.log:
-        Path(args.log).write_bytes(run.log.export_jsonl())
+        try:
+            Path(args.log).write_bytes(run.log.export_jsonl())
+        except OSError as exc:  # checked before the run; the disk may still refuse it now
+            reason = exc.strerror or type(exc).__name__
+            raise ValidationError(
+                f"--log {args.log}: cannot write: {reason}", field="log", value=args.log
+            ) from None
         out.print(f"  log written to {args.log}", markup=False, highlight=False)
     return 1 if run.outcome == "fail" else 0

@@ -29,20 +29,44 @@ from ._run import Run, Target, run_target
 
 def load(module: str) -> None:
     """Import ``module`` (a dotted name, or a path to a ``.py`` file) so the cases and
-    programs it registers can be explored."""
-    if module.endswith(".py"):
-        path = Path(module)
-        name = f"_videoflow_explore_{path.stem}"
-        if name in sys.modules:
-            return
-        spec = importlib.util.spec_from_file_location(name, path)
-        if spec is None or spec.loader is None:
-            raise ValidationError(f"cannot load {module}", field="load", value=module)
-        mod = importlib.util.module_from_spec(spec)
-        sys.modules[name] = mod
-        spec.loader.exec_module(mod)
-    else:
-        importlib.import_module(module)
+    programs it registers can be explored. A module that cannot be found or raises while
+    it is imported is a :class:`ValidationError` (field ``load``) whose one-line message
+    names the module and the exception's type and first line."""
+    if not isinstance(module, str) or not module:
+        raise ValidationError(
+            "--load needs a module name or a .py file", field="load", value=module
+        )
+    try:
+        if module.endswith(".py"):
+            path = Path(module)
+            name = f"_videoflow_explore_{path.stem}"
+            if name in sys.modules:
+                return
+            if not path.is_file():
+                raise ValidationError(
+                    f"cannot load {module}: no such file", field="load", value=module
+                )
+            spec = importlib.util.spec_from_file_location(name, path)
+            if spec is None or spec.loader is None:
+                raise ValidationError(f"cannot load {module}", field="load", value=module)
+            mod = importlib.util.module_from_spec(spec)
+            sys.modules[name] = mod
+            try:
+                spec.loader.exec_module(mod)
+            except BaseException:
+                del sys.modules[name]  # a fixed file can be loaded again
+                raise
+        else:
+            importlib.import_module(module)
+    except ValidationError:
+        raise
+    except Exception as exc:  # ImportError, SyntaxError, whatever the module raised
+        first = (str(exc).splitlines() or [""])[0]
+        raise ValidationError(
+            f"cannot load {module}: {type(exc).__name__}" + (f": {first}" if first else ""),
+            field="load",
+            value=module,
+        ) from exc
 
 
 def select_targets(select: str | None = None) -> list[Target]:
@@ -80,6 +104,10 @@ class Exploration:
     failures: list[Run] = field(default_factory=list)
     seeds: int = 0
     wall_seconds: float = 0.0
+    injected: int = 0
+    """Faults injected in all (``--faults``): crashes and pauses at barriers."""
+    interrupted: bool = False
+    """Ctrl-C stopped it: the counts are those of the runs that ended before."""
 
     @property
     def runs(self) -> int:
@@ -95,15 +123,39 @@ def explore(
     fault_rate: float = 0.0,
     stop_after: int = 1,
     on_run: Callable[[Run], None] | None = None,
+    into: Exploration | None = None,
 ) -> Exploration:
-    """Run every target on every backend under each seed in turn (see the module doc)."""
+    """Run every target on every backend under each seed in turn (see the module doc).
+    ``into``: the Exploration to fill in as runs end (the caller keeps the partial counts
+    when a ``KeyboardInterrupt`` ends it early; ``interrupted`` is then set)."""
     if stop_after < 1:
         raise ValidationError("stop_after must be >= 1", field="stop_after", value=stop_after)
     provider = RecordingMemoryProvider()
-    result = Exploration()
+    result = Exploration() if into is None else into
+    wall0 = time.perf_counter()  # wall-clock: reports how long the exploration took
+    try:
+        _explore(targets, seeds, backends, jitter, fault_rate, stop_after, on_run, provider, result)
+    except KeyboardInterrupt:
+        result.interrupted = True
+        raise
+    finally:
+        result.wall_seconds = time.perf_counter() - wall0  # wall-clock: as above
+    return result
+
+
+def _explore(
+    targets: Sequence[Target],
+    seeds: Iterable[int],
+    backends: Sequence[Backend],
+    jitter: float,
+    fault_rate: float,
+    stop_after: int,
+    on_run: Callable[[Run], None] | None,
+    provider: RecordingMemoryProvider,
+    result: Exploration,
+) -> None:
     failed: Counter[tuple[str, str]] = Counter()
     done: set[tuple[str, str]] = set()
-    wall0 = time.perf_counter()  # wall-clock: reports how long the exploration took
     for seed in seeds:
         result.seeds += 1
         for target in targets:
@@ -115,6 +167,7 @@ def explore(
                     target, backend, seed, jitter=jitter, fault_rate=fault_rate, provider=provider
                 )
                 result.counts[run.outcome] += 1
+                result.injected += len(run.injected)
                 if run.outcome == "fail":
                     result.failures.append(run)
                     failed[key] += 1
@@ -124,5 +177,3 @@ def explore(
                     done.add(key)
                 if on_run is not None:
                     on_run(run)
-    result.wall_seconds = time.perf_counter() - wall0  # wall-clock: as above
-    return result

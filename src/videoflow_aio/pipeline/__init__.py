@@ -14,6 +14,14 @@ See ``docs/pipeline.md``.
 
 from __future__ import annotations
 
+from ._errors import (
+    BadHandler,
+    HandlerCancelled,
+    HandlerTimeout,
+    PipelineError,
+    PipelineStalled,
+    StageStopped,
+)
 from ._policy import ExceptionPolicy, GiveUp, RetryLater
 from ._publish import (
     PAYLOAD_HEADER,
@@ -41,18 +49,24 @@ __all__ = [
     "EOS_SUFFIX",
     "PAYLOAD_HEADER",
     "SENT_AT_HEADER",
+    "BadHandler",
     "ExceptionPolicy",
     "GiveUp",
     "Handler",
+    "HandlerCancelled",
+    "HandlerTimeout",
     "LatencyHistogram",
     "Node",
     "Observer",
     "Output",
     "Pipeline",
+    "PipelineError",
+    "PipelineStalled",
     "PublishCounters",
     "Publisher",
     "RetryLater",
     "StageCounters",
+    "StageStopped",
     "StageWorker",
     "deadline_in",
     "decode_ref",

@@ -13,6 +13,7 @@ histograms built from the same samples in the same order are identical, bit for 
 from __future__ import annotations
 
 import math
+import numbers
 from collections.abc import Iterable, Sequence
 
 from ..contracts.errors import ValidationError
@@ -52,19 +53,28 @@ class LatencyHistogram:
 
     def add(self, value: float) -> None:
         """Record one sample (seconds, or any finite non-negative quantity); ValidationError
-        for a negative, NaN or infinite one (nothing recorded)."""
-        if value > 0.0:  # the common case first (NaN and negatives fail this test)
-            m, e = _frexp(value)
+        for a negative, NaN or infinite one, or one that is not a number (nothing recorded)."""
+        try:
+            positive = value > 0.0
+        except TypeError:  # not a number: str, None, ... (zero cost when it does not raise)
+            positive = False
+        if positive and type(value) is not float and not _is_number(value):
+            positive = False
+        if positive:  # the common case first (NaN and negatives fail this test)
             try:
+                m, e = _frexp(value)
                 i = (e << self._shift) + int(m * self._scale)
-            except OverflowError:  # inf: frexp hands it back as the mantissa
+            except OverflowError:  # inf (frexp hands it back as the mantissa), or an int
+                # too large for a float
                 raise ValidationError(
                     "a sample must be finite", field="value", value=value
                 ) from None
             b = self._buckets
             b[i] = b.get(i, 0) + 1
-        elif value == 0.0:
+        elif _is_number(value) and value == 0.0:
             self._zeros += 1
+        elif not _is_number(value):
+            raise ValidationError("a sample must be a number", field="value", value=value)
         else:
             raise ValidationError("a sample must be >= 0", field="value", value=value)
         self.count += 1
@@ -75,6 +85,10 @@ class LatencyHistogram:
             self.min = value
 
     def extend(self, values: Iterable[float]) -> None:
+        if not isinstance(values, Iterable) or isinstance(values, str | bytes):
+            raise ValidationError(
+                "values must be an iterable of numbers", field="values", value=values
+            )
         for v in values:
             self.add(v)
 
@@ -91,8 +105,10 @@ class LatencyHistogram:
 
     def percentiles(self, qs: Sequence[float]) -> list[float]:
         """The nearest-rank percentiles ``qs`` (fractions in ``[0, 1]``); NaN when empty."""
+        if not isinstance(qs, Sequence) or isinstance(qs, str | bytes):
+            raise ValidationError("qs must be a sequence of fractions", field="qs", value=qs)
         for q in qs:
-            if not 0.0 <= q <= 1.0:
+            if not _is_number(q) or not 0.0 <= q <= 1.0:
                 raise ValidationError("a quantile must be in [0, 1]", field="q", value=q)
         if not self.count:
             return [math.nan for _ in qs]
@@ -119,6 +135,8 @@ class LatencyHistogram:
 
     def merge(self, other: LatencyHistogram) -> None:
         """Add ``other``'s samples (same precision) to this histogram."""
+        if not isinstance(other, LatencyHistogram):
+            raise ValidationError("other must be a LatencyHistogram", field="other", value=other)
         if other._shift != self._shift:
             raise ValidationError(
                 "cannot merge histograms of different precision", field="other", value=other
@@ -134,7 +152,9 @@ class LatencyHistogram:
 
     def summary(self, scale: float = 1.0) -> dict[str, float | None]:
         """``mean, p50, p90, p99, p999, max`` times ``scale`` (e.g. 1000 for milliseconds);
-        None for each when empty."""
+        None for each when empty. ``scale`` must be a finite number > 0."""
+        if not _is_number(scale) or not (scale > 0 and _finite(scale)):
+            raise ValidationError("scale must be a finite number > 0", field="scale", value=scale)
         if not self.count:
             return dict.fromkeys(("mean", "p50", "p90", "p99", "p999", "max"))
         p50, p90, p99, p999 = self.percentiles((0.5, 0.9, 0.99, 0.999))
@@ -146,6 +166,18 @@ class LatencyHistogram:
             "p999": p999 * scale,
             "max": self.max * scale,
         }
+
+
+def _finite(value: float) -> bool:
+    try:
+        return math.isfinite(value)
+    except OverflowError:  # an int too large for a float
+        return False
+
+
+def _is_number(value: object) -> bool:
+    """A real number, not a bool (numpy's scalars included)."""
+    return not isinstance(value, bool) and isinstance(value, numbers.Real)
 
 
 __all__ = ["DEFAULT_PRECISION_BITS", "LatencyHistogram"]

@@ -85,9 +85,15 @@ wildcards (``*``, ``>``), or delimit the derived ids (``@``, ``#``, ``/``)."""
 
 
 def _check_name(name: object, field: str) -> None:
-    if not isinstance(name, str) or not name or any(c in name for c in NAME_FORBIDDEN):
+    if (
+        not isinstance(name, str)
+        or not name
+        or any(c in name for c in NAME_FORBIDDEN)
+        or not name.isprintable()
+    ):
         raise ValidationError(
-            f"a node name must be a non-empty string without any of {NAME_FORBIDDEN!r}",
+            f"a name must be a non-empty string without control characters or any of "
+            f"{NAME_FORBIDDEN!r}",
             field=field,
             value=name,
         )
@@ -143,6 +149,12 @@ def order_nodes(nodes: Sequence[Node]) -> tuple[Node, ...]:
 
 def plan_pipeline(flow_id: str, run_id: str, stages: Sequence[Node]) -> Pipeline:
     """The names :func:`ensure_pipeline` creates, without touching a backend."""
+    for value, field in ((flow_id, "flow_id"), (run_id, "run_id")):
+        _check_name(value, field)
+    if not isinstance(stages, Sequence) or isinstance(stages, str | bytes):
+        raise ValidationError(
+            "stages must be a sequence of Node objects", field="stages", value=stages
+        )
     nodes = order_nodes(stages)
     readers: dict[str, list[str]] = {n.name: [] for n in nodes}
     for n in nodes:

@@ -25,6 +25,9 @@ Guarantees:
 
 from __future__ import annotations
 
+import asyncio
+import functools
+import inspect
 import math
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import asdict, dataclass, field
@@ -32,7 +35,9 @@ from typing import Any
 
 import anyio
 import msgspec
+import sniffio
 
+from .. import faults
 from ..contracts import Known
 from ..contracts.errors import BackendUnavailable, ValidationError
 from ..contracts.messaging import (
@@ -58,6 +63,14 @@ from ..contracts.payload import (
     TransientFailure,
 )
 from ..faults import SimulatedCrash
+from ._errors import (
+    BadHandler,
+    HandlerCancelled,
+    HandlerTimeout,
+    PipelineError,
+    PipelineStalled,
+    StageStopped,
+)
 from ._policy import ExceptionPolicy, RetryLater
 from ._publish import PAYLOAD_HEADER, Publisher, decode_ref
 from ._time import Clock, Sleep, check_seconds, loop_clock
@@ -81,7 +94,17 @@ Observer = Callable[[Delivery, float], None]
 """Called with each delivery whose ``Completed`` settle was confirmed, and the time."""
 
 _COMPLETED = Completed()
+_faults_active = faults.active
+_UNSET: Any = object()
 _DEFAULT_POLICY = ExceptionPolicy()
+MAX_REPLICAS = 10_000
+"""The most replicas a worker runs per input subscription (one task each)."""
+MAX_BATCH = 1_000_000
+MAX_BYTE_CREDIT = 1 << 62
+DEFAULT_HANDLER_TIMEOUT = 600.0
+"""Seconds a handler may run on one message before it is cancelled (``handler_timeout_seconds``)."""
+DEFAULT_IDLE_LIMIT = 3600.0
+"""Virtual seconds a stage may wait without progress (``idle_limit_seconds``)."""
 
 
 @dataclass(slots=True)
@@ -145,6 +168,19 @@ class StageWorker:
     subscriptions drained. ``call_timeout``: seconds each publish attempt may wait;
     ``poll_seconds``: how long an idle receive waits before looking again.
     ``observe``: called after each confirmed ``Completed``.
+
+    ``handler_timeout_seconds`` (default 600; ``None`` or ``inf``: none): a handler still
+    running that long after it was called is cancelled and the message goes to the exception
+    policy as :class:`~videoflow_aio.pipeline.HandlerTimeout` (by default retried, so
+    ``max_deliver`` bounds it; dead-lettered when listed in ``terminal``).
+    ``idle_limit_seconds`` (default 3600; ``None``: none), on virtual time only: a stage
+    waiting for end-of-stream that has received nothing for that long raises
+    :class:`~videoflow_aio.pipeline.PipelineStalled` naming what it still waits for.
+
+    The handler must be an ``async def`` (or a callable returning an awaitable); a plain
+    ``def`` function is refused here, and a handler that returns no awaitable, or a result
+    that is neither None nor a sequence of :class:`Output`/``bytes``, makes :meth:`run` raise
+    :class:`~videoflow_aio.pipeline.BadHandler` (nothing settled: its leases redeliver).
     """
 
     def __init__(
@@ -167,18 +203,56 @@ class StageWorker:
         observe: Observer | None = None,
         payload_ttl_seconds: float = 3600.0,
         obligation_seconds: float = 600.0,
+        handler_timeout_seconds: float | None = DEFAULT_HANDLER_TIMEOUT,
+        idle_limit_seconds: float | None = DEFAULT_IDLE_LIMIT,
     ) -> None:
-        subs = (subscription,) if isinstance(subscription, SubscriptionId) else tuple(subscription)
-        if not subs or not all(isinstance(s, SubscriptionId) for s in subs):
+        subs = _subscriptions(subscription, "subscription", empty=False)
+        eos_subs = _subscriptions(eos, "eos", empty=True)
+        _check_handler(handler)
+        counts = (
+            ("replicas", replicas, MAX_REPLICAS),
+            ("batch", batch, MAX_BATCH),
+            ("byte_credit", byte_credit, MAX_BYTE_CREDIT),
+        )
+        for name_, value, most in counts:
+            if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= most:
+                raise ValidationError(
+                    f"{name_} must be an int in [1, {most}]",
+                    field=name_,
+                    value=value if isinstance(value, int) and value < 1 << 64 else type(value),
+                )
+        if name is not None and (not isinstance(name, str) or not name):
+            raise ValidationError("name must be a non-empty string", field="name", value=name)
+        if output is not None and not isinstance(output, ChannelId):
             raise ValidationError(
-                "subscription must be a SubscriptionId or a non-empty sequence of them",
-                field="subscription",
-                value=subscription,
+                "output must be a ChannelId or None", field="output", value=output
             )
-        counts = (("replicas", replicas), ("batch", batch), ("byte_credit", byte_credit))
-        for name_, value in counts:
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValidationError(f"{name_} must be an int >= 1", field=name_, value=value)
+        if not all(hasattr(backend, m) for m in ("receive", "settle", "renew", "publish")):
+            raise ValidationError(
+                "backend must be a MessagingBackend", field="backend", value=type(backend).__name__
+            )
+        if payload is not None and not all(hasattr(payload, m) for m in ("read", "put")):
+            raise ValidationError(
+                "payload must be a PayloadStore or None", field="payload", value=payload
+            )
+        if (
+            not isinstance(readers, Sequence)
+            or isinstance(readers, str)
+            or not all(isinstance(r, str) for r in readers)
+        ):
+            raise ValidationError(
+                "readers must be a sequence of names", field="readers", value=readers
+            )
+        if policy is not None and not isinstance(policy, ExceptionPolicy):
+            raise ValidationError(
+                "policy must be an ExceptionPolicy or None", field="policy", value=policy
+            )
+        if observe is not None and not callable(observe):
+            raise ValidationError(
+                "observe must be callable or None", field="observe", value=observe
+            )
+        self.handler_timeout = _optional_seconds(handler_timeout_seconds, "handler_timeout_seconds")
+        self.idle_limit = _optional_seconds(idle_limit_seconds, "idle_limit_seconds")
         self.backend = backend
         self.subscriptions = subs
         self.handler = handler
@@ -186,7 +260,7 @@ class StageWorker:
         self.batch = batch
         self.name = name or subs[0].consumer
         self.output = output
-        self.eos = tuple(eos)
+        self.eos = eos_subs
         self.payload = payload
         self.policy = policy or _DEFAULT_POLICY
         self.call_timeout = check_seconds(call_timeout, "call_timeout", positive=True)
@@ -215,6 +289,10 @@ class StageWorker:
         self._sleep: Sleep = anyio.sleep
         self._lease_seconds: float | None = None
         self._lease_known: anyio.Event | None = None
+        self._stopped = False
+        self._asyncio = False
+        self._progress = -1
+        self._progress_at = 0.0
 
     # -- control ---------------------------------------------------------------------------
     async def run(self) -> StageCounters:
@@ -223,23 +301,37 @@ class StageWorker:
         if self._tg is not None:
             raise RuntimeError("this StageWorker is already running")
         self._now, self._sleep = loop_clock()
+        self._asyncio = sniffio.current_async_library() == "asyncio"
+        self._stopped = False
+        self._progress = -1
         if self.publisher is not None:
             self.publisher._clock, self.publisher._sleep = self._now, self._sleep
         self._lease_known = anyio.Event()
-        async with anyio.create_task_group() as tg:
-            self._tg = tg
-            for r in self._replicas:
-                r.alive = True  # from now: crash() before its first step still applies
-                tg.start_soon(self._replica, r)
-            tg.start_soon(self._renew_leases)
-            if self.eos:
-                tg.start_soon(self._finish_on_eos)
-        self._tg = None
+        try:
+            async with anyio.create_task_group() as tg:
+                self._tg = tg
+                for r in self._replicas:
+                    r.alive = True  # from now: crash() before its first step still applies
+                    tg.start_soon(self._replica, r)
+                tg.start_soon(self._renew_leases)
+                if self.eos:
+                    tg.start_soon(self._finish_on_eos)
+        except BaseExceptionGroup as group:
+            raise _only_pipeline_error(group) from None
+        finally:
+            self._tg = None
+        if not self.finished and not self._stopped:
+            raise StageStopped(
+                f"stage {self.name!r}: every task ended without end-of-stream, stop() or a "
+                "cancellation (a handler's cancellation escaped?)",
+                stage=self.name,
+            )
         return self.counters
 
     def stop(self) -> None:
         """Stop every task now (cancellation: held leases expire and redeliver)."""
         if self._tg is not None:
+            self._stopped = True
             self._tg.cancel_scope.cancel()
 
     def alive(self) -> list[bool]:
@@ -363,13 +455,38 @@ class StageWorker:
             data, ref, outcome = await self._read_payload(raw)
         else:
             data, ref, outcome = None, None, _COMPLETED
+        if _faults_active():  # the replica dies holding the message, mid-message
+            await faults.reach("pipeline.handle.before", stage=self.name, replica=r.index)
         if outcome is _COMPLETED:
+            pending: Any = _UNSET
             try:
-                result = await self.handler(d, data)
-                if result:
-                    await self._forward(env, result)
+                pending = self.handler(d, data)
+                if self.handler_timeout is None:
+                    result = await pending
+                else:
+                    with anyio.CancelScope(deadline=self._now() + self.handler_timeout) as scope:
+                        result = await pending
+                    if scope.cancelled_caught:
+                        raise HandlerTimeout(
+                            f"handler of {self.name!r} ran past {self.handler_timeout:g} s"
+                        )
+                if result is not None:
+                    if type(result) is not list and type(result) is not tuple:
+                        self._check_result(result)
+                    if result:
+                        await self._forward(env, result)
+            except BadHandler:
+                raise
             except Exception as exc:
+                if type(exc) is TypeError and pending is not _UNSET:
+                    self._check_awaitable(pending)
                 outcome = self.policy.outcome(exc, d)
+            except asyncio.CancelledError:
+                if not self._asyncio or _cancelling():
+                    raise  # the worker itself is being cancelled
+                outcome = self.policy.outcome(
+                    HandlerCancelled(f"handler of {self.name!r} raised CancelledError"), d
+                )
         token = d.token
         settlement_id = f"{d.sequence}:{token.lease_id}"
         settle = self.backend.settle
@@ -397,6 +514,25 @@ class StageWorker:
             counters.retried += 1
         else:
             counters.terminal += 1
+
+    def _check_awaitable(self, pending: object) -> None:
+        """BadHandler when the handler returned no awaitable (``await`` raised TypeError)."""
+        if not inspect.isawaitable(pending):
+            raise BadHandler(
+                f"handler of {self.name!r} returned {type(pending).__name__}, not an awaitable: "
+                "make it an async def",
+                stage=self.name,
+            ) from None
+
+    def _check_result(self, result: object) -> None:
+        if isinstance(result, str | bytes | bytearray | memoryview) or not isinstance(
+            result, Sequence
+        ):
+            raise BadHandler(
+                f"handler of {self.name!r} returned {type(result).__name__}: expected None or "
+                "a sequence of Output or bytes",
+                stage=self.name,
+            )
 
     async def _read_payload(
         self, raw: str
@@ -434,7 +570,12 @@ class StageWorker:
             if type(out) is bytes:
                 outcome = await publisher.send(pid, out, event_id=eid, event_ts=env.event_ts)
             else:
-                assert isinstance(out, Output)
+                if not isinstance(out, Output):
+                    raise BadHandler(
+                        f"handler of {name!r} returned a {type(out).__name__} among its outputs: "
+                        "expected Output or bytes",
+                        stage=name,
+                    )
                 outcome = await publisher.send(
                     pid,
                     out.body,
@@ -486,7 +627,8 @@ class StageWorker:
         """Wait for ``eos`` on every input, drain, stop the replicas, forward ``eos``."""
         got: list[Delivery] = []
         held: dict[int, float] = {}
-        for sub in self.eos:
+        limit = self.idle_limit if _on_virtual_time() else None
+        for i, sub in enumerate(self.eos):
             while True:
                 batch = await self.backend.receive(
                     sub, 1, self.byte_credit, self._now() + self.poll_seconds
@@ -495,10 +637,14 @@ class StageWorker:
                     got.extend(batch)
                     break
                 await self._renew_eos(got, held)
+                if limit is not None:
+                    await self._check_idle(limit, self.eos[i:])
         self.draining = True
         while not await self._drained():
             await self._renew_eos(got, held)
             await self._sleep(self.poll_seconds)
+            if limit is not None:
+                await self._check_idle(limit, ())
         self.finished = True
         for r in self._replicas:
             if r.scope is not None:
@@ -529,6 +675,37 @@ class StageWorker:
                 if obs.held and obs.lease_deadline is not None:
                     held[d.sequence] = obs.lease_deadline
 
+    async def _check_idle(self, limit: float, waiting: Sequence[SubscriptionId]) -> None:
+        """PipelineStalled once no replica held a message and nothing was received or
+        settled for ``limit`` (a handler at work is progress: its own deadline bounds it)."""
+        c = self.counters
+        progress = c.received + c.completed + c.retried + c.terminal + c.stale
+        now = self._now()
+        if progress != self._progress or any(r.busy for r in self._replicas):
+            self._progress, self._progress_at = progress, now
+            return
+        if now - self._progress_at < limit:
+            return
+        pending: dict[str, int] = {}
+        for sub in self.subscriptions:
+            obs = await self.backend.observe_subscription(sub)
+            if isinstance(obs, Known):
+                pending[sub.name] = obs.value.pending + obs.value.leased
+        names = tuple(s.channel.name for s in waiting)
+        what = (
+            f"end-of-stream from {', '.join(names)}"
+            if names
+            else f"its inputs to drain ({', '.join(f'{k}: {v}' for k, v in pending.items())})"
+        )
+        raise PipelineStalled(
+            f"stage {self.name!r} made no progress for {now - self._progress_at:g} virtual s "
+            f"waiting for {what}; pending messages: {pending} (idle_limit_seconds={limit:g})",
+            stage=self.name,
+            idle_seconds=now - self._progress_at,
+            waiting=names,
+            pending=pending,
+        )
+
     async def _drained(self) -> bool:
         """No replica holds a message and no subscription has one pending or leased."""
         if any(r.busy for r in self._replicas):
@@ -540,6 +717,76 @@ class StageWorker:
             if obs.value.pending or obs.value.leased:
                 return False
         return not any(r.busy for r in self._replicas)
+
+
+def _subscriptions(value: object, field: str, *, empty: bool) -> tuple[SubscriptionId, ...]:
+    """``value`` as a tuple of SubscriptionIds (one, or a sequence); ValidationError else."""
+    if isinstance(value, SubscriptionId):
+        return (value,)
+    if (
+        isinstance(value, Sequence)
+        and not isinstance(value, str | bytes)
+        and (empty or value)
+        and all(isinstance(s, SubscriptionId) for s in value)
+    ):
+        return tuple(value)
+    what = "a sequence" if empty else "a SubscriptionId or a non-empty sequence"
+    raise ValidationError(f"{field} must be {what} of SubscriptionIds", field=field, value=value)
+
+
+def _check_handler(handler: object) -> None:
+    """A handler is an async callable: a plain ``def`` function (it returns no awaitable)
+    is refused; other callables are checked at their first call."""
+    if not callable(handler):
+        raise ValidationError("handler must be an async function", field="handler", value=handler)
+    target: object = handler
+    while isinstance(target, functools.partial):
+        target = target.func
+    if inspect.iscoroutinefunction(target):
+        return
+    if inspect.isfunction(target) or inspect.ismethod(target) or inspect.isbuiltin(target):
+        raise ValidationError(
+            f"handler {getattr(target, '__qualname__', target)!r} is a plain def: a handler "
+            "must be an async def (await handler(delivery, data) -> outputs or None)",
+            field="handler",
+            value=handler,
+        )
+
+
+def _optional_seconds(value: float | None, field: str) -> float | None:
+    """None (and ``inf``) for no bound, else a finite number > 0."""
+    if value is None or (isinstance(value, float) and value == math.inf):
+        return None
+    return check_seconds(value, field, positive=True)
+
+
+def _cancelling() -> int:
+    task = asyncio.current_task()
+    return task.cancelling() if task is not None else 1
+
+
+def _on_virtual_time() -> bool:
+    from ..vtime import current_clock
+
+    try:
+        current_clock()
+    except RuntimeError:
+        return False
+    return True
+
+
+def _only_pipeline_error(group: BaseExceptionGroup[BaseException]) -> BaseException:
+    """The first PipelineError of a group holding nothing else but cancellations; else the
+    group itself."""
+    match, rest = group.split(PipelineError)
+    if match is None:
+        return group
+    if rest is not None and rest.split(anyio.get_cancelled_exc_class())[1] is not None:
+        return group
+    leaf: BaseException = match
+    while isinstance(leaf, BaseExceptionGroup):
+        leaf = leaf.exceptions[0]
+    return leaf
 
 
 def _not_forwarded(outcome: PublishOutcome, pid: str) -> None:
@@ -554,21 +801,82 @@ async def run_stage(
     backend: MessagingBackend,
     subscription: SubscriptionId | Sequence[SubscriptionId],
     handler: Handler,
-    **options: Any,
+    *,
+    replicas: int = 1,
+    batch: int = 1,
+    name: str | None = None,
+    output: ChannelId | None = None,
+    readers: Sequence[str] = (),
+    eos: Sequence[SubscriptionId] = (),
+    payload: PayloadStore | None = None,
+    policy: ExceptionPolicy | None = None,
+    call_timeout: float = 5.0,
+    poll_seconds: float = 1.0,
+    byte_credit: int = 1 << 26,
+    observe: Observer | None = None,
+    payload_ttl_seconds: float = 3600.0,
+    obligation_seconds: float = 600.0,
+    handler_timeout_seconds: float | None = DEFAULT_HANDLER_TIMEOUT,
+    idle_limit_seconds: float | None = DEFAULT_IDLE_LIMIT,
 ) -> StageCounters:
-    """Run one stage until end of stream; returns its counters. ``options`` are
-    :class:`StageWorker`'s keyword arguments (``replicas``, ``batch``, ``output``, ``eos``,
-    ``payload``, ``observe``, …)."""
-    return await StageWorker(backend, subscription, handler, **options).run()
+    """Run one stage until end of stream; returns its counters. The keyword arguments are
+    :class:`StageWorker`'s."""
+    return await StageWorker(
+        backend,
+        subscription,
+        handler,
+        replicas=replicas,
+        batch=batch,
+        name=name,
+        output=output,
+        readers=readers,
+        eos=eos,
+        payload=payload,
+        policy=policy,
+        call_timeout=call_timeout,
+        poll_seconds=poll_seconds,
+        byte_credit=byte_credit,
+        observe=observe,
+        payload_ttl_seconds=payload_ttl_seconds,
+        obligation_seconds=obligation_seconds,
+        handler_timeout_seconds=handler_timeout_seconds,
+        idle_limit_seconds=idle_limit_seconds,
+    ).run()
 
 
 def stage_worker(
-    backend: MessagingBackend, pipeline: Pipeline, stage: str, handler: Handler, **options: Any
+    backend: MessagingBackend,
+    pipeline: Pipeline,
+    stage: str,
+    handler: Handler,
+    *,
+    replicas: int = 1,
+    batch: int = 1,
+    payload: PayloadStore | None = None,
+    policy: ExceptionPolicy | None = None,
+    call_timeout: float = 5.0,
+    poll_seconds: float = 1.0,
+    byte_credit: int = 1 << 26,
+    observe: Observer | None = None,
+    payload_ttl_seconds: float = 3600.0,
+    obligation_seconds: float = 600.0,
+    handler_timeout_seconds: float | None = DEFAULT_HANDLER_TIMEOUT,
+    idle_limit_seconds: float | None = DEFAULT_IDLE_LIMIT,
 ) -> StageWorker:
     """A :class:`StageWorker` for ``stage`` of ``pipeline`` (from
     :func:`~videoflow_aio.pipeline.ensure_pipeline`), wired as it says: the stage's input
-    and end-of-stream subscriptions, its output channel and that channel's readers.
-    ``options``: the worker's other keyword arguments."""
+    and end-of-stream subscriptions, its output channel and that channel's readers. The
+    keyword arguments are the worker's."""
+    if not isinstance(pipeline, Pipeline):
+        raise ValidationError(
+            "pipeline must be a Pipeline (from ensure_pipeline)", field="pipeline", value=pipeline
+        )
+    if not isinstance(stage, str) or stage not in pipeline.subscriptions:
+        raise ValidationError(
+            f"no stage {stage!r} in this pipeline (stages: {', '.join(pipeline.subscriptions)})",
+            field="stage",
+            value=stage,
+        )
     return StageWorker(
         backend,
         pipeline.subscriptions[stage],
@@ -577,11 +885,25 @@ def stage_worker(
         output=pipeline.output(stage),
         readers=pipeline.readers[stage],
         eos=pipeline.eos_subscriptions[stage],
-        **options,
+        replicas=replicas,
+        batch=batch,
+        payload=payload,
+        policy=policy,
+        call_timeout=call_timeout,
+        poll_seconds=poll_seconds,
+        byte_credit=byte_credit,
+        observe=observe,
+        payload_ttl_seconds=payload_ttl_seconds,
+        obligation_seconds=obligation_seconds,
+        handler_timeout_seconds=handler_timeout_seconds,
+        idle_limit_seconds=idle_limit_seconds,
     )
 
 
 __all__ = [
+    "DEFAULT_HANDLER_TIMEOUT",
+    "DEFAULT_IDLE_LIMIT",
+    "MAX_REPLICAS",
     "Handler",
     "Observer",
     "Output",

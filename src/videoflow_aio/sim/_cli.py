@@ -6,7 +6,8 @@ stderr, for a bad spec, a bad ``--set``/``--sweep``/``--slo`` or other option, `
 without the ``dask`` extra or with a scheduler that cannot be reached, a setup
 the spec asks for that cannot be made (e.g. GPU slices that do not fit), ``--plot`` without
 matplotlib, or an output path that cannot be written (checked before the run, so an hour of
-virtual time is not lost to a typo in a directory name).
+virtual time is not lost to a typo in a directory name); 130 after Ctrl-C, with ``--json``
+holding ``{"interrupted": true, ...}`` (how far the run got), never a traceback.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import msgspec
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn
 
@@ -201,13 +203,17 @@ def cmd_simulate(args: argparse.Namespace, out: Console, err: Console) -> int:
         return 2
     json_to_stdout = args.json == "-"
     show = err if json_to_stdout else out
+    reached: list[float] = []  # the single run's virtual progress, for a Ctrl-C report
     try:
         if req.single:
-            doc = _single(req, args, err)
+            doc = _single(req, args, err, reached)
             document: dict[str, Any] = doc
             figure: Any = doc
         else:
             document, figure = _capacity(req, args, err, show)
+    except KeyboardInterrupt:
+        duration = req.spec.run.duration_seconds
+        return _interrupted(args, duration, reached[-1] if req.single and reached else None, err)
     except SimError as exc:
         _error(err, f"videoflow-aio: error: {exc.message}")
         return 2
@@ -219,13 +225,20 @@ def cmd_simulate(args: argparse.Namespace, out: Console, err: Console) -> int:
     return _write(args, show, err, document, figure, req)
 
 
-def _single(req: Request, args: argparse.Namespace, err: Console) -> dict[str, Any]:
-    """One run in this process, with the virtual-time progress bar."""
+def _single(
+    req: Request, args: argparse.Namespace, err: Console, reached: list[float]
+) -> dict[str, Any]:
+    """One run in this process, with the virtual-time progress bar; ``reached`` gets the
+    virtual seconds done so far (what a Ctrl-C report says)."""
     spec = req.spec
     duration = spec.run.duration_seconds
     wall0 = time.perf_counter()  # wall-clock: the progress bar shows elapsed real time
+
+    def note(virtual: float, total: float) -> None:
+        reached[:] = [virtual]
+
     if args.quiet:
-        result = simulate(spec)
+        result = simulate(spec, progress=note)
     else:
         columns = (
             TextColumn("simulating"),
@@ -237,6 +250,7 @@ def _single(req: Request, args: argparse.Namespace, err: Console) -> dict[str, A
             task = bar.add_task("sim", total=duration, detail="")
 
             def on_progress(virtual: float, total: float) -> None:
+                reached[:] = [virtual]
                 wall = time.perf_counter() - wall0  # wall-clock: as above
                 bar.update(
                     task,
@@ -369,6 +383,35 @@ def _write(
             return 2
         show.print(f"plot written to {args.plot}", markup=False, highlight=False)
     return 0
+
+
+def _interrupted(
+    args: argparse.Namespace, duration: float, reached: float | None, err: Console
+) -> int:
+    """Ctrl-C during the run: say how far it got (and write that as the ``--json`` report,
+    so a script reading it finds valid JSON); exit status 130. ``reached`` is None for
+    replications and sweeps, whose runs go on in other processes."""
+    if reached is None:
+        _error(err, "interrupted during the replications: no results")
+    else:
+        _error(err, f"interrupted at virtual {reached:,.1f} of {duration:,.1f} s: no results")
+    if args.json:
+        report = {
+            "interrupted": True,
+            "spec": str(args.spec),
+            "virtual_seconds": reached,
+            "duration_seconds": duration,
+        }
+        data = msgspec.json.encode(report) + b"\n"
+        if args.json == "-":
+            sys.stdout.write(data.decode())
+            sys.stdout.flush()
+        else:
+            try:
+                Path(args.json).write_bytes(data)
+            except OSError as exc:
+                _error(err, f"videoflow-aio: error: --json {args.json}: {exc}")
+    return 130
 
 
 def _error(err: Console, message: str) -> None:

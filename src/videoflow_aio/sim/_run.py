@@ -142,6 +142,8 @@ def _workers(
             observe=rec,
             payload_ttl_seconds=spec.payload.ttl_seconds,
             obligation_seconds=spec.payload.obligation_seconds,
+            handler_timeout_seconds=None,  # service times are the spec's, however long
+            idle_limit_seconds=None,  # run.drain_seconds bounds the run instead
         )
     return workers, recorders, slowdowns
 

@@ -9,6 +9,7 @@ fall back to a default).
 from __future__ import annotations
 
 import math
+import stat
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
@@ -21,6 +22,7 @@ from ..contracts.messaging import Overflow
 from ..contracts.payload import Tier
 from ..gpu import check_layout, family_for
 from ..pipeline._topology import NAME_FORBIDDEN
+from . import _limits as L
 
 Backend = Literal["asyncio", "trio"]
 Authority = Literal["device-plugin", "mig-manager"]
@@ -187,11 +189,12 @@ def _number(
     *,
     integer: bool,
     minimum: float,
+    maximum: float,
     strict: bool = False,
     allow: tuple[int, ...] = (),
 ) -> float | int | None:
     """``table[key]`` checked as a finite number (an int with ``integer``) >= ``minimum``
-    (> with ``strict``; or one of ``allow``); None when absent."""
+    (> with ``strict``; or one of ``allow``) and <= ``maximum``; None when absent."""
     if key not in table:
         return None
     where = f"{path}.{key}"
@@ -204,6 +207,8 @@ def _number(
     if (v < minimum or (strict and v == minimum)) and v not in allow:
         extra = f" (or {', '.join(map(str, allow))})" if allow else ""
         raise _fail(where, f"must be {'>' if strict else '>='} {minimum:g}{extra}", v)
+    if v > maximum:
+        raise _fail(where, f"must be <= {maximum:g}", v if v < 1e300 else "a huge number")
     return int(v) if integer else float(v)
 
 
@@ -214,10 +219,11 @@ def _num(
     default: float | None = None,
     *,
     minimum: float = 0.0,
+    maximum: float = L.MAX_SECONDS,
     strict: bool = False,
     required: bool = False,
 ) -> float | None:
-    v = _number(table, key, path, integer=False, minimum=minimum, strict=strict)
+    v = _number(table, key, path, integer=False, minimum=minimum, maximum=maximum, strict=strict)
     if v is None:
         if required:
             raise _fail(f"{path}.{key}", "is required")
@@ -232,9 +238,10 @@ def _int(
     default: int,
     *,
     minimum: int = 0,
+    maximum: int = L.MAX_COUNT,
     allow: tuple[int, ...] = (),
 ) -> int:
-    v = _number(table, key, path, integer=True, minimum=minimum, allow=allow)
+    v = _number(table, key, path, integer=True, minimum=minimum, maximum=maximum, allow=allow)
     return default if v is None else int(v)
 
 
@@ -260,6 +267,10 @@ def _str(
         raise _fail(where, f"must be one of {', '.join(choices)}", v)
     if name and any(c in v for c in _NAME_BAD):
         raise _fail(where, f"must not contain any of {_NAME_BAD!r}", v)
+    if name and not v.isprintable():
+        raise _fail(where, "must not contain control characters (NUL, escape, ...)", v)
+    if len(v) > L.MAX_NAME_CHARS:
+        raise _fail(where, f"must be at most {L.MAX_NAME_CHARS} characters", v)
     return v
 
 
@@ -295,7 +306,7 @@ def _run(raw: Any) -> RunSpec:
             bins,
         )
     return RunSpec(
-        seed=_int(t, "seed", "run", 0, minimum=-(2**63)),
+        seed=_int(t, "seed", "run", 0, minimum=-(2**63), maximum=L.MAX_SEED),
         duration_seconds=duration,
         warmup_seconds=warmup,
         backend=cast(Backend, _str(t, "backend", "run", "asyncio", choices=BACKENDS)),
@@ -314,12 +325,13 @@ def _service(raw: Any, path: str, base: Path | None) -> ServiceSpec:
     if dist == "constant" and "value_ms" in t and "mean_ms" in t:
         raise _fail(f"{path}.mean_ms", "give value_ms or mean_ms for a constant, not both")
     if dist in ("exponential", "lognormal"):
-        mean = _num(t, "mean_ms", path, required=True, strict=True)
+        mean = _num(t, "mean_ms", path, maximum=L.MAX_MS, required=True, strict=True)
         assert mean is not None
         p99 = _lognormal_p99(t, path, mean) if dist == "lognormal" else None
         return ServiceSpec(dist=dist, mean_ms=mean, p99_ms=p99)
     if dist == "constant":
-        value = _num(t, "value_ms", path) if "value_ms" in t else _num(t, "mean_ms", path)
+        key = "value_ms" if "value_ms" in t else "mean_ms"
+        value = _num(t, key, path, maximum=L.MAX_MS)
         if value is None:
             raise _fail(f"{path}.value_ms", "is required (or mean_ms) for a constant")
         return ServiceSpec(dist=dist, value_ms=value, mean_ms=value)
@@ -330,6 +342,8 @@ def _service(raw: Any, path: str, base: Path | None) -> ServiceSpec:
         from_file = _file_samples(file, path, base)
         if not from_file:
             raise _fail(f"{path}.file", f"no samples in {file}", file)
+        if len(samples) + len(from_file) > L.MAX_SAMPLES:
+            raise _fail(f"{path}.file", f"more than {L.MAX_SAMPLES:,} samples in all", file)
         samples += from_file
     if not samples:
         raise _fail(path, "an empirical distribution needs samples_ms or a file of samples")
@@ -338,7 +352,7 @@ def _service(raw: Any, path: str, base: Path | None) -> ServiceSpec:
 
 
 def _lognormal_p99(t: Mapping[str, Any], path: str, mean: float) -> float:
-    p99 = _num(t, "p99_ms", path, required=True, strict=True)
+    p99 = _num(t, "p99_ms", path, maximum=L.MAX_MS, required=True, strict=True)
     assert p99 is not None
     if p99 <= mean:
         raise _fail(f"{path}.p99_ms", "must be > mean_ms for a lognormal", p99)
@@ -358,29 +372,62 @@ def _inline_samples(t: Mapping[str, Any], path: str) -> list[float]:
     seq = t["samples_ms"]
     if not isinstance(seq, list):
         raise _fail(f"{path}.samples_ms", "must be an array of numbers", seq)
+    if len(seq) > L.MAX_SAMPLES:
+        raise _fail(f"{path}.samples_ms", f"more than {L.MAX_SAMPLES:,} samples", len(seq))
     for i, v in enumerate(seq):
-        if isinstance(v, bool) or not isinstance(v, int | float) or not 0 <= v < math.inf:
-            raise _fail(f"{path}.samples_ms[{i}]", "must be a finite number >= 0", v)
+        if isinstance(v, bool) or not isinstance(v, int | float) or not 0 <= v <= L.MAX_MS:
+            raise _fail(f"{path}.samples_ms[{i}]", f"must be a number in [0, {L.MAX_MS:g}]", v)
     return [float(v) for v in seq]
 
 
-def _file_samples(file: str, path: str, base: Path | None) -> list[float]:
-    where = Path(file) if base is None else base / file
+def _read_capped(where: Path, cap: int) -> bytes | str:
+    """The bytes of the regular file ``where``, read in chunks and never past ``cap``; or
+    why not (a one-line reason: unreadable, not a regular file, larger than ``cap``)."""
     try:
-        text = where.read_text()
+        info = where.stat()
     except OSError as exc:
-        raise _fail(f"{path}.file", f"cannot read {where}: {exc.strerror}", file) from None
+        return f"cannot read {where}: {exc.strerror}"
+    if not stat.S_ISREG(info.st_mode):  # /dev/zero, a FIFO, a directory: never read
+        return f"{where} is not a regular file"
+    if info.st_size > cap:
+        return f"{where} is larger than {cap:,} bytes"
+    chunks: list[bytes] = []
+    size = 0
+    try:
+        with where.open("rb") as f:
+            while chunk := f.read(1 << 20):
+                size += len(chunk)
+                if size > cap:  # it grew since the stat
+                    return f"{where} is larger than {cap:,} bytes"
+                chunks.append(chunk)
+    except OSError as exc:
+        return f"cannot read {where}: {exc.strerror}"
+    return b"".join(chunks)
+
+
+def _file_samples(file: str, path: str, base: Path | None) -> list[float]:
+    """The samples of a file of numbers, one per line (``#`` comments). A bad line is named
+    by the file and its line number, never quoted: the file may be anything."""
+    where = Path(file) if base is None else base / file
+    data = _read_capped(where, L.MAX_SAMPLE_FILE_BYTES)
+    if isinstance(data, str):
+        raise _fail(f"{path}.file", data, file)
     samples: list[float] = []
-    for n, line in enumerate(text.splitlines(), 1):
-        line = line.split("#", 1)[0].strip()
+    for n, raw in enumerate(data.splitlines(), 1):
+        try:
+            line = raw.decode("utf-8").split("#", 1)[0].strip()
+        except UnicodeDecodeError:
+            raise _fail(f"{path}.file", f"{where}:{n}: not UTF-8 text", file) from None
         if not line:
             continue
         try:
             v = float(line)
         except ValueError:
-            raise _fail(f"{path}.file", f"{where}:{n}: not a number: {line!r}", file) from None
-        if not (v >= 0 and math.isfinite(v)):
-            raise _fail(f"{path}.file", f"{where}:{n}: must be a number >= 0", file)
+            raise _fail(f"{path}.file", f"{where}:{n}: not a number", file) from None
+        if not 0 <= v <= L.MAX_MS:
+            raise _fail(f"{path}.file", f"{where}:{n}: must be a number in [0, {L.MAX_MS:g}]", file)
+        if len(samples) >= L.MAX_SAMPLES:
+            raise _fail(f"{path}.file", f"{where}: more than {L.MAX_SAMPLES:,} samples", file)
         samples.append(v)
     return samples
 
@@ -399,14 +446,14 @@ def _source(raw: Any, i: int) -> SourceSpec:
     t = _table(raw, path)
     _keys(t, path, ("name", "streams", "rate_hz", "arrival", "bytes"))
     name = _str(t, "name", path, required=True, name=True)
-    rate = _num(t, "rate_hz", path, required=True, strict=True)
+    rate = _num(t, "rate_hz", path, maximum=math.inf, required=True, strict=True)
     assert name is not None and rate is not None
     return SourceSpec(
         name=name,
         rate_hz=rate,
-        streams=_int(t, "streams", path, 1, minimum=1),
+        streams=_int(t, "streams", path, 1, minimum=1, maximum=L.MAX_STREAMS),
         arrival=_str(t, "arrival", path, "periodic", choices=ARRIVALS) or "periodic",
-        bytes=_int(t, "bytes", path, 0),
+        bytes=_int(t, "bytes", path, 0, maximum=L.MAX_FRAME_BYTES),
     )
 
 
@@ -442,12 +489,12 @@ def _stage(raw: Any, i: int, base: Path | None) -> StageSpec:
         name=name,
         inputs=tuple(inputs),
         service=_service(t["service"], f"{path}.service", base),
-        replicas=_int(t, "replicas", path, 1, minimum=1),
-        batch=_int(t, "batch", path, 1, minimum=1),
+        replicas=_int(t, "replicas", path, 1, minimum=1, maximum=L.MAX_REPLICAS),
+        batch=_int(t, "batch", path, 1, minimum=1, maximum=L.MAX_BATCH),
         ack_wait_seconds=_num(t, "ack_wait_seconds", path, 30.0, strict=True) or 30.0,
         max_deliver=_int(t, "max_deliver", path, 5, minimum=1, allow=(-1,)),
         gpu=_str(t, "gpu", path),
-        output_bytes=_int(t, "output_bytes", path, 0),
+        output_bytes=_int(t, "output_bytes", path, 0, maximum=L.MAX_FRAME_BYTES),
         max_queue=_int(t, "max_queue", path, 10000, minimum=1),
         overflow=cast(Overflow, _str(t, "overflow", path, "evict_oldest", choices=OVERFLOWS)),
         retry_delay_seconds=_num(t, "retry_delay_seconds", path, 1.0) or 0.0,
@@ -464,14 +511,16 @@ def _node(raw: Any, i: int) -> NodeSpec:
     mig_t = _table(mig, f"{path}.mig")
     layout: dict[str, int] = {}
     for profile, count in mig_t.items():
-        if isinstance(count, bool) or not isinstance(count, int) or count < 0:
-            raise _fail(f"{path}.mig.{profile}", "must be an integer >= 0", count)
+        if isinstance(count, bool) or not isinstance(count, int) or not 0 <= count <= L.MAX_COUNT:
+            raise _fail(
+                f"{path}.mig.{profile}", f"must be an integer in [0, {L.MAX_COUNT:g}]", count
+            )
         layout[profile] = count
     return NodeSpec(
         name=name,
         product=_str(t, "product", path, "NVIDIA-H100-80GB-HBM3") or "",
         gpus=_int(t, "gpus", path, 1, minimum=1),
-        memory_gib=_num(t, "memory_gib", path, 80.0, strict=True) or 0.0,
+        memory_gib=_num(t, "memory_gib", path, 80.0, maximum=L.MAX_MEMORY_GIB, strict=True) or 0.0,
         mig=layout,
     )
 
@@ -509,7 +558,7 @@ def _fault(raw: Any, i: int) -> FaultSpec:
         raise _fail(f"{path}.stage", f"is required for {kind}")
     if kind == "pause_acceptance" and (stage is None) == (channel is None):
         raise _fail(f"{path}.stage", "pause_acceptance needs stage (its inputs) or channel, one")
-    factor = _num(t, "factor", path, 1.0, strict=True)
+    factor = _num(t, "factor", path, 1.0, maximum=L.MAX_FACTOR, strict=True)
     return FaultSpec(
         at_seconds=at,
         kind=kind,
@@ -539,9 +588,13 @@ def _payload(raw: Any) -> PayloadSpec:
     _keys(t, "payload", ("tier", "max_bytes", "ttl_seconds", "obligation_seconds"))
     max_bytes = t.get("max_bytes")
     if max_bytes is not None and (
-        isinstance(max_bytes, bool) or not isinstance(max_bytes, int) or max_bytes < 1
+        isinstance(max_bytes, bool)
+        or not isinstance(max_bytes, int)
+        or not 1 <= max_bytes <= L.MAX_PAYLOAD_BYTES
     ):
-        raise _fail("payload.max_bytes", "must be an integer >= 1", max_bytes)
+        raise _fail(
+            "payload.max_bytes", f"must be an integer in [1, {L.MAX_PAYLOAD_BYTES}]", max_bytes
+        )
     return PayloadSpec(
         tier=cast(Tier, _str(t, "tier", "payload", "durable", choices=("durable", "evictable"))),
         max_bytes=max_bytes,
@@ -561,21 +614,42 @@ def _gpu(raw: Any) -> GpuSpec:
     )
 
 
-def _array(doc: Mapping[str, Any], key: str) -> list[Any]:
+def _array(doc: Mapping[str, Any], key: str, most: int) -> list[Any]:
     value = doc.get(key, [])
     if not isinstance(value, list):
         raise _fail(key, f"must be an array of tables ([[{key}]])", value)
+    if len(value) > most:
+        raise _fail(key, f"{len(value):,} [[{key}]] tables: at most {most:,}", len(value))
     return value
+
+
+def _check_depth(doc: Mapping[str, Any]) -> None:
+    """Tables and arrays nest at most :data:`~._limits.MAX_TOML_DEPTH` deep (walked without
+    recursion, so a hostile document cannot exhaust the stack)."""
+    stack: list[tuple[Any, int]] = [(doc, 1)]
+    while stack:
+        value, depth = stack.pop()
+        if depth > L.MAX_TOML_DEPTH:
+            raise _fail("toml", f"nested more than {L.MAX_TOML_DEPTH} levels deep")
+        if isinstance(value, Mapping):
+            stack.extend((v, depth + 1) for v in value.values() if isinstance(v, Mapping | list))
+        elif isinstance(value, list):
+            stack.extend((v, depth + 1) for v in value if isinstance(v, Mapping | list))
 
 
 def parse_spec(doc: Mapping[str, Any], base: Path | None = None) -> SimSpec:
     """Validate a decoded spec document; ``base`` resolves relative sample files."""
+    if not isinstance(doc, Mapping):
+        raise _fail("spec", "must be a table (a decoded TOML document)", type(doc).__name__)
+    _check_depth(doc)
     _keys(doc, "", ("run", "source", "stage", "fault", "node", "gpu", "payload"))
     run = _run(doc.get("run"))
-    sources = tuple(_source(s, i) for i, s in enumerate(_array(doc, "source")))
-    stages = tuple(_stage(s, i, base) for i, s in enumerate(_array(doc, "stage")))
-    nodes = tuple(_node(n, i) for i, n in enumerate(_array(doc, "node")))
-    faults = tuple(_fault(f, i) for i, f in enumerate(_array(doc, "fault")))
+    sources = tuple(_source(s, i) for i, s in enumerate(_array(doc, "source", L.MAX_NODES)))
+    stages = tuple(_stage(s, i, base) for i, s in enumerate(_array(doc, "stage", L.MAX_NODES)))
+    nodes = tuple(_node(n, i) for i, n in enumerate(_array(doc, "node", L.MAX_NODES)))
+    faults = tuple(_fault(f, i) for i, f in enumerate(_array(doc, "fault", L.MAX_FAULTS)))
+    if len(sources) + len(stages) > L.MAX_NODES:
+        raise _fail("stage", f"more than {L.MAX_NODES:,} sources and stages in all")
     if not sources:
         raise _fail("source", "at least one [[source]] is required")
     if not stages:
@@ -738,14 +812,19 @@ def load_spec(path: str | Path, run_overrides: Mapping[str, Any] | None = None) 
     """Read and validate a TOML spec; SpecError for a malformed file (field ``toml`` for a
     TOML syntax error). ``run_overrides`` replace keys of ``[run]`` before validation."""
     p = Path(path)
-    try:
-        text = p.read_bytes()
-    except OSError as exc:
-        raise SpecError(f"cannot read {p}: {exc.strerror}", field="path", value=str(p)) from None
+    text = _read_capped(p, L.MAX_SPEC_FILE_BYTES)
+    if isinstance(text, str):
+        raise SpecError(text, field="path", value=str(p))
     try:
         doc = tomllib.loads(text.decode("utf-8"))
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+    except UnicodeDecodeError:
+        raise SpecError(f"{p}: not UTF-8 text", field="toml", value=str(p)) from None
+    except tomllib.TOMLDecodeError as exc:  # its message names a line and column, no content
         raise SpecError(f"{p}: not valid TOML: {exc}", field="toml", value=str(p)) from None
+    except RecursionError:
+        raise SpecError(
+            f"{p}: not valid TOML: nested too deeply", field="toml", value=str(p)
+        ) from None
     if run_overrides:
         run = doc.get("run", {})
         doc["run"] = {**(run if isinstance(run, dict) else {}), **run_overrides}

@@ -115,7 +115,10 @@ def _batch_order(handle: events.Handle) -> int:
 
 def _set_result_unless_cancelled(fut: asyncio.Future[None]) -> None:
     if not fut.done():
-        fut.set_result(None)
+        try:  # noqa: SIM105 - a try costs nothing here, a suppress() a call per timer
+            fut.set_result(None)
+        except asyncio.InvalidStateError:  # cancelled between the check and the set: a
+            pass  # signal handler (Ctrl-C cancelling the main task) ran in between
 
 
 def _report_callback_error(handle: events.Handle, exc: BaseException) -> None:
@@ -147,6 +150,7 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
             raise TypeError(f"clock must be a VirtualClock, not {clock!r}")
         self._vt_heap: list[tuple[float, int, asyncio.TimerHandle]] = []
         self._vt_seq = 0
+        self._vt_spin_from: asyncio.TimerHandle | None = None  # the head when spinning began
         self._vt_cancelled = 0
         self._vt_threads = 0
         self._vt_serving = 0  # from_thread calls being served (their threads wait on us)
@@ -399,14 +403,27 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
             delivered = True
         return delivered
 
-    def _vt_spin_jump(self, now: float) -> float:
-        """Tasks kept the loop busy for ``spin_threshold`` rounds at ``now``: let time
-        move to the next deadline, under the same rules as an idle jump."""
+    def _vt_spin_head(self) -> asyncio.TimerHandle | None:
+        """The timer due next (cancelled ones dropped from the heap's top), or None."""
         heap = self._vt_heap
         while heap and heap[0][2]._cancelled:
             heapq.heappop(heap)
             self._vt_cancelled -= 1
-        if not heap:
+        return heap[0][2] if heap else None
+
+    def _vt_spin_jump(self, now: float) -> float:
+        """Tasks kept the loop busy for ``spin_threshold`` rounds at ``now``: let time
+        move to the next deadline, under the same rules as an idle jump — and only if that
+        deadline was already the next one ``spin_threshold`` rounds ago (see
+        ``_vt_spin_from``): a deadline the spinning code itself keeps setting and dropping
+        (``with move_on_after(T): await sleep(0)`` in a bounded loop) is never jumped to,
+        since on a real clock that loop would end long before any of them."""
+        heap = self._vt_heap
+        head = self._vt_spin_head()
+        if head is None:
+            return now
+        if head is not self._vt_spin_from:
+            self._vt_spin_from = head  # a new head: it must stay the head a whole threshold
             return now
         when = heap[0][0]
         if (
@@ -448,6 +465,10 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
                 if now != spin_at:
                     spin_at = now
                     spins = 0
+                    self._vt_spin_from = None  # taken at the first busy round below
+                elif spins == 0:
+                    spins = 1
+                    self._vt_spin_from = self._vt_spin_head()
                 else:
                     spins += 1
                     if spins >= clock._spin_limit:
@@ -488,6 +509,7 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
                 and not heap[0][2]._cancelled
                 and heap[0][0] != inf  # a deadline of inf is never: see _vt_idle
                 and not seeded  # seeded: _vt_idle jumps (jitter) and the round permutes
+                and not self._signal_handlers  # _vt_idle reads signals raised meanwhile
             ):
                 # the common case, inlined: nothing external pending → jump to the deadline
                 # and run the timers due there (ready is empty, so running them now is
@@ -505,8 +527,14 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
                     args = timer._args
                     if callback is sleep_done:  # asyncio.sleep's wake-up: no context needed
                         fut = args[0]
-                        if not fut.cancelled():
-                            fut.set_result(args[1])
+                        if not fut.done():
+                            try:  # noqa: SIM105 - the hot path: no suppress() call
+                                fut.set_result(args[1])
+                            except asyncio.InvalidStateError:
+                                # a Python signal handler ran between the check and the
+                                # set (Ctrl-C: asyncio.run's handler cancels the main
+                                # task, and with it this future): cancelled stays cancelled
+                                pass
                         continue
                     try:
                         timer._context.run(callback, *args)
@@ -535,6 +563,13 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
             # never jump while a worker thread runs: its completion wakes the self-pipe
             self._process_events(self._selector.select(_WAIT_SLICE))
             return
+        if self._signal_handlers:
+            # a signal already raised (by an at() callback, say) is handled at this instant,
+            # before time moves on: its wake-up byte is in the self-pipe, which only a
+            # select reads (signals still in flight do not hold the clock: docs/vtime.md)
+            self._process_events(self._selector.select(0))
+            if self._ready:
+                return
         clock = self.virtual_clock
         when = heap[0][0] if heap else math.inf
         jumpable = when != math.inf and clock._may_jump_to(when)

@@ -111,6 +111,7 @@ class TrioVirtualClock(trio.abc.Clock):
         # busy-loop detection: clock reads, then run-loop iterations, since trio last idled
         self._reads = 0
         self._iters = 0
+        self._spin_from: object = None
 
     def __repr__(self) -> str:
         return f"<TrioVirtualClock of {self.virtual_clock!r}>"
@@ -140,10 +141,26 @@ class TrioVirtualClock(trio.abc.Clock):
         if hasattr(GLOBAL_RUN_CONTEXT, "task"):  # a task reading the time, not the loop
             return owner._now
         self._iters += 1
+        if self._iters == 1:
+            self._spin_from = self._spin_head()
         if self._iters < owner._spin_limit:
             return owner._now
         self._reads = self._iters = 0
         return self._spin_jump()
+
+    def _spin_head(self) -> object:
+        """What is due next — a deadlined cancel scope, or an ``at()`` callback — as an
+        object whose identity says whether it is still the same one (None: nothing)."""
+        owner = self.virtual_clock
+        deadlines = getattr(self._runner, "deadlines", None)
+        heap = getattr(deadlines, "_heap", None)
+        if deadlines is None or heap is None:  # pragma: no cover - trio layout changed
+            return None
+        when = deadlines.next_deadline()  # drops stale entries from the top
+        pending = owner._pending
+        if pending and pending[0][0] < when:
+            return pending[0]
+        return heap[0][2] if heap else None
 
     def _spin_jump(self) -> float:
         owner = self.virtual_clock
@@ -156,6 +173,8 @@ class TrioVirtualClock(trio.abc.Clock):
         when = deadlines.next_deadline()
         if pending and pending[0][0] < when:
             when = pending[0][0]
+        if self._spin_head() is not self._spin_from:
+            return now  # a deadline set during the spinning, not one it has been spinning on
         if (
             when == math.inf
             or when <= now

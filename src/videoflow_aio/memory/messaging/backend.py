@@ -8,6 +8,7 @@ from collections.abc import Sequence
 import anyio
 import anyio.lowlevel
 
+from ... import faults
 from ...contracts import Known, Unknown
 from ...contracts.errors import ConflictError, NotFound, Unsupported, ValidationError
 from ...contracts.messaging import (
@@ -47,6 +48,7 @@ from ._subscription import Sub
 
 _OUTCOME_TYPES = frozenset({Completed, Retry, Terminal})
 LOST = "no confirmation: the reply was lost"
+_faults_active = faults.active
 _YIELD_MASK = 63
 """publish / receive / settle that need not wait still yield to the loop once every 64 calls
 (before touching any state, so a cancellation there has no effect): a tight producer loop
@@ -145,7 +147,10 @@ class MemoryMessagingBackend(ModelControls, MessagingBackend):
             )
         if ch.paused:
             return await self._publish_held(ch, envelope, deadline)
-        return broker.store(ch, envelope, broker.now())
+        outcome = broker.store(ch, envelope, broker.now())
+        if _faults_active():  # stored, then the reply is lost (a crash here) or late
+            await faults.reach("messaging.publish.after", publication_id=envelope.publication_id)
+        return outcome
 
     async def _publish_held(self, ch: Channel, env: Envelope, deadline: float) -> PublishOutcome:
         """Wait for the broker to answer a held publication, or for the deadline: then the
@@ -221,7 +226,11 @@ class MemoryMessagingBackend(ModelControls, MessagingBackend):
             await anyio.lowlevel.checkpoint()
         broker = self._broker
         sub = broker.subs.get(token.subscription) or broker.sub(token.subscription)
+        if _faults_active():  # the settle never arrives (a crash here) or arrives late
+            await faults.reach("messaging.settle.before", settlement_id=settlement_id)
         answer = broker.settle(sub, token, outcome, settlement_id)
+        if _faults_active():  # applied, then the reply is lost (a crash here) or late
+            await faults.reach("messaging.settle.after", settlement_id=settlement_id)
         if sub.lose_reply:  # the lose_reply control
             sub.lose_reply = False
             return SettleUnknown(LOST)
