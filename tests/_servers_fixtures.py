@@ -331,12 +331,21 @@ CLUSTER_FIXTURES = frozenset({"nats_cluster", "etcd_cluster", "redis_replicaset"
 """The cluster fixtures: a test using one is also marked ``cluster``."""
 
 
-@pytest.hookimpl(tryfirst=True)  # before -m deselects by marker
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Mark ``server`` every test that uses one of :data:`SERVER_FIXTURES`."""
+@pytest.hookimpl(tryfirst=True)  # before -m deselects by marker, before xdist reads groups
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark ``server`` every test that uses one of :data:`SERVER_FIXTURES`; under xdist
+    (``--dist loadgroup``) those of one module share a worker, so the module's servers start
+    once, not once per worker."""
+    xdist = config.pluginmanager.hasplugin("xdist")
     for item in items:
         names = getattr(item, "fixturenames", ())
-        if SERVER_FIXTURES.intersection(names) and item.get_closest_marker("server") is None:
+        if not SERVER_FIXTURES.intersection(names):
+            continue
+        if item.get_closest_marker("server") is None:
             item.add_marker(pytest.mark.server)
+        if xdist and item.get_closest_marker("xdist_group") is None:
+            item.add_marker(pytest.mark.xdist_group(f"servers-of-{item.nodeid.split('::')[0]}"))
+    for item in items:
+        names = getattr(item, "fixturenames", ())
         if CLUSTER_FIXTURES.intersection(names) and item.get_closest_marker("cluster") is None:
             item.add_marker(pytest.mark.cluster)

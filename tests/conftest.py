@@ -21,6 +21,14 @@ import pytest
 pytest_plugins = ["_servers_fixtures"]
 
 
+@pytest.fixture(autouse=True)
+def _no_terminal_size_in_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Reports are read as a pipe prints them (160 columns): a ``COLUMNS`` of the caller's —
+    pytest-xdist's workers set ``COLUMNS=80`` — made the CLI tests' tables truncate titles."""
+    monkeypatch.delenv("COLUMNS", raising=False)
+    monkeypatch.delenv("LINES", raising=False)
+
+
 @pytest.fixture(params=["asyncio", "trio"])
 def anyio_backend(request: pytest.FixtureRequest) -> str:
     name: str = request.param

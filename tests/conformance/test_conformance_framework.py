@@ -370,6 +370,29 @@ def test_harness_rejects_non_positive_scale() -> None:
         Harness(provider="x", contract="messaging", factory=factory, scale=0)
 
 
+def test_at_most_adds_the_declared_scheduling_slack() -> None:
+    """Upper bounds of timing cases: the scaled duration plus the provider's slack (a loaded
+    engine runs late); virtual time has none, and a negative slack is refused."""
+
+    async def factory() -> FakeBackend:
+        return FakeBackend()
+
+    h = Harness(provider="x", contract="messaging", factory=factory, scale=0.05, slack=1.0)
+    assert h.at_most(10) == pytest.approx(1.5)
+    assert Harness(provider="x", contract="messaging", factory=factory).at_most(10) == 10
+    with pytest.raises(ValueError):
+        Harness(provider="x", contract="messaging", factory=factory, slack=-0.1)
+
+
+def test_real_server_providers_declare_a_scheduling_slack() -> None:
+    from videoflow_aio.conformance import get_provider
+
+    assert get_provider("memory").scheduling_slack == 0.0
+    for name in ("nats", "nats-cluster", "redis", "etcd"):
+        provider = get_provider(name)
+        assert provider.real_time and provider.scheduling_slack > 0, name
+
+
 # -- providers ------------------------------------------------------------------------------
 def test_run_sets_up_once_and_closes_at_the_end() -> None:
     async def ok(h: Harness) -> None:

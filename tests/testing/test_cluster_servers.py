@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import time
 from pathlib import Path
 
 import pytest
@@ -20,6 +19,7 @@ from videoflow_aio.testing.clusters import (
     RedisReplicaSet,
     _etcd_status,
     redis_call,
+    redis_calls,
     redis_info,
 )
 
@@ -174,13 +174,8 @@ def test_redis_replicaset_replicates_and_restarts_on_its_data(
     primary, replica = c.members
     assert c.leader() is primary
     assert redis_info(replica.port)["role"] == "slave"
-    redis_call(primary.port, "SET", "k", "v1")
-    assert redis_call(primary.port, "WAIT", 1, 2000) == 1  # the replica acknowledged it
-    # the replica's read can trail its acknowledgement by a moment (CI saw None once)
-    for _ in range(200):
-        if redis_call(replica.port, "GET", "k") == "v1":
-            break
-        time.sleep(0.01)  # wall-clock: a real replica applies meanwhile
+    # WAIT on the write's own connection: the replica acknowledged (applied) it
+    assert redis_calls(primary.port, ("SET", "k", "v1"), ("WAIT", 1, 2000)) == ["OK", 1]
     assert redis_call(replica.port, "GET", "k") == "v1"
     assert spec.replicas_in_sync(c)
     _kill_and_check(primary)
@@ -196,10 +191,10 @@ def test_redis_promote_is_a_manual_failover() -> None:
         spec = c.options
         assert isinstance(spec, RedisReplicaSet)
         old, new, third = c.members
-        redis_call(old.port, "SET", "k", "v")
-        # both replicas hold the write before the primary dies (unchecked, a loaded machine
-        # let WAIT time out and the promoted replica had no "k")
-        assert redis_call(old.port, "WAIT", 2, 20000) == 2
+        # both replicas hold the write before the primary dies: WAIT on the write's own
+        # connection (on a fresh one it answered 2 at once, and the primary, killed a moment
+        # later, had sent "k" to neither replica one run in five)
+        assert redis_calls(old.port, ("SET", "k", "v"), ("WAIT", 2, 20000)) == ["OK", 2]
         old.kill()
         spec.promote(c, new)
         assert c.wait_formed(30) is new
@@ -208,6 +203,72 @@ def test_redis_promote_is_a_manual_failover() -> None:
         old.restart()  # it comes back as a replica of the new primary
         assert c.wait_formed(30) is new
         assert redis_info(old.port)["role"] == "slave"
+
+
+@pytest.mark.server
+def test_wait_on_a_fresh_connection_confirms_nothing() -> None:
+    """Why redis_calls exists: WAIT counts the replicas holding its own connection's writes;
+    on a new connection (redis_call) it answers at once, whatever the replicas hold."""
+    need_binary("redis-server")
+    with RedisReplicaSet() as c:
+        primary, replica = c.members
+        replica.pause()  # it cannot acknowledge anything now
+        try:
+            redis_call(primary.port, "SET", "k", "v")
+            assert redis_call(primary.port, "WAIT", 1, 100) == 1  # vacuous
+            assert redis_calls(primary.port, ("SET", "k", "v"), ("WAIT", 1, 100)) == ["OK", 0]
+        finally:
+            replica.resume()
+
+
+@pytest.mark.server
+def test_redis_promote_keeps_a_write_only_another_replica_holds() -> None:
+    """The promoted replica fell behind (its link to the primary broke); the other replica
+    acknowledged a write (WAIT 1) before the primary died. promote catches the new primary
+    up from that replica first: promoted as it was, the other replica's partial resync
+    failed against the new primary's shorter history and a full resync flushed the write
+    WAIT had confirmed."""
+    need_binary("redis-server")
+    with RedisReplicaSet(size=3) as c:
+        spec = c.options
+        assert isinstance(spec, RedisReplicaSet)
+        old, new, third = c.members
+        redis_call(new.port, "REPLICAOF", "127.0.0.1", _dead_port())  # new falls behind
+        assert redis_calls(old.port, ("SET", "k", "v"), ("WAIT", 1, 20000)) == ["OK", 1]
+        assert redis_call(new.port, "GET", "k") is None
+        old.kill()
+        spec.promote(c, new)
+        assert c.wait_formed(30) is new
+        assert redis_call(new.port, "GET", "k") == "v"
+        assert redis_calls(new.port, ("SET", "k2", "v2"), ("WAIT", 1, 20000)) == ["OK", 1]
+        assert redis_call(third.port, "GET", "k") == "v"  # not flushed by a full resync
+        assert "--replicaof" not in new.argv  # restarted, the new primary stays primary
+
+
+@pytest.mark.server
+def test_redis_promote_with_the_primary_running_loses_no_write() -> None:
+    """A failover while the old primary runs: its writes stop (CLIENT PAUSE WRITE), the
+    candidate reaches its offset, then it follows the candidate; a write it acknowledged
+    just before is on the new primary."""
+    need_binary("redis-server")
+    with RedisReplicaSet(size=2) as c:
+        spec = c.options
+        assert isinstance(spec, RedisReplicaSet)
+        old, new = c.members
+        for i in range(200):
+            redis_call(old.port, "SET", f"k{i}", "v")
+        spec.promote(c, new)
+        assert c.wait_formed(30) is new
+        assert redis_call(new.port, "DBSIZE") == 200
+        assert redis_info(old.port)["role"] == "slave"
+        with pytest.raises(ValueError, match="READONLY"):
+            redis_call(old.port, "SET", "late", "v")
+
+
+def _dead_port() -> int:
+    from videoflow_aio.testing.servers import free_port
+
+    return free_port()  # nothing listens there
 
 
 # -- start and stop ---------------------------------------------------------------------------

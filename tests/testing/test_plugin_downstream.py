@@ -22,7 +22,8 @@ import pytest
 from _paths import ROOT
 from _plugin_helpers import Run, environ_for, run_pytest, write
 
-pytestmark = pytest.mark.slow
+# one venv for the session: every test of this module on one xdist worker (--dist loadgroup)
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("downstream-venv")]
 
 PACKAGES = ("pytest>=8.4", "anyio>=4.6", "trio>=0.27", "pytest-asyncio>=0.24")
 
@@ -30,10 +31,15 @@ PACKAGES = ("pytest>=8.4", "anyio>=4.6", "trio>=0.27", "pytest-asyncio>=0.24")
 @pytest.fixture(scope="session")
 def downstream_python(tmp_path_factory: pytest.TempPathFactory) -> Path:
     venv = tmp_path_factory.mktemp("downstream") / "venv"
-    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
+    # without pip of its own: ensurepip took over the 120 s timeout on a loaded machine; this
+    # interpreter's pip installs into it (``--python``)
+    subprocess.run(
+        [sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120
+    )
     python = venv / "bin" / "python"
+    into = ["--python", str(python), "install", "-q"]
     pip = subprocess.run(
-        [str(python), "-m", "pip", "install", "-q", str(ROOT), *PACKAGES],
+        [sys.executable, "-m", "pip", *into, str(ROOT), *PACKAGES],
         capture_output=True,
         text=True,
         timeout=600,

@@ -89,6 +89,8 @@ class Harness(Generic[BackendT, ControlsT]):
     an option raises :class:`Skip`. Durations a case uses go through :meth:`seconds`,
     :meth:`deadline`, :meth:`sleep`, :meth:`fail_after` or :meth:`move_on_after`, so a
     real-time provider can scale them down (``scale`` < 1) to what its engine can honour.
+    ``slack`` is the provider's scheduling slack (real seconds a loaded engine may run late,
+    ``Provider.scheduling_slack``): upper bounds of timing checks add it (:meth:`at_most`).
 
     Every failed check is recorded as well as raised, so a case that catches the
     :class:`CaseFailure` (``except Exception``) still fails.
@@ -103,15 +105,19 @@ class Harness(Generic[BackendT, ControlsT]):
         controls_for: ControlsFactory | None = None,
         clock: VirtualClock | None = None,
         scale: float = 1.0,
+        slack: float = 0.0,
         allowed_controls: Iterable[str] = (),
         strict_controls: bool = False,
     ) -> None:
         if scale <= 0:
             raise ValueError("scale must be positive")
+        if slack < 0:
+            raise ValueError("slack must not be negative")
         self.provider = provider
         self.contract = contract
         self.clock = clock
         self.scale = scale
+        self.slack = slack
         self.strict_controls = strict_controls
         self.allowed_controls = frozenset(allowed_controls)
         self._factory = factory
@@ -144,6 +150,13 @@ class Harness(Generic[BackendT, ControlsT]):
     def seconds(self, s: float) -> float:
         """A case's duration in this provider's time (scaled on real engines)."""
         return s * self.scale
+
+    def at_most(self, s: float) -> float:
+        """The latest a thing due ``s`` (scaled) seconds after a start may be seen: that plus
+        the provider's scheduling slack (``slack``, real seconds; 0 on virtual time). Upper
+        bounds of timing checks use it; a lower bound needs none when the start is taken
+        before the cause (load only makes things later)."""
+        return s * self.scale + self.slack
 
     def now(self) -> float:
         """The running loop's clock (virtual on models)."""

@@ -44,6 +44,10 @@ class Provider(abc.ABC):
 
     name: str = ""
     real_time: bool = False
+    scheduling_slack: float = 0.0
+    """Real seconds a timer, a wake-up or a reply may come late on this provider under load
+    (a loaded machine runs the server and the client late): the margin a timing case allows
+    past a due time (``Harness.at_most``). 0 on virtual time, where nothing is late."""
     backends: tuple[str, ...] = ("asyncio", "trio")
     """The async backends this provider's adapters run under (an asyncio-only client library
     makes a provider asyncio-only; its cases are then not applicable under trio)."""

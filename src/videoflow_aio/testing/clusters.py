@@ -543,13 +543,29 @@ def _etcd_ready(m: Member) -> bool:
 # -- Redis ------------------------------------------------------------------------------------
 def redis_call(port: int, *args: str | int, timeout: float = 1.0) -> Any:
     """One Redis command over a fresh loopback socket (RESP2), its reply decoded: str for a
-    status or bulk string, int, None, a list; a server error raises ``ValueError``."""
-    parts = [str(a).encode() for a in args]
-    request = b"*%d\r\n" % len(parts) + b"".join(b"$%d\r\n%s\r\n" % (len(p), p) for p in parts)
+    status or bulk string, int, None, a list; a server error raises ``ValueError``.
+
+    A fresh connection each time: ``WAIT`` after a write must go through
+    :func:`redis_calls` instead (``WAIT`` waits for the writes of its own connection; on a
+    new one it returns at once, whatever the replicas hold)."""
+    return redis_calls(port, [*args], timeout=timeout)[0]
+
+
+def redis_calls(port: int, *commands: Sequence[str | int], timeout: float = 1.0) -> list[Any]:
+    """Several Redis commands, one after the other on one loopback connection (so that
+    ``WAIT`` counts the replicas holding this connection's writes); their replies in order.
+    A server error raises ``ValueError``."""
+    out = []
     with socket.create_connection((HOST, port), timeout=timeout) as s:
-        s.sendall(request)
         reader = s.makefile("rb")
-        return _resp(reader)
+        for command in commands:
+            parts = [str(a).encode() for a in command]
+            request = b"*%d\r\n" % len(parts) + b"".join(
+                b"$%d\r\n%s\r\n" % (len(p), p) for p in parts
+            )
+            s.sendall(request)
+            out.append(_resp(reader))
+    return out
 
 
 def _resp(reader: Any) -> Any:
@@ -635,17 +651,72 @@ class RedisReplicaSet(Cluster):
                         return m
         return None
 
-    def promote(self, cluster: ClusterProcess, member: Member) -> None:
-        """Make ``member`` the primary (``REPLICAOF NO ONE``) and every other running member
-        its replica: a manual failover. What the old primary acknowledged but had not sent
-        to ``member`` is lost (Redis replication is asynchronous)."""
-        redis_call(member.port, "REPLICAOF", "NO", "ONE")
-        for m in cluster.members:
-            if m is not member and m.up():
+    def promote(self, cluster: ClusterProcess, member: Member, timeout: float = 10.0) -> None:
+        """Make ``member`` the primary and every other running member its replica: a manual
+        failover (no Sentinel) that loses no write a running member holds.
+
+        A running primary stops taking writes first (``CLIENT PAUSE … WRITE``, lifted once
+        it follows ``member``). ``member`` then catches up with the running member whose
+        replication offset is furthest ahead (it replicates from that member until it has
+        its offset) before ``REPLICAOF NO ONE``: promoted behind another replica, that
+        replica would fail its partial resync against the new primary and a full resync
+        would flush the writes only it held — writes ``WAIT`` had confirmed. Lost is only
+        what no running member received (replication is asynchronous: a killed primary's
+        unsent writes). A restart of any member keeps the new topology.
+        :class:`~videoflow_aio.contracts.errors.BackendUnavailable` when ``member`` did not
+        catch up in ``timeout`` s (nothing promoted then; a paused primary is resumed)."""
+        others = [m for m in cluster.members if m is not member and m.up()]
+        primaries = [m for m in others if redis_info(m.port).get("role") == "master"]
+        for p in primaries:  # its offset stops moving; clients wait, then get READONLY
+            redis_call(p.port, "CLIENT", "PAUSE", int((timeout + 5) * 1000), "WRITE")
+        try:
+            self._catch_up(member, others, timeout)
+            redis_call(member.port, "REPLICAOF", "NO", "ONE")
+            for m in others:
                 redis_call(m.port, "REPLICAOF", HOST, member.port)
+        finally:
+            for p in primaries:
+                with contextlib.suppress(OSError, ValueError):
+                    redis_call(p.port, "CLIENT", "UNPAUSE")
+        _drop_replicaof(member)  # restarted, it stays the primary
         for m in cluster.members:  # a restarted member must follow the new primary too
             if m is not member:
-                _replace_replicaof(m, member.port)
+                _drop_replicaof(m)
+                m.argv += ["--replicaof", HOST, str(member.port)]
+
+    @staticmethod
+    def _catch_up(member: Member, others: Sequence[Member], timeout: float) -> None:
+        """Block until ``member``'s replication offset reaches the highest among ``others``,
+        replicating from the member that has it (a primary first among equals). A replica
+        refuses to serve a sync while its own primary is gone (``-NOMASTERLINK``): such a
+        source becomes a primary itself first (``REPLICAOF NO ONE`` keeps its data; it
+        follows ``member`` afterwards)."""
+        if not others:
+            return
+        infos = {m.name: redis_info(m.port) for m in (member, *others)}
+
+        def offset(m: Member) -> int:
+            return int(infos[m.name].get("master_repl_offset", 0))
+
+        ahead = max(others, key=lambda m: (offset(m), infos[m.name].get("role") == "master"))
+        target = offset(ahead)
+        if offset(member) >= target:
+            return
+        if infos[member.name].get("master_port") != str(ahead.port):
+            redis_call(member.port, "REPLICAOF", HOST, ahead.port)
+        deadline = time.monotonic() + timeout  # wall-clock: a real replica catching up
+        while time.monotonic() < deadline:  # wall-clock: as above
+            source = redis_info(ahead.port)
+            if source.get("role") == "slave" and source.get("master_link_status") != "up":
+                redis_call(ahead.port, "REPLICAOF", "NO", "ONE")
+            if int(redis_info(member.port).get("master_repl_offset", 0)) >= target:
+                return
+            time.sleep(0.01)  # wall-clock: polling a real server
+        raise BackendUnavailable(
+            f"redis member {member.name} did not reach replication offset {target} of "
+            f"{ahead.name} in {timeout}s; log:\n{member.log_tail()}",
+            backend="redis",
+        )
 
     def replicas_in_sync(self, cluster: ClusterProcess) -> bool:
         """True when every running replica has the primary's replication offset."""
@@ -660,12 +731,11 @@ class RedisReplicaSet(Cluster):
         )
 
 
-def _replace_replicaof(m: Member, primary_port: int) -> None:
+def _drop_replicaof(m: Member) -> None:
     argv = m.argv
     if "--replicaof" in argv:
         i = argv.index("--replicaof")
         del argv[i : i + 3]
-    argv += ["--replicaof", HOST, str(primary_port)]
 
 
 def _redis_ready(m: Member) -> bool:
@@ -684,6 +754,7 @@ __all__ = [
     "RedisReplicaSet",
     "check",
     "redis_call",
+    "redis_calls",
     "redis_info",
     "wait_stopped",
 ]

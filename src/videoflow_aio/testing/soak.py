@@ -257,6 +257,11 @@ async def nats(cluster: ClusterProcess, schedule: Schedule) -> SoakResult:
         await backend.aclose()
 
 
+ACK_WAIT = 30.0
+"""Seconds :func:`redis_failover` waits for a first acknowledged write before it times its
+run (and, partitioned without ``WAIT``, for one acknowledged by the primary alone)."""
+
+
 async def redis_failover(
     cluster: ClusterProcess,
     *,
@@ -266,8 +271,8 @@ async def redis_failover(
     partition: bool = False,
     namespace: str = "fo",
 ) -> SoakResult:
-    """``writers`` clients write to the primary as fast as they can; after ``run_for`` s the
-    primary is killed -9 in the middle of them and the replica promoted by hand (Sentinel's
+    """``writers`` clients write to the primary as fast as they can; ``run_for`` s after the
+    first acknowledged write the primary is killed -9 in the middle of them and the replica promoted by hand (Sentinel's
     failover, without Sentinel): how many writes the old primary acknowledged are missing on
     the new one. ``partition``: the replica follows the primary through a :class:`Link`
     that is cut for the second half of the run (what the primary sends is lost, as in a
@@ -287,6 +292,8 @@ async def redis_failover(
             await _blocking(lambda: _follow(new, link.port))
         store = RedisRuntimeStore(old.url, namespace=namespace, wait_replicas=wait_replicas)
         killed = anyio.Event()
+        acked = [anyio.Event(), anyio.Event()]  # a write acknowledged before / after the cut
+        cut = False
 
         async def writer(w: int) -> None:
             for i in range(1_000_000):  # bounded; ends at the kill
@@ -300,13 +307,24 @@ async def redis_failover(
                         return
                     continue
                 log.record("cas", subject=key, ident=key, outcome="ok" if ok else "conflict")
+                if ok:
+                    acked[cut].set()
 
         async def killer() -> None:
+            nonlocal cut
+            # run_for counts from the first acknowledged write: on a loaded machine no write
+            # was acknowledged in the whole 0.5 s, and the run showed nothing
+            with anyio.move_on_after(ACK_WAIT):
+                await acked[0].wait()
             await anyio.sleep(run_for / 2)
             if partition:
                 log.record("fault", subject=new.name, action="partition")
                 link.cut()
+                cut = True
             await anyio.sleep(run_for / 2)
+            if partition and not wait_replicas:  # the primary acknowledges alone now
+                with anyio.move_on_after(ACK_WAIT):
+                    await acked[1].wait()
             log.record("fault", subject=old.name, action="kill-leader")
             await _blocking(old.kill)
             killed.set()

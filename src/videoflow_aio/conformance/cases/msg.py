@@ -279,15 +279,17 @@ async def lease_expiry(h: Harness) -> None:
     ch = await _channel(h, b)
     sub = await _sub(h, b, ch.channel, ack_wait_seconds=h.seconds(10))
     await _publish(h, b, ch.channel, "p1")
-    first = await _recv(h, b, sub.id)
+    # from before the delivery: the lease runs from the server's delivery, which a loaded
+    # client sees late (from after the receive, nats-cluster waited 5 ms less than ack_wait)
     t0 = h.now()
+    first = await _recv(h, b, sub.id)
     second = await _recv(h, b, sub.id, wait=30)
     waited = h.now() - t0
     h.equal(_pids(second), ["p1"], "redelivered")
     h.equal(second[0].attempt, first[0].attempt + 1, "attempt + 1")
     h.equal(second[0].sequence, first[0].sequence, "same stream sequence")
     h.check(waited >= h.seconds(9.9), f"not before ack_wait (waited {waited})")
-    h.check(waited <= h.seconds(15), f"soon after ack_wait (waited {waited})")
+    h.check(waited <= h.at_most(15), f"soon after ack_wait (waited {waited})")
     h.equal((await _sub_obs(h, b, sub.id)).redelivered, 1, "counted as redelivered")
 
 
@@ -397,8 +399,8 @@ async def retry(h: Harness) -> None:
     h.check(isinstance(ans, SettleConfirmed), f"retry: {ans!r}")
     again = await _recv(h, b, sub.id)
     h.equal([d.attempt for d in again], [2], "redelivered at once")
+    t0 = h.now()  # before the settle: the delay runs from the server's handling of it
     await b.settle(again[0].token, Retry(h.seconds(10)), "r2")
-    t0 = h.now()
     third = await _recv(h, b, sub.id, wait=30)
     h.equal([d.attempt for d in third], [3], "redelivered after the delay")
     h.check(h.now() - t0 >= h.seconds(9.9), "not before the delay")
@@ -864,7 +866,7 @@ async def receive_wakes(h: Harness) -> None:
         got = await _recv(h, b, sub.id, wait=60)
         woke = h.now()
     h.equal(_pids(got), ["p1"], "received")
-    h.check(woke - arrived[0] <= h.seconds(1), f"woke at once ({woke - arrived[0]} s late)")
+    h.check(woke - arrived[0] <= h.at_most(1), f"woke at once ({woke - arrived[0]} s late)")
 
 
 @case("MSG-038", "receive returns [] once its deadline passes", contract=M)
@@ -876,7 +878,7 @@ async def receive_deadline(h: Harness) -> None:
     got = await _recv(h, b, sub.id, wait=8)
     waited = h.now() - t0
     h.equal(got, [], "nothing")
-    h.check(h.seconds(7.9) <= waited <= h.seconds(12), f"waited until the deadline ({waited})")
+    h.check(h.seconds(7.9) <= waited <= h.at_most(12), f"waited until the deadline ({waited})")
 
 
 # -- bad input ----------------------------------------------------------------------------
