@@ -272,13 +272,13 @@ async def redis_failover(
     namespace: str = "fo",
 ) -> SoakResult:
     """``writers`` clients write to the primary as fast as they can; ``run_for`` s after the
-    first acknowledged write the primary is killed -9 in the middle of them and the replica promoted by hand (Sentinel's
-    failover, without Sentinel): how many writes the old primary acknowledged are missing on
-    the new one. ``partition``: the replica follows the primary through a :class:`Link`
-    that is cut for the second half of the run (what the primary sends is lost, as in a
-    network partition), then promoted — the scenario in which Jepsen saw Sentinel lose
-    acknowledged writes. With ``wait_replicas=0`` Redis promises nothing here; with 1, no confirmed
-    write may be lost."""
+    first acknowledged write the primary is killed -9 in the middle of them and the replica
+    promoted by hand (Sentinel's failover, without Sentinel): how many writes the old primary
+    acknowledged are missing on the new one. ``partition``: the replica follows the primary
+    through a :class:`Link` that is cut for the second half of the run (what the primary
+    sends is lost, as in a network partition), then promoted — the scenario in which Jepsen
+    saw Sentinel lose acknowledged writes. With ``wait_replicas=0`` Redis promises nothing
+    here; with 1, no confirmed write may be lost."""
     from ..adapters.redis import RedisRuntimeStore
 
     spec = cluster.options
