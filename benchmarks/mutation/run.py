@@ -42,7 +42,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from mutants import AREAS, MUTANTS, Mutant
 
-ROOT = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[2]
+ROOT = REPO  # the tree the levels run in: a snapshot of --rev (see main)
 PACKAGE = ROOT / "src" / "videoflow_aio"
 PY = sys.executable
 MARKS = "not server and not cluster and not slow"
@@ -114,6 +115,18 @@ def _run(cmd: Sequence[str], overlay: Path, timeout: float) -> tuple[int | None,
         out, _ = proc.communicate()
         return None, out[-4000:]
     return proc.returncode, out[-4000:]
+
+
+def _snapshot(rev: str, dest: Path) -> None:
+    """Export ``rev`` (sources, tests, configuration) into ``dest``: the measurement runs on
+    that commit, whatever is being edited in the worktree meanwhile."""
+    global ROOT, PACKAGE
+    archive = subprocess.run(
+        ["git", "-C", str(REPO), "archive", rev], check=True, capture_output=True
+    ).stdout
+    subprocess.run(["tar", "-x", "-C", str(dest)], input=archive, check=True)
+    ROOT = dest
+    PACKAGE = dest / "src" / "videoflow_aio"
 
 
 def _copy_tree(dest: Path) -> Path:
@@ -223,7 +236,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--check", action="store_true", help="only check that patches apply")
     parser.add_argument("--no-baseline", action="store_true", help="skip the baseline run")
     parser.add_argument("--verbose", action="store_true", help="print each level's output")
+    parser.add_argument(
+        "--rev", default="HEAD", help="the commit to measure (default HEAD; not the worktree)"
+    )
     args = parser.parse_args(argv)
+    with tempfile.TemporaryDirectory(prefix="vf-mutation-tree-") as tree:
+        _snapshot(args.rev, Path(tree))
+        commit = subprocess.run(
+            ["git", "-C", str(REPO), "rev-parse", "--short", args.rev],
+            check=True,
+            capture_output=True,
+            text=True,
+        ).stdout.strip()
+        print(f"measuring commit {commit}", flush=True)
+        return _main(args, parser)
+
+
+def _main(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     chosen = [m for m in MUTANTS if args.area is None or m.area in args.area]
     if args.only:
         wanted = {s.strip() for s in args.only.split(",")}
@@ -246,7 +275,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if base.killed_by is not None:
             print(f"the unmutated tree fails ({base.detail}): fix that first", file=sys.stderr)
             return 2
-        print(f"baseline green {base.seconds}", flush=True)
+        print(f"baseline green at {args.rev} {base.seconds}", flush=True)
     outcomes: list[Outcome] = []
     for i, m in enumerate(chosen, 1):
         o = measure(m, m.area, args.seeds, args.verbose)
