@@ -626,3 +626,24 @@ async def claim_generations(h: Harness) -> None:
         await b.release(claim.claim_id, "rel-2", claim.generation)
     with h.raises(OwnershipConflict, "reconcile naming the old generation"):
         await b.reconcile(claim.claim_id, "released", claim.generation)
+
+
+@case(
+    "ALC-025",
+    "a node taken and given back since the snapshot conflicts, though it looks free again",
+    contract=ALC,
+)
+async def moved_version_conflicts(h: Harness) -> None:
+    b = await h.open(nodes=[_whole("n1", 2)])
+    stale = await _plan(h, b, _dev("a", 2))
+    other = await b.reserve(await _plan(h, b, _dev("x", 2)), "op-x", None)
+    await b.release(other.claim_id, "rel-x", other.generation)
+    node = (await _snapshot(h, b)).nodes[0]
+    h.equal(node.owner, None, "free again")
+    h.check(
+        node.resource_version != stale.nodes[0].resource_version,
+        f"its version moved: {node.resource_version!r}",
+    )
+    with h.raises(OwnershipConflict, "reserve of the plan made before"):
+        await b.reserve(stale, "op", None)
+    h.equal((await _snapshot(h, b)).nodes[0].owner, None, "nothing held after the conflict")
