@@ -647,3 +647,21 @@ async def moved_version_conflicts(h: Harness) -> None:
     with h.raises(OwnershipConflict, "reserve of the plan made before"):
         await b.reserve(stale, "op", None)
     h.equal((await _snapshot(h, b)).nodes[0].owner, None, "nothing held after the conflict")
+
+
+@case(
+    "ALC-026",
+    "a later claim's devices are disjoint from the devices still in use on the node",
+    contract=ALC,
+    controls=("bind_workload",),
+)
+async def devices_after_retained(h: Harness) -> None:
+    b = await h.open(nodes=[_whole("n1", 4)])
+    first = await b.reserve(await _plan(h, b, _dev("a", 2)), "op-a", None)
+    held = (await b.bindings(first.claim_id, "a")).devices
+    await h.controls(b).bind_workload("n1", "a", 2)
+    await b.release(first.claim_id, "rel-a", first.generation, keep_workloads=True)
+    second = await b.reserve(await _plan(h, b, _dev("b", 2)), "op-b", None)
+    got = (await b.bindings(second.claim_id, "b")).devices
+    h.equal(len(got), 2, "b's devices")
+    h.check(not set(got) & set(held), f"none of a's devices, still in use: {got} vs {held}")
