@@ -665,3 +665,22 @@ async def devices_after_retained(h: Harness) -> None:
     got = (await b.bindings(second.claim_id, "b")).devices
     h.equal(len(got), 2, "b's devices")
     h.check(not set(got) & set(held), f"none of a's devices, still in use: {got} vs {held}")
+
+
+@case(
+    "ALC-027",
+    "a geometry change is planned only on an idle node, never under running workloads",
+    contract=ALC,
+    needs=GEOMETRY,
+    controls=("bind_workload",),
+)
+async def geometry_only_on_idle(h: Harness) -> None:
+    b = await h.open(
+        nodes=[_whole("busy", 2), _whole("idle", 1)], authority="mig-manager", mig_apply_seconds=0.0
+    )
+    await h.controls(b).bind_workload("busy", "foreign", 1)
+    plan = await _plan(h, b, _mig("w", "1g.10gb"))
+    changed = [n.node for n in plan.nodes if n.geometry_change]
+    h.equal(changed, ["idle"], "the geometry change goes to the idle node")
+    got = await b.plan([_mig("w", "1g.10gb", nodes=("busy",))], await _snapshot(h, b))
+    h.check(isinstance(got, Infeasible), f"not on the busy node: {got!r}")
