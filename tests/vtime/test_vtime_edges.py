@@ -76,3 +76,13 @@ def test_the_spin_counter_moves_time_after_the_same_count_at_every_instant(
     # the first instant's count depends on where the spinner joined the round; after a jump
     # the count restarts: threshold 10 busy rounds (trio counts its clock reads)
     assert _polls_per_jump(backend)[1:] == [polls, polls]
+
+
+def test_standalone_advance_fires_a_timer_due_exactly_at_its_target() -> None:
+    clock = VirtualClock()
+    fired: list[float] = []
+    clock.at(2.0, lambda: fired.append(clock.monotonic()))
+    clock.advance(1.0)
+    assert fired == []
+    clock.advance(1.0)  # exactly the timer's instant
+    assert fired == [clock.monotonic()]
