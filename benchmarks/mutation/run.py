@@ -70,21 +70,15 @@ class Outcome:
 
 
 def _unit_paths(area: str) -> list[str]:
-    """The area's test files and folders; its ``*_edges.py`` files first (they are short and
-    aimed at mutants: with ``-x`` a kill comes sooner; the verdict does not depend on order)."""
+    """The area's test files, its ``*_edges.py`` files first (short and aimed at mutants: with
+    ``-x`` a kill comes sooner; the verdict does not depend on the order). A folder is
+    expanded to its files, since pytest collects a file named beside its folder in folder
+    order."""
     paths: list[str] = []
     for pattern in UNIT_TESTS[area]:
-        if "*" in pattern:
-            paths += sorted(str(p.relative_to(ROOT)) for p in ROOT.glob(pattern))
-        else:
-            paths.append(pattern)
-    edges = sorted(
-        str(p.relative_to(ROOT))
-        for pattern in UNIT_TESTS[area]
-        for p in ROOT.glob(pattern if "*" in pattern else f"{pattern}/*_edges.py")
-        if p.name.endswith("_edges.py")
-    )
-    return edges + [p for p in paths if p not in edges]
+        glob = pattern if "*" in pattern else f"{pattern}/test_*.py"
+        paths += sorted(str(p.relative_to(ROOT)) for p in ROOT.glob(glob))
+    return sorted(paths, key=lambda p: not p.endswith("_edges.py"))
 
 
 def _command(level: str, area: str, seeds: int) -> list[str]:
