@@ -573,3 +573,114 @@ async def config_cas_race(h: Harness) -> None:
     h.equal(await ctl.shared_config(), ({}, version + 2, True), "config after both releases")
     h.equal(sum(r.config_tombstoned for r in results), 1, "releases that tombstoned")
     h.equal(await ctl.pointer(), original, "pointer restored")
+
+
+@case(
+    "ALC-023",
+    "whole-device packing finds an assignment that greedy best fit misses (small inventories)",
+    contract=ALC,
+)
+async def packing_backtracks(h: Harness) -> None:
+    # best fit, largest first, puts a on h1, the 3s on h2 and h0 and strands both 2s;
+    # h0: 3 + 3, h1: 4, h2: 2 + 2 fits every request
+    b = await h.open(nodes=[_whole("h0", 6), _whole("h1", 4), _whole("h2", 4)])
+    wants = {"a": 4, "b": 3, "c": 3, "d": 2, "e": 2}
+    plan = await _plan(h, b, *(_dev(w, n) for w, n in wants.items()))
+    used: dict[str, int] = {}
+    for p in plan.placements:
+        h.equal(p.devices, wants[p.workload_id], f"{p.workload_id}'s devices")
+        used[p.node] = used.get(p.node, 0) + p.devices
+    h.check(
+        all(used.get(n, 0) <= cap for n, cap in (("h0", 6), ("h1", 4), ("h2", 4))),
+        f"no host over its capacity: {used}",
+    )
+    claim = await b.reserve(plan, "op", None)
+    h.equal(claim.phase, "allocated", "the packing reserves")
+    # two hosts alike in free devices but not in who may use them are not interchangeable
+    c = await h.open(nodes=[_whole("h1", 4), _whole("h2", 4)])
+    plan = await _plan(h, c, _dev("a", 4), _dev("b", 4, nodes=("h1",)))
+    placed = {p.workload_id: p.node for p in plan.placements}
+    h.equal(placed, {"a": "h2", "b": "h1"}, "the constrained request gets its only host")
+
+
+@case(
+    "ALC-024",
+    "a claim's old generation conflicts; a used operation_id takes only its own plan",
+    contract=ALC,
+)
+async def claim_generations(h: Harness) -> None:
+    b = await h.open(nodes=[_whole("n1", 2), _whole("n2", 2)])
+    plan = await _plan(h, b, _dev("a", 2))
+    claim = await b.reserve(plan, "op", None)
+    other = await _plan(h, b, _dev("x", 1))
+    with h.raises(ValidationError, "another plan under a used operation_id"):
+        await b.reserve(other, "op", None)
+    again = await b.reserve(plan, "op", claim.generation)
+    h.equal((again.claim_id, again.generation), (claim.claim_id, claim.generation), "the retry")
+    await b.release(claim.claim_id, "rel", claim.generation)
+    now = await _observe(h, b, claim.claim_id)
+    h.check(now.generation != claim.generation, f"the release moved the generation: {now!r}")
+    with h.raises(OwnershipConflict, "a retried reserve naming the old generation"):
+        await b.reserve(plan, "op", claim.generation)
+    with h.raises(OwnershipConflict, "a new release naming the old generation"):
+        await b.release(claim.claim_id, "rel-2", claim.generation)
+    with h.raises(OwnershipConflict, "reconcile naming the old generation"):
+        await b.reconcile(claim.claim_id, "released", claim.generation)
+
+
+@case(
+    "ALC-025",
+    "a node taken and given back since the snapshot conflicts, though it looks free again",
+    contract=ALC,
+)
+async def moved_version_conflicts(h: Harness) -> None:
+    b = await h.open(nodes=[_whole("n1", 2)])
+    stale = await _plan(h, b, _dev("a", 2))
+    other = await b.reserve(await _plan(h, b, _dev("x", 2)), "op-x", None)
+    await b.release(other.claim_id, "rel-x", other.generation)
+    node = (await _snapshot(h, b)).nodes[0]
+    h.equal(node.owner, None, "free again")
+    h.check(
+        node.resource_version != stale.nodes[0].resource_version,
+        f"its version moved: {node.resource_version!r}",
+    )
+    with h.raises(OwnershipConflict, "reserve of the plan made before"):
+        await b.reserve(stale, "op", None)
+    h.equal((await _snapshot(h, b)).nodes[0].owner, None, "nothing held after the conflict")
+
+
+@case(
+    "ALC-026",
+    "a later claim's devices are disjoint from the devices still in use on the node",
+    contract=ALC,
+    controls=("bind_workload",),
+)
+async def devices_after_retained(h: Harness) -> None:
+    b = await h.open(nodes=[_whole("n1", 4)])
+    first = await b.reserve(await _plan(h, b, _dev("a", 2)), "op-a", None)
+    held = (await b.bindings(first.claim_id, "a")).devices
+    await h.controls(b).bind_workload("n1", "a", 2)
+    await b.release(first.claim_id, "rel-a", first.generation, keep_workloads=True)
+    second = await b.reserve(await _plan(h, b, _dev("b", 2)), "op-b", None)
+    got = (await b.bindings(second.claim_id, "b")).devices
+    h.equal(len(got), 2, "b's devices")
+    h.check(not set(got) & set(held), f"none of a's devices, still in use: {got} vs {held}")
+
+
+@case(
+    "ALC-027",
+    "a geometry change is planned only on an idle node, never under running workloads",
+    contract=ALC,
+    needs=GEOMETRY,
+    controls=("bind_workload",),
+)
+async def geometry_only_on_idle(h: Harness) -> None:
+    b = await h.open(
+        nodes=[_whole("busy", 2), _whole("idle", 1)], authority="mig-manager", mig_apply_seconds=0.0
+    )
+    await h.controls(b).bind_workload("busy", "foreign", 1)
+    plan = await _plan(h, b, _mig("w", "1g.10gb"))
+    changed = [n.node for n in plan.nodes if n.geometry_change]
+    h.equal(changed, ["idle"], "the geometry change goes to the idle node")
+    got = await b.plan([_mig("w", "1g.10gb", nodes=("busy",))], await _snapshot(h, b))
+    h.check(isinstance(got, Infeasible), f"not on the busy node: {got!r}")

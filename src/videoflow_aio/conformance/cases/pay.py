@@ -728,3 +728,20 @@ async def reconcile_intent_grace(h: Harness) -> None:
     )
     h.equal(sorted(obs.reclaimed), ["k/c"], "an unlisted key left with nothing is reclaimed")
     await _after_reconcile(h, store, refs)
+
+
+@case(
+    "PAY-025",
+    "durable budget: a put replacing a generation counts the replaced bytes as freed",
+    contract=PAY,
+)
+async def budget_counts_replaced(h: Harness) -> None:
+    size = 64 * KIB
+    store = await h.open(tier="durable", max_bytes=3 * size, forward_unchanged=False)
+    for n in range(3):  # the budget is full; no obligation holds them
+        await store.put(_frame(n, size), f"cam1/b{n}", _contract(h))
+    ref = await store.put(_frame(10, size), "cam1/b0", _contract(h))
+    await _present(h, store, ref, _frame(10, size), "the replacing generation fits")
+    with h.raises(PayloadBackpressure, "a new key is still over the budget"):
+        await store.put(_frame(11, size), "cam1/b3", _contract(h))
+    await _present(h, store, ref, _frame(10, size), "the replacement after the refusal")

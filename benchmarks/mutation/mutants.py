@@ -1,0 +1,527 @@
+# ruff: noqa: E501 (the snippets are source lines, kept whole to stay readable)
+"""Hand-written semantic mutants of the reference models, ``gpu`` and ``vtime``.
+
+Each mutant is one small source patch — a plausible bug, not a syntactic accident: an
+off-by-one, a wrong comparison, a missing re-read, a lost reset, a wrong tie order. ``path`` is
+relative to ``src/videoflow_aio``; ``original`` must occur exactly once in that file (the
+harness refuses a mutant whose snippet is missing or ambiguous, so a refactor cannot turn one
+into a silent no-op). IDs are stable: add new mutants at the end of their area.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+AREAS = ("messaging", "payload", "runtime_store", "allocation", "vtime")
+
+
+@dataclass(frozen=True)
+class Mutant:
+    id: str
+    area: str
+    path: str
+    original: str
+    replacement: str
+    description: str
+
+
+_M = "memory/messaging/"
+_P = "memory/payload/"
+
+MUTANTS: tuple[Mutant, ...] = (
+    # -- messaging ---------------------------------------------------------------------------
+    Mutant(
+        "msg-dedup-edge",
+        "messaging",
+        _M + "_channel.py",
+        "while po and po[0][0] + window <= now:",
+        "while po and po[0][0] + window < now:",
+        "dedup: an id accepted exactly one window ago is still a duplicate",
+    ),
+    Mutant(
+        "msg-max-deliver-off-by-one",
+        "messaging",
+        _M + "_leases.py",
+        "if cap != -1 and attempt >= cap:",
+        "if cap != -1 and attempt > cap:",
+        "max_deliver: one delivery more than the cap",
+    ),
+    Mutant(
+        "msg-retry-delay-past-cap",
+        "messaging",
+        _M + "_leases.py",
+        "if delay > 0 and (cap == -1 or attempt < cap):",
+        "if delay > 0 and (cap == -1 or attempt <= cap):",
+        "Retry(delay) on the last allowed attempt schedules one more delivery",
+    ),
+    Mutant(
+        "msg-renew-from-old-deadline",
+        "messaging",
+        _M + "_leases.py",
+        "deadline = now + sub.spec.ack_wait_seconds\n        sub.leased[seq] = (lease[0], deadline",
+        "deadline = lease[1] + sub.spec.ack_wait_seconds\n        sub.leased[seq] = (lease[0], "
+        "deadline",
+        "renew extends from the old deadline instead of from now",
+    ),
+    Mutant(
+        "msg-renew-no-timer",
+        "messaging",
+        _M + "_leases.py",
+        "        sub.push_timer(deadline, seq, lease[0], LEASE)\n",
+        "",
+        "renew forgets to schedule the new expiry: a renewed lease never expires",
+    ),
+    Mutant(
+        "msg-new-before-redeliveries",
+        "messaging",
+        _M + "_leases.py",
+        "        if sub.redeliver:\n            left = self._redeliver(sub, out, n, budget, deadline)\n"
+        "        if left is not None and len(out) < n and sub.undelivered > 0:\n"
+        "            left = self._deliver_new(sub, out, n, left, deadline)\n",
+        "        if sub.undelivered > 0:\n            left = self._deliver_new(sub, out, n, budget, "
+        "deadline)\n        if left is not None and len(out) < n and sub.redeliver:\n"
+        "            left = self._redeliver(sub, out, n, left, deadline)\n",
+        "new messages are leased before queued redeliveries",
+    ),
+    Mutant(
+        "msg-floor-stuck-on-other-kind",
+        "messaging",
+        _M + "_subscription.py",
+        "if m is None or not self.sees(m):",
+        "if m is None:",
+        "ack floor: a message the subscription does not see holds the floor",
+    ),
+    Mutant(
+        "msg-byte-credit-exact",
+        "messaging",
+        _M + "_leases.py",
+        "            if m.size > budget:\n                blocked = True",
+        "            if m.size >= budget:\n                blocked = True",
+        "byte credit: a message exactly the size of the credit is refused",
+    ),
+    Mutant(
+        "msg-max-bytes-exact-evicts",
+        "messaging",
+        _M + "_channel.py",
+        "if not full and not (max_bytes is not None and self.bytes + size > max_bytes):",
+        "if not full and not (max_bytes is not None and self.bytes + size >= max_bytes):",
+        "limits evict: a message that exactly fills max_bytes evicts the oldest",
+    ),
+    Mutant(
+        "msg-settle-no-credit-wake",
+        "messaging",
+        _M + "_stream.py",
+        "if sub.waiters and len(sub.leased) + 1 >= sub.spec.item_credit:",
+        "if sub.waiters and len(sub.leased) >= sub.spec.item_credit:",
+        "a settle that frees exhausted shared credit does not wake a waiting receive",
+    ),
+    Mutant(
+        "msg-expiry-no-wake",
+        "messaging",
+        _M + "_subscription.py",
+        "if waiters and due < waiters.earliest:",
+        "if waiters and due > waiters.earliest:",
+        "a lease expiring before a waiting receive's deadline does not wake it",
+    ),
+    Mutant(
+        "msg-expiry-fires-late",
+        "messaging",
+        _M + "_leases.py",
+        "if live and due > now:",
+        "if live and due >= now:",
+        "a lease due exactly now is not expired yet",
+    ),
+    Mutant(
+        "msg-late-sub-floor",
+        "messaging",
+        _M + "_subscription.py",
+        "self.floor = first - 1",
+        "self.floor = first",
+        "a subscription created on a non-empty channel starts its floor one too high",
+    ),
+    Mutant(
+        "msg-retry-resets-attempt",
+        "messaging",
+        _M + "_leases.py",
+        "        sub.attempts[seq] = attempt\n        cap = sub.spec.max_deliver\n"
+        "        if delay > 0",
+        "        cap = sub.spec.max_deliver\n        if delay > 0",
+        "a delayed Retry forgets the attempt: redelivery restarts at attempt 1",
+    ),
+    # -- payload -----------------------------------------------------------------------------
+    Mutant(
+        "pay-deadline-moves-back",
+        "payload",
+        _P + "_space.py",
+        "if old is not None and old >= deadline:\n            return old",
+        "if old is not None and old == deadline:\n            return old",
+        "renew/acquire with an earlier deadline moves an obligation's deadline back",
+    ),
+    Mutant(
+        "pay-release-not-idempotent",
+        "payload",
+        _P + "_space.py",
+        'return "already-released", len(deadlines)',
+        'return ("released" if deadlines else "reclaimed"), len(deadlines)',
+        "a repeated release reports released/reclaimed again",
+    ),
+    Mutant(
+        "pay-release-stale-generation",
+        "payload",
+        _P + "_space.py",
+        'if obj.generation != ref.generation:\n            return "stale-generation", 0',
+        "if obj.generation != ref.generation and ref.key not in self.sets:\n"
+        '            return "stale-generation", 0',
+        "a release naming an old generation touches the newer generation's obligations",
+    ),
+    Mutant(
+        "pay-last-release-leaks",
+        "payload",
+        _P + "store.py",
+        '        if outcome == "reclaimed":\n            space.reclaim(ref.key, "release")\n',
+        "",
+        "the last release does not reclaim the object",
+    ),
+    Mutant(
+        "pay-timer-tie-order",
+        "payload",
+        _P + "_state.py",
+        "OBLIGATION = 0\nOBJECT = 1",
+        "OBLIGATION = 1\nOBJECT = 0",
+        "an object's TTL due with its obligation's deadline is processed first",
+    ),
+    Mutant(
+        "pay-timers-pop-wrong-head",
+        "payload",
+        _P + "_state.py",
+        "if lane and (first is None or lane[0] < first):",
+        "if lane and first is None:",
+        "timers: a lane head is taken only when the heap is empty (out of due order)",
+    ),
+    Mutant(
+        "pay-deadline-edge",
+        "payload",
+        _P + "_space.py",
+        "while timers.next_at <= now:",
+        "while timers.next_at < now:",
+        "a timer due exactly now has not fired yet",
+    ),
+    Mutant(
+        "pay-renew-old-timer-fires",
+        "payload",
+        _P + "_space.py",
+        "if oset is None or oset.generation != gen or oset.deadlines.get(oid) != at:",
+        "if oset is None or oset.generation != gen or oid not in oset.deadlines:",
+        "an obligation's superseded (pre-renew) timer still expires it",
+    ),
+    Mutant(
+        "pay-replace-counted-twice",
+        "payload",
+        _P + "_space.py",
+        "over = self.used - freed + size - budget",
+        "over = self.used + size - budget",
+        "byte budget: the generation being replaced is not counted as freed",
+    ),
+    Mutant(
+        "pay-put-replaces-obligated",
+        "payload",
+        _P + "store.py",
+        "        oset = self._space.set_of(existing)\n        if oset is not None:",
+        "        oset = self._space.set_of(existing)\n        if oset is not None and False:",
+        "a put replaces a generation that still has obligations",
+    ),
+    Mutant(
+        "pay-read-ignores-generation",
+        "payload",
+        _P + "store.py",
+        "elif ref.generation and obj.generation != ref.generation:",
+        "elif ref.generation and obj.generation != ref.generation and obj.size != ref.size:",
+        "a read through a stale ref of the same size is served from the newer generation",
+    ),
+    # -- runtime store -----------------------------------------------------------------------
+    Mutant(
+        "rts-cas-ignores-version",
+        "runtime_store",
+        "memory/runtime_store.py",
+        "        elif rec[1] != expected_version:\n            return False\n",
+        "        elif expected_version is None:\n            return False\n",
+        "CAS with a stale version wins",
+    ),
+    Mutant(
+        "rts-cas-version-creates",
+        "runtime_store",
+        "memory/runtime_store.py",
+        "        if rec is None:\n            if expected_version is not None:\n"
+        "                return False\n",
+        "        if rec is None:\n            pass\n",
+        "CAS with a version on a missing key creates it",
+    ),
+    Mutant(
+        "rts-delete-resets-counter",
+        "runtime_store",
+        "memory/runtime_store.py",
+        "        del self._records[key]\n        return True",
+        "        del self._records[key]\n        self._counters.pop(key, None)\n        return True",
+        "delete resets the write counter: a version is reused after re-create",
+    ),
+    Mutant(
+        "rts-cas-no-reread",
+        "runtime_store",
+        "memory/runtime_store.py",
+        "                seen_version=None if rec is None else rec[1],\n            )\n"
+        "            rec = self._records.get(key)\n        if rec is None:",
+        "                seen_version=None if rec is None else rec[1],\n            )\n"
+        "        if rec is None:",
+        "CAS decides on the version read before the pause (missing re-read)",
+    ),
+    Mutant(
+        "rts-delete-no-reread",
+        "runtime_store",
+        "memory/runtime_store.py",
+        "                seen_version=None if rec is None else rec[1],\n            )\n"
+        "            rec = self._records.get(key)\n        if rec is None or (",
+        "                seen_version=None if rec is None else rec[1],\n            )\n"
+        "        if rec is None or (",
+        "delete decides on the version read before the pause (missing re-read)",
+    ),
+    Mutant(
+        "rts-scan-excludes-prefix-key",
+        "runtime_store",
+        "memory/runtime_store.py",
+        "if k.startswith(prefix))]",
+        "if k.startswith(prefix) and k != prefix)]",
+        "scan misses the key equal to the prefix itself",
+    ),
+    Mutant(
+        "rts-scan-unsorted",
+        "runtime_store",
+        "memory/runtime_store.py",
+        "for k in sorted(k for k in records if k.startswith(prefix))]",
+        "for k in [k for k in records if k.startswith(prefix)]]",
+        "scan returns keys in insertion order, not key order",
+    ),
+    Mutant(
+        "rts-delete-none-needs-version",
+        "runtime_store",
+        "memory/runtime_store.py",
+        "if rec is None or (expected_version is not None and rec[1] != expected_version):",
+        "if rec is None or rec[1] != expected_version:",
+        "delete with expected_version None fails instead of deleting unconditionally",
+    ),
+    Mutant(
+        "rts-foreign-version-accepted",
+        "runtime_store",
+        "memory/runtime_store.py",
+        "        rec = self._records.get(key)\n        if rec is None or rec[1] != expected_version:\n"
+        "            self._check_version(key, expected_version)\n"
+        "        if faults.barriers().armed(CAS_READ_AFTER):",
+        "        rec = self._records.get(key)\n        if faults.barriers().armed(CAS_READ_AFTER):",
+        "CAS takes a version of another key (or a made-up one) without ValidationError",
+    ),
+    # -- allocation (memory allocation model and gpu planning) -------------------------------
+    Mutant(
+        "alc-stale-version-wins",
+        "allocation",
+        "memory/_allocation_ownership.py",
+        "    if read != nplan.resource_version:\n        raise OwnershipConflict(",
+        "    if read < nplan.resource_version:\n        raise OwnershipConflict(",
+        "a plan from an older snapshot reserves a node whose version moved",
+    ),
+    Mutant(
+        "alc-failed-reserve-keeps-nodes",
+        "allocation",
+        "memory/_allocation_ownership.py",
+        "        for name in taken:\n            drop(c, name, claim_id, operation_id)\n",
+        "",
+        "a reserve refused on its second node keeps the first",
+    ),
+    Mutant(
+        "alc-whole-exact-fit-refused",
+        "allocation",
+        "memory/_allocation_ownership.py",
+        "node.gpu_count - node.used_devices < whole",
+        "node.gpu_count - node.used_devices <= whole",
+        "reserve refuses a plan that uses exactly the free whole devices",
+    ),
+    Mutant(
+        "alc-retry-other-plan",
+        "allocation",
+        "memory/allocation.py",
+        "        if plan != claim.plan:\n",
+        "        if plan.plan_id != claim.plan.plan_id and False:\n",
+        "a retry under a used operation id with another plan returns the old claim",
+    ),
+    Mutant(
+        "alc-retry-stale-generation",
+        "allocation",
+        "memory/allocation.py",
+        "        if expected not in (None, claim.gen):\n",
+        "        if expected is not None and not expected.startswith(claim.claim_id):\n",
+        "a retry naming a stale claim generation is accepted",
+    ),
+    Mutant(
+        "alc-generation-prefix-only",
+        "allocation",
+        "memory/allocation.py",
+        "        if expected != claim.gen:\n",
+        "        if expected.split('@')[0] != claim.claim_id:\n",
+        "release/reconcile accept a stale generation of the claim",
+    ),
+    Mutant(
+        "alc-pending-job-not-superseding",
+        "allocation",
+        "memory/_allocation_claim.py",
+        "        or (job is not None and job.generation > gen)\n",
+        "",
+        "a later geometry write still pending does not supersede the claim's",
+    ),
+    Mutant(
+        "alc-pack-lost-reset",
+        "allocation",
+        "gpu/packing.py",
+        "            remaining[host] = left\n            del assignment[workload]\n",
+        "            del assignment[workload]\n",
+        "packing: backtracking does not give the devices back",
+    ),
+    Mutant(
+        "alc-pack-exact-fit",
+        "allocation",
+        "gpu/packing.py",
+        "            if left < count:\n",
+        "            if left <= count:\n",
+        "packing: a host with exactly the devices a request needs is skipped",
+    ),
+    Mutant(
+        "alc-pack-ignores-eligibility-kinds",
+        "allocation",
+        "gpu/packing.py",
+        "key = (left, kinds[host][i:])",
+        "key = (left, ())",
+        "packing: hosts with equal free devices are interchangeable whatever their eligibility",
+    ),
+    Mutant(
+        "alc-no-exhaustive-fallback",
+        "allocation",
+        "gpu/placement.py",
+        "    if exhaustive is not None and exhaustive is not False:\n        return exhaustive\n",
+        "",
+        "the planner gives up when greedy best fit fragments (no backtracking)",
+    ),
+    Mutant(
+        "alc-device-names-from-zero",
+        "allocation",
+        "memory/_allocation_claim.py",
+        "start = next_free.get(p.node, nodes[p.node].used_devices)",
+        "start = next_free.get(p.node, 0)",
+        "bindings name the whole GPUs from gpu0, over the ones in use",
+    ),
+    Mutant(
+        "alc-geometry-on-busy-node",
+        "allocation",
+        "gpu/placement.py",
+        "self.idle and can_change and view.family is not None and view.gpu_count > 0",
+        "can_change and view.family is not None and view.gpu_count > 0",
+        "a geometry change is planned on a node with running workloads",
+    ),
+    Mutant(
+        "alc-mig-placeable-last-start",
+        "allocation",
+        "gpu/geometry.py",
+        "for i in range(first, len(ms) - left + 1):",
+        "for i in range(first, len(ms) - left):",
+        "MIG geometry: the last legal start position is never tried",
+    ),
+    # -- vtime -------------------------------------------------------------------------------
+    Mutant(
+        "vt-autojump-backwards",
+        "vtime",
+        "vtime/_loop.py",
+        "                if when > clock._now:\n                    clock._now = when\n",
+        "                clock._now = when\n",
+        "a timer with a negative delay moves the clock backwards",
+    ),
+    Mutant(
+        "vt-set-now-backwards",
+        "vtime",
+        "vtime/_clock.py",
+        "if when > self._now and when != math.inf:",
+        "if when != math.inf:",
+        "_set_now lets the clock go backwards",
+    ),
+    Mutant(
+        "vt-spin-off-by-one",
+        "vtime",
+        "vtime/_loop.py",
+        "if spins >= clock._spin_limit:",
+        "if spins > clock._spin_limit:",
+        "spin counter: time moves one busy round late",
+    ),
+    Mutant(
+        "vt-spin-lost-reset",
+        "vtime",
+        "vtime/_loop.py",
+        "                        spins = 0\n                        now = spin_at = self._vt_spin_jump(now)",
+        "                        now = spin_at = self._vt_spin_jump(now)",
+        "spin counter: not reset after a spin jump",
+    ),
+    Mutant(
+        "vt-call-at-lifo-ties",
+        "vtime",
+        "vtime/_loop.py",
+        "        timer = _Timer(when, callback, args, self, context)\n        self._vt_seq += 1\n"
+        "        heapq.heappush(self._vt_heap, (when, self._vt_seq, timer))\n        return timer\n\n"
+        "    def call_at(",
+        "        timer = _Timer(when, callback, args, self, context)\n        self._vt_seq -= 1\n"
+        "        heapq.heappush(self._vt_heap, (when, self._vt_seq, timer))\n        return timer\n\n"
+        "    def call_at(",
+        "timers with equal deadlines (call_at, clock.at) fire last-set first",
+    ),
+    Mutant(
+        "vt-due-now-deferred",
+        "vtime",
+        "vtime/_loop.py",
+        "                while heap and heap[0][0] <= now:",
+        "                while heap and heap[0][0] < now:",
+        "a timer due exactly now waits while other callbacks keep the loop busy",
+    ),
+    Mutant(
+        "vt-manual-horizon-edge",
+        "vtime",
+        "vtime/_clock.py",
+        "return self.autojump or when <= self._horizon or when <= self._now",
+        "return self.autojump or when < self._horizon or when <= self._now",
+        "manual mode: a timer exactly at what advance() reached is not taken",
+    ),
+    Mutant(
+        "vt-standalone-advance-edge",
+        "vtime",
+        "vtime/_clock.py",
+        "        while pending and pending[0][0] <= upto:\n            # the timers",
+        "        while pending and pending[0][0] < upto:\n            # the timers",
+        "standalone advance(s) does not fire a timer due exactly at the target",
+    ),
+    Mutant(
+        "vt-advance-negative",
+        "vtime",
+        "vtime/_clock.py",
+        'if not math.isfinite(seconds) or seconds < 0:\n            raise ValueError(f"cannot advance',
+        'if not math.isfinite(seconds):\n            raise ValueError(f"cannot advance',
+        "advance() accepts a negative duration",
+    ),
+    Mutant(
+        "vt-at-negative-delay",
+        "vtime",
+        "vtime/_clock.py",
+        "when = self._now + max(delay, 0.0)",
+        "when = self._now + delay",
+        "clock.at with a negative delay is set in the past",
+    ),
+    Mutant(
+        "vt-jitter-past-horizon",
+        "vtime",
+        "vtime/_clock.py",
+        "limit = math.inf if self.autojump else max(self._horizon, when)",
+        "limit = math.inf",
+        "seeded jitter overshoots past what advance() reached in manual mode",
+    ),
+)

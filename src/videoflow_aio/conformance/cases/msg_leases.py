@@ -1,0 +1,174 @@
+"""MSG cases on leases, credit and the ack floor that mutation testing showed unpinned
+(``benchmarks/mutation``): each holds every adapter to a rule whose breach a plausible bug in
+the model went unnoticed by the other cases.
+
+Same conventions as :mod:`.msg`: durations through the harness (scaled on real engines), bounds
+on real-time waits generous (a fraction of a case's wait, never a scheduling slack), IDs stable.
+"""
+
+from __future__ import annotations
+
+import anyio
+
+from ...contracts.messaging import Completed, Delivery, Retry, SettleConfirmed
+from .._case import case
+from .._harness import MessagingHarness as Harness
+from .msg import M, _channel, _pids, _publish, _recv, _sub, _sub_obs
+
+
+@case(
+    "MSG-071",
+    "renew extends a lease ack_wait from the renewal, and a renewed lease still expires",
+    contract=M,
+)
+async def renew_from_now(h: Harness) -> None:
+    b = await h.open()
+    ch = await _channel(h, b)
+    aw = h.seconds(10)
+    sub = await _sub(h, b, ch.channel, ack_wait_seconds=aw)
+    await _publish(h, b, ch.channel, "p1")
+    got = await _recv(h, b, sub.id)
+    h.equal(_pids(got), ["p1"], "delivered")
+    await h.sleep(1)
+    for _ in range(2):  # two renewals in a row: each counts from now, they do not add up
+        before = h.now()
+        lease = await b.renew(got[0].token)
+        after = h.now()
+        h.check(lease.held, f"renewed: {lease!r}")
+        if lease.lease_deadline is not None:
+            slack = h.seconds(1)
+            h.check(
+                before + aw - slack <= lease.lease_deadline <= after + aw + slack,
+                f"the new deadline is ack_wait from the renewal: {lease.lease_deadline} "
+                f"(renewed between {before} and {after}, ack_wait {aw})",
+            )
+    renewed = h.now()
+    again = await _recv(h, b, sub.id, wait=60)
+    h.equal(_pids(again), ["p1"], "the renewed lease expires and the message comes back")
+    if again:
+        h.equal(again[0].attempt, 2, "as attempt 2")
+    took = h.now() - renewed
+    h.check(took <= h.seconds(20), f"about ack_wait after the last renewal (took {took})")
+
+
+@case(
+    "MSG-072",
+    "a delayed Retry on the last allowed attempt is not redelivered: the message is unresolved",
+    contract=M,
+)
+async def delayed_retry_at_cap(h: Harness) -> None:
+    b = await h.open()
+    ch = await _channel(h, b)
+    sub = await _sub(h, b, ch.channel, ack_wait_seconds=h.seconds(30), max_deliver=2)
+    await _publish(h, b, ch.channel, "p1")
+    first = await _recv(h, b, sub.id)
+    h.equal([d.attempt for d in first], [1], "attempt 1")
+    await b.settle(first[0].token, Retry(), "r1")
+    second = await _recv(h, b, sub.id)
+    h.equal([d.attempt for d in second], [2], "attempt 2, the last allowed")
+    ans = await b.settle(second[0].token, Retry(h.seconds(2)), "r2")
+    h.check(isinstance(ans, SettleConfirmed), f"retry: {ans!r}")
+    h.equal(await _recv(h, b, sub.id, wait=10), [], "no third attempt, even after the delay")
+    obs = await _sub_obs(h, b, sub.id)
+    h.equal(obs.unresolved, 1, "unresolved after the last attempt's Retry")
+
+
+@case(
+    "MSG-073",
+    "a settle that frees exhausted item_credit wakes a waiting receive at once",
+    contract=M,
+)
+async def settle_wakes_credit_waiter(h: Harness) -> None:
+    b = await h.open()
+    ch = await _channel(h, b)
+    sub = await _sub(h, b, ch.channel, item_credit=1)
+    for pid in ("p1", "p2"):
+        await _publish(h, b, ch.channel, pid)
+    held = await _recv(h, b, sub.id)
+    h.equal(_pids(held), ["p1"], "the credit of one is used")
+    woke: list[tuple[float, list[Delivery]]] = []
+
+    async def replica() -> None:
+        got = await _recv(h, b, sub.id, n=1, wait=60)
+        woke.append((h.now(), got))
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(replica)
+        await h.sleep(2)
+        h.equal(woke, [], "a replica waits while the credit is exhausted")
+        settled = h.now()
+        await b.settle(held[0].token, Completed(), "free-1")
+    h.equal(len(woke), 1, "the replica returned")
+    if woke:
+        at, got = woke[0]
+        h.equal(_pids(got), ["p2"], "with the next message")
+        h.check(at - settled <= h.seconds(10), f"soon after the settle (took {at - settled})")
+
+
+@case(
+    "MSG-074",
+    "a receive waiting when a lease expires gets the redelivery then, not at its own deadline",
+    contract=M,
+)
+async def waiting_receive_gets_expiry(h: Harness) -> None:
+    b = await h.open()
+    ch = await _channel(h, b)
+    sub = await _sub(h, b, ch.channel, ack_wait_seconds=h.seconds(5))
+    got: list[tuple[float, list[Delivery]]] = []
+
+    async def replica() -> None:
+        deliveries = await _recv(h, b, sub.id, n=1, wait=60)
+        got.append((h.now(), deliveries))
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(replica)
+        tg.start_soon(replica)
+        await h.sleep(1)
+        published = h.now()
+        await _publish(h, b, ch.channel, "p1")
+    attempts = sorted((d.attempt, at) for at, ds in got for d in ds)
+    h.equal([a for a, _ in attempts], [1, 2], "one replica leases it, the other the redelivery")
+    if len(attempts) == 2:
+        took = attempts[1][1] - published
+        h.check(took <= h.seconds(20), f"the redelivery came at the expiry (took {took})")
+
+
+@case(
+    "MSG-075",
+    "a subscription created on a non-empty channel starts with its ack floor below the "
+    "first retained message",
+    contract=M,
+)
+async def late_subscription_floor(h: Harness) -> None:
+    b = await h.open()
+    ch = await _channel(h, b, max_msgs=2, overflow="evict_oldest")
+    seqs = [(await _publish(h, b, ch.channel, f"p{i}")).sequence for i in range(3)]
+    sub = await _sub(h, b, ch.channel)
+    first = seqs[1]  # p0 was evicted
+    h.equal((await _sub_obs(h, b, sub.id)).ack_floor, first - 1, "nothing settled yet")
+    got = await _recv(h, b, sub.id)
+    h.equal(_pids(got), ["p1", "p2"], "the retained messages")
+    by_pid = {d.envelope.publication_id: d for d in got}
+    await b.settle(by_pid["p2"].token, Completed(), "s2")
+    h.equal((await _sub_obs(h, b, sub.id)).ack_floor, first - 1, "a gap holds the floor")
+    await b.settle(by_pid["p1"].token, Completed(), "s1")
+    h.equal((await _sub_obs(h, b, sub.id)).ack_floor, seqs[2], "all settled")
+
+
+@case(
+    "MSG-076",
+    "the ack floor passes over messages of kinds the subscription does not see",
+    contract=M,
+)
+async def floor_over_other_kinds(h: Harness) -> None:
+    b = await h.open()
+    ch = await _channel(h, b)
+    sub = await _sub(h, b, ch.channel)
+    await _publish(h, b, ch.channel, "d1")
+    await _publish(h, b, ch.channel, "e1", kind="eos")
+    last = (await _publish(h, b, ch.channel, "d2")).sequence
+    got = await _recv(h, b, sub.id)
+    h.equal(_pids(got), ["d1", "d2"], "the data subscription sees the data messages")
+    for d in got:
+        await b.settle(d.token, Completed(), f"s-{d.sequence}")
+    h.equal((await _sub_obs(h, b, sub.id)).ack_floor, last, "the eos between does not hold it")
