@@ -17,7 +17,7 @@ from .msg import M, _channel, _pids, _publish, _recv, _sub, _sub_obs
 
 
 @case(
-    "MSG-071",
+    "MSG-081",
     "renew extends a lease ack_wait from the renewal, and a renewed lease still expires",
     contract=M,
 )
@@ -52,7 +52,7 @@ async def renew_from_now(h: Harness) -> None:
 
 
 @case(
-    "MSG-072",
+    "MSG-082",
     "a delayed Retry on the last allowed attempt is not redelivered: the message is unresolved",
     contract=M,
 )
@@ -74,7 +74,7 @@ async def delayed_retry_at_cap(h: Harness) -> None:
 
 
 @case(
-    "MSG-073",
+    "MSG-083",
     "a settle that frees exhausted item_credit wakes a waiting receive at once",
     contract=M,
 )
@@ -106,7 +106,7 @@ async def settle_wakes_credit_waiter(h: Harness) -> None:
 
 
 @case(
-    "MSG-074",
+    "MSG-084",
     "a receive waiting when a lease expires gets the redelivery then, not at its own deadline",
     contract=M,
 )
@@ -134,7 +134,7 @@ async def waiting_receive_gets_expiry(h: Harness) -> None:
 
 
 @case(
-    "MSG-075",
+    "MSG-085",
     "a subscription created on a non-empty channel starts with its ack floor below the "
     "first retained message",
     contract=M,
@@ -156,7 +156,7 @@ async def late_subscription_floor(h: Harness) -> None:
 
 
 @case(
-    "MSG-076",
+    "MSG-086",
     "the ack floor passes over messages of kinds the subscription does not see",
     contract=M,
 )
