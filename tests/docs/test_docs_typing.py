@@ -1,7 +1,8 @@
 """A type checker catches a misspelt enumeration or a wrong argument before anything runs.
 
 The constructors and ``make_*`` helpers take the ``Literal`` types they validate, and
-``vtime.run`` types ``*args`` against the function it runs: mypy, run here over a small
+``vtime.run`` types ``*args`` against the function it runs, and ``run_stage`` /
+``stage_worker`` type their keyword options (``StageOptions``): mypy, run here over a small
 program of mistakes, reports each one on its line.
 """
 
@@ -23,8 +24,9 @@ PROGRAM = textwrap.dedent(
     from videoflow_aio import vtime
     from videoflow_aio.conformance import Harness, case
     from videoflow_aio.contracts.messaging import (
-        ChannelId, make_channel, make_envelope, make_subscription,
+        ChannelId, MessagingBackend, make_channel, make_envelope, make_subscription,
     )
+    from videoflow_aio.pipeline import Handler, Pipeline, run_stage, stage_worker
     from videoflow_aio.memory.allocation import MemoryAllocationBackend
     from videoflow_aio.memory.payload import MemoryPayloadStore
     from videoflow_aio.adapters.redis import RedisPayloadStore
@@ -53,6 +55,17 @@ PROGRAM = textwrap.dedent(
     @case("MYAPP-001", "a typo in the contract", contract="mesaging")  # E:contract
     async def typo(h: Harness) -> None:
         h.check(True)
+
+
+    async def stages(b: MessagingBackend, pipe: Pipeline, handler: Handler) -> None:
+        sub = pipe.subscriptions["decode"]
+        stage_worker(b, pipe, "decode", handler, replicas="2")  # E:replicas
+        stage_worker(b, pipe, "decode", handler, replica=2)  # E:replica
+        stage_worker(b, pipe, "decode", handler, name="other")  # E:name
+        await run_stage(b, sub, handler, handler_timeout_seconds="60")  # E:handler_timeout
+        await run_stage(b, sub, handler, byte_credits=1)  # E:byte_credits
+        stage_worker(b, pipe, "decode", handler, replicas=2, handler_timeout_seconds=None)
+        await run_stage(b, sub, handler, eos=(), batch=4, payload=None, observe=None)
     """
 )
 

@@ -31,7 +31,7 @@ import inspect
 import math
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, TypedDict, Unpack
 
 import anyio
 import msgspec
@@ -105,6 +105,25 @@ DEFAULT_HANDLER_TIMEOUT = 600.0
 """Seconds a handler may run on one message before it is cancelled (``handler_timeout_seconds``)."""
 DEFAULT_IDLE_LIMIT = 3600.0
 """Virtual seconds a stage may wait without progress (``idle_limit_seconds``)."""
+
+
+class StageOptions(TypedDict, total=False):
+    """The keyword options :func:`run_stage` and :func:`stage_worker` pass on to
+    :class:`StageWorker` (which documents each and its default); a type checker checks
+    each one's type and rejects any other keyword."""
+
+    replicas: int
+    batch: int
+    payload: PayloadStore | None
+    policy: ExceptionPolicy | None
+    call_timeout: float
+    poll_seconds: float
+    byte_credit: int
+    observe: Observer | None
+    payload_ttl_seconds: float
+    obligation_seconds: float
+    handler_timeout_seconds: float | None
+    idle_limit_seconds: float | None
 
 
 @dataclass(slots=True)
@@ -802,22 +821,11 @@ async def run_stage(
     subscription: SubscriptionId | Sequence[SubscriptionId],
     handler: Handler,
     *,
-    replicas: int = 1,
-    batch: int = 1,
     name: str | None = None,
     output: ChannelId | None = None,
     readers: Sequence[str] = (),
     eos: Sequence[SubscriptionId] = (),
-    payload: PayloadStore | None = None,
-    policy: ExceptionPolicy | None = None,
-    call_timeout: float = 5.0,
-    poll_seconds: float = 1.0,
-    byte_credit: int = 1 << 26,
-    observe: Observer | None = None,
-    payload_ttl_seconds: float = 3600.0,
-    obligation_seconds: float = 600.0,
-    handler_timeout_seconds: float | None = DEFAULT_HANDLER_TIMEOUT,
-    idle_limit_seconds: float | None = DEFAULT_IDLE_LIMIT,
+    **options: Unpack[StageOptions],
 ) -> StageCounters:
     """Run one stage until end of stream; returns its counters. The keyword arguments are
     :class:`StageWorker`'s."""
@@ -825,22 +833,11 @@ async def run_stage(
         backend,
         subscription,
         handler,
-        replicas=replicas,
-        batch=batch,
         name=name,
         output=output,
         readers=readers,
         eos=eos,
-        payload=payload,
-        policy=policy,
-        call_timeout=call_timeout,
-        poll_seconds=poll_seconds,
-        byte_credit=byte_credit,
-        observe=observe,
-        payload_ttl_seconds=payload_ttl_seconds,
-        obligation_seconds=obligation_seconds,
-        handler_timeout_seconds=handler_timeout_seconds,
-        idle_limit_seconds=idle_limit_seconds,
+        **options,
     ).run()
 
 
@@ -849,19 +846,7 @@ def stage_worker(
     pipeline: Pipeline,
     stage: str,
     handler: Handler,
-    *,
-    replicas: int = 1,
-    batch: int = 1,
-    payload: PayloadStore | None = None,
-    policy: ExceptionPolicy | None = None,
-    call_timeout: float = 5.0,
-    poll_seconds: float = 1.0,
-    byte_credit: int = 1 << 26,
-    observe: Observer | None = None,
-    payload_ttl_seconds: float = 3600.0,
-    obligation_seconds: float = 600.0,
-    handler_timeout_seconds: float | None = DEFAULT_HANDLER_TIMEOUT,
-    idle_limit_seconds: float | None = DEFAULT_IDLE_LIMIT,
+    **options: Unpack[StageOptions],
 ) -> StageWorker:
     """A :class:`StageWorker` for ``stage`` of ``pipeline`` (from
     :func:`~videoflow_aio.pipeline.ensure_pipeline`), wired as it says: the stage's input
@@ -885,18 +870,7 @@ def stage_worker(
         output=pipeline.output(stage),
         readers=pipeline.readers[stage],
         eos=pipeline.eos_subscriptions[stage],
-        replicas=replicas,
-        batch=batch,
-        payload=payload,
-        policy=policy,
-        call_timeout=call_timeout,
-        poll_seconds=poll_seconds,
-        byte_credit=byte_credit,
-        observe=observe,
-        payload_ttl_seconds=payload_ttl_seconds,
-        obligation_seconds=obligation_seconds,
-        handler_timeout_seconds=handler_timeout_seconds,
-        idle_limit_seconds=idle_limit_seconds,
+        **options,
     )
 
 
@@ -909,6 +883,7 @@ __all__ = [
     "Output",
     "Result",
     "StageCounters",
+    "StageOptions",
     "StageWorker",
     "run_stage",
     "stage_worker",
