@@ -362,16 +362,9 @@ def _write(
     req: Request,
 ) -> int:
     if args.json:
-        data = to_json(document)
-        if args.json == "-":
-            sys.stdout.write(data.decode())
-            sys.stdout.flush()
-        else:
-            try:
-                Path(args.json).write_bytes(data)
-            except OSError as exc:
-                _error(err, f"videoflow-aio: error: --json {args.json}: {exc}")
-                return 2
+        if not _write_json(args.json, to_json(document), err):
+            return 2
+        if args.json != "-":
             show.print(f"JSON written to {args.json}", markup=False, highlight=False)
     if args.plot:
         from ._plot import plot
@@ -402,16 +395,23 @@ def _interrupted(
             "virtual_seconds": reached,
             "duration_seconds": duration,
         }
-        data = msgspec.json.encode(report) + b"\n"
-        if args.json == "-":
-            sys.stdout.write(data.decode())
-            sys.stdout.flush()
-        else:
-            try:
-                Path(args.json).write_bytes(data)
-            except OSError as exc:
-                _error(err, f"videoflow-aio: error: --json {args.json}: {exc}")
+        _write_json(args.json, msgspec.json.encode(report) + b"\n", err)
     return 130
+
+
+def _write_json(target: str, data: bytes, err: Console) -> bool:
+    """``data`` to stdout (``-``) or the file ``target``; False, with the error said, when
+    the file cannot be written."""
+    if target == "-":
+        sys.stdout.write(data.decode())
+        sys.stdout.flush()
+        return True
+    try:
+        Path(target).write_bytes(data)
+    except OSError as exc:
+        _error(err, f"videoflow-aio: error: --json {target}: {exc}")
+        return False
+    return True
 
 
 def _error(err: Console, message: str) -> None:
