@@ -3,8 +3,13 @@ Erlang C, screening, executors, the command's JSON and its answer line."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -360,7 +365,10 @@ def test_points_of_a_key_without_order_run_at_once_with_the_same_results() -> No
 
 
 @pytest.mark.slow
-def test_results_are_the_same_on_a_dask_cluster() -> None:
+def test_results_are_the_same_on_a_dask_cluster(tmp_path: Path) -> None:
+    # a real cluster as docs/simulate.md starts one: `dask scheduler` and two `dask worker`
+    # processes on 127.0.0.1 (an in-process LocalCluster hung starting its nannies inside a
+    # pytest-xdist worker, whose __main__ is not a file)
     distributed = pytest.importorskip("distributed")
     args: dict[str, Any] = {
         "sweep": "stage.server.replicas=4..6",
@@ -368,12 +376,60 @@ def test_results_are_the_same_on_a_dask_cluster() -> None:
         "replications": 2,
     }
     here = simulate(mmc(duration=4.0), executor=InProcess(), **args)
-    with distributed.LocalCluster(
-        n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1", dashboard_address=None
-    ) as cluster:
-        there = simulate(mmc(duration=4.0), executor=cluster.scheduler_address, **args)
-    assert there.answer is not None and there.answer.value == here.answer.value
+    with _dask_cluster(tmp_path, workers=2) as address:
+        with distributed.Client(address, timeout=60) as client:
+            client.wait_for_workers(2, timeout=60)
+        there = simulate(mmc(duration=4.0), executor=address, **args)
+    assert there.answer is not None and here.answer is not None
+    assert there.answer.value == here.answer.value
     assert _strip_wall(json.loads(to_json(here))) == _strip_wall(json.loads(to_json(there)))
+
+
+@contextlib.contextmanager
+def _dask_cluster(tmp_path: Path, *, workers: int) -> Iterator[str]:
+    """A scheduler and ``workers`` single-threaded workers on 127.0.0.1, free ports; its
+    address. Every process is killed on the way out."""
+    dask = str(Path(sys.executable).with_name("dask"))
+    info = tmp_path / "scheduler.json"
+    common = ["--scheduler-file", str(info)]
+    procs = [
+        subprocess.Popen(
+            [dask, "scheduler", "--host", "127.0.0.1", "--port", "0", "--no-dashboard", *common],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+    ]
+    try:
+        deadline = time.monotonic() + 60  # wall-clock: a real process starting
+        while not info.exists() or not info.read_text().strip():
+            assert procs[0].poll() is None, "dask scheduler exited"
+            assert time.monotonic() < deadline, "dask scheduler wrote no address in 60 s"
+            time.sleep(0.05)  # a real process: nothing to wait on but its file
+        address = json.loads(info.read_text())["address"]
+        for _ in range(workers):
+            procs.append(
+                subprocess.Popen(
+                    [
+                        dask,
+                        "worker",
+                        "--host",
+                        "127.0.0.1",
+                        "--nthreads",
+                        "1",
+                        "--no-nanny",
+                        "--no-dashboard",
+                        *common,
+                    ],
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.DEVNULL,
+                )
+            )
+        yield str(address)
+    finally:
+        for proc in procs:
+            proc.kill()
+        for proc in procs:
+            proc.wait(timeout=30)
 
 
 def test_dask_without_distributed_exits_2(
