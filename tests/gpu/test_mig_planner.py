@@ -37,11 +37,16 @@ from videoflow_aio.gpu.layout import (
 H100 = "NVIDIA-H100-80GB-HBM3"
 
 
+#: the cache itself, held here: tests monkeypatch ``mig._verdict_cached``, and an autouse
+#: fixture's monkeypatch (tests/conftest.py) is undone only after this module's fixtures
+_VERDICT_CACHE = mig._verdict_cached
+
+
 @pytest.fixture
 def fresh_cache() -> Iterator[None]:
-    mig._verdict_cached.cache_clear()
+    _VERDICT_CACHE.cache_clear()
     yield
-    mig._verdict_cached.cache_clear()
+    _VERDICT_CACHE.cache_clear()
 
 
 def product(fam: Family) -> str:
