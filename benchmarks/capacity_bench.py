@@ -24,8 +24,9 @@ under 200 ms?
   target (with 60-second runs it does: a p99 of the run's length, not of the queue).
 - **videoflow-aio**: the same spec (:data:`SPEC_TOML`, written to a temporary file) through
   ``videoflow-aio simulate SPEC --sweep stage.detect.replicas=A..B
-  --slo 'end_to_end.p99<=200ms' --precision P --json -`` in a subprocess: its wall time and
-  the CPU of it and its worker processes (``RUSAGE_CHILDREN``), its answer from the JSON. On a
+  --slo 'end_to_end.p99<=200ms' --precision P --json - --workers 1`` in a subprocess, in one
+  process as the SimPy user runs: its wall time and CPU (``RUSAGE_CHILDREN``), its answer
+  from the JSON (without ``--workers 1`` the runs spread over the CPUs: less wall, same CPU). On a
   tree without those options the benchmark says so and prints the SimPy half alone.
 
 Both halves print their time to answer; the ratios (videoflow ÷ SimPy, wall and CPU) and
@@ -526,6 +527,11 @@ def videoflow_command(spec_path: Path, s: Settings, exe: str | None = None) -> l
         "--json",
         "-",
         "--quiet",
+        # one process, like the SimPy user: its CPU is then all in RUSAGE_CHILDREN (local
+        # worker processes are forkserver children, never reaped by the command, so their
+        # CPU would go uncounted) and wall against wall compares the same work
+        "--workers",
+        "1",
     ]
     if s.confidence != 0.95:
         cmd += ["--confidence", f"{s.confidence:g}"]

@@ -136,7 +136,8 @@ def test_quick_run(
     argv, spec = json.loads(seen.read_text())
     assert argv[2:] == [
         "--sweep", "stage.detect.replicas=10..11", "--slo", "end_to_end.p99<=200ms",
-        "--precision", "0.1", "--json", "-", "--quiet", "--duration", "10", "--warmup", "2",
+        "--precision", "0.1", "--json", "-", "--quiet", "--workers", "1",
+        "--duration", "10", "--warmup", "2",
     ]  # fmt: skip
     assert spec == bench.SPEC_TOML
     # the same frames as the simulator: one replication's p99 within the histogram's error
