@@ -471,6 +471,11 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
                     self._vt_spin_from = self._vt_spin_head()
                 else:
                     spins += 1
+                    since = self._vt_spin_from
+                    if since is None or since._when <= now:
+                        # the head taken was due at this instant (it fired: the deadline
+                        # the spinner waits for is the one set after it), or there was none
+                        self._vt_spin_from = self._vt_spin_head()
                     if spins >= clock._spin_limit:
                         spins = 0
                         now = spin_at = self._vt_spin_jump(now)
