@@ -273,7 +273,7 @@ async def _receive(
         if loop_time() >= deadline - 0.006:
             return out
         if code not in ("404", "408"):
-            await asyncio.sleep(0.01)  # e.g. 409 Exceeded MaxWaiting: back off briefly
+            await asyncio.sleep(0.01)  # asyncio-side: e.g. 409 Exceeded MaxWaiting, back off
 
 
 async def _the_rest(
@@ -302,7 +302,7 @@ async def _the_rest(
         top = max(d.sequence for d in out)
         if not more or not (_published_beyond(st, top) or await _stored_beyond(c, st, top)):
             break
-        await asyncio.sleep(0.001)
+        await asyncio.sleep(0.001)  # asyncio-side: nats-py's loop
         p = await pull(c, nc, st, item_credit - len(out), left, deadline)
         await check_status(c, st, p)
         out += await _fresh(c, st, [delivery(c, st, m, p.sent_at) for m in p.msgs])
@@ -355,8 +355,9 @@ async def _stragglers(st: SubState, n: int, budget: int, deadline: float) -> lis
     deadline), then for the rest of their burst."""
     end = min(deadline, loop_time() + STRAGGLERS)
     while not st.late and loop_time() < end:  # noqa: ASYNC110 - filled by the inbox callback
-        await asyncio.sleep(0.001)
+        await asyncio.sleep(0.001)  # asyncio-side: nats-py's loop
     if st.late:
+        # asyncio-side: nats-py's loop
         await asyncio.sleep(LINGER if st.chan.spec.replicas <= 1 else REPLICATED_LINGER)
     return take_late(st, n, budget)
 

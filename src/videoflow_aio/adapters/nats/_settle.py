@@ -131,7 +131,7 @@ class Evidence:
         for _ in range(1000):
             if not any(s.pending_msgs for s in self.subs):
                 return
-            await asyncio.sleep(0)  # let the subscription callbacks run
+            await asyncio.sleep(0)  # asyncio-side: let nats-py's subscription callbacks run
 
 
 class _Stamp(msgspec.Struct):
@@ -333,7 +333,7 @@ async def _barrier(
                     "no responders for the consumer: its leader is being elected (or it was "
                     "deleted)"
                 )
-            await asyncio.sleep(ELECTION_POLL)
+            await asyncio.sleep(ELECTION_POLL)  # asyncio-side: nats-py's loop, as the request
             payload = again or payload
             continue
         except CallFailed as exc:
