@@ -3,11 +3,14 @@
 Two independent guards, both set up by :func:`popen` for every server that
 :mod:`videoflow_aio.testing.servers` and :mod:`videoflow_aio.testing.clusters` start:
 
-- **parent-death signal** (Linux): the child asks the kernel for SIGKILL when its parent
-  dies (``prctl(PR_SET_PDEATHSIG)``, kept across ``exec``). The kernel sends it when the
+- **parent-death signal** (Linux): the server is started through util-linux ``setpriv
+  --pdeathsig KILL``, which asks the kernel for SIGKILL when its parent dies
+  (``prctl(PR_SET_PDEATHSIG)``, kept across ``exec``). No Python runs in the forked child: a
+  ``preexec_fn`` in a process with threads (grpc's, xdist's) is unsafe, and one crashed
+  with a segmentation fault in a parallel test run. The kernel sends the signal when the
   *thread* that forked the child ends, so servers are forked from the main thread or from
   one keeper thread that lives as long as the process — never from a short-lived worker
-  thread (``astart`` runs in one).
+  thread (``astart`` runs in one). Without ``setpriv`` the reaper alone guards.
 - **a reaper process** (one per owning process, started with the first server, in its own
   session so Ctrl-C does not reach it): it holds the read end of a pipe only the owner
   writes to. When the owner ends — exit, exception, SIGTERM, SIGKILL — the pipe reaches end
@@ -22,10 +25,10 @@ from __future__ import annotations
 
 import atexit
 import contextlib
-import ctypes
+import functools
 import os
 import queue
-import signal
+import shutil
 import subprocess
 import sys
 import threading
@@ -34,7 +37,6 @@ from concurrent.futures import Future
 from pathlib import Path
 from typing import IO, Any
 
-_PR_SET_PDEATHSIG = 1
 _SCRIPT = Path(__file__).with_name("_reaper_main.py")
 
 _lock = threading.Lock()
@@ -62,34 +64,27 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
-def _prctl() -> Callable[..., int] | None:
+@functools.cache
+def _pdeathsig_prefix() -> tuple[str, ...]:
+    """``setpriv --pdeathsig KILL --`` where util-linux's setpriv has that option (2.33+),
+    else nothing (the reaper alone guards)."""
     if not sys.platform.startswith("linux"):
-        return None
+        return ()
+    setpriv = shutil.which("setpriv")
+    if setpriv is None:
+        return ()
     try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        prctl = libc.prctl
-    except (OSError, AttributeError):
-        return None
-    prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong]
-    prctl.restype = ctypes.c_int
-    return prctl  # type: ignore[no-any-return]
-
-
-_PRCTL = _prctl()  # resolved here: the child after fork only calls it
-
-
-def _die_with_parent(parent: int) -> Callable[[], None] | None:
-    """The ``preexec_fn`` that sets the parent-death signal (None where there is none)."""
-    prctl = _PRCTL
-    if prctl is None:
-        return None
-
-    def preexec() -> None:
-        prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-        if os.getppid() != parent:  # the parent died before the signal was asked for
-            os._exit(1)
-
-    return preexec
+        probe = subprocess.run(
+            [setpriv, "--pdeathsig", "KILL", "--", "true"],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            timeout=10,
+            check=False,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return ()
+    return (setpriv, "--pdeathsig", "KILL", "--") if probe.returncode == 0 else ()
 
 
 def _keeper_loop(jobs: queue.SimpleQueue[tuple[Callable[[], Any], Future[Any]]]) -> None:
@@ -165,10 +160,10 @@ def _start_time(pid: int) -> str:
 def popen(argv: list[str], *, cleanup: Path | None, **options: Any) -> subprocess.Popen[bytes]:
     """``subprocess.Popen(argv, start_new_session=True, **options)`` for a server that must
     die with this process; ``cleanup`` is the directory removed when it is reaped."""
-    preexec = _die_with_parent(os.getpid())
+    full = [*_pdeathsig_prefix(), *argv]
 
     def start() -> subprocess.Popen[bytes]:
-        return subprocess.Popen(argv, start_new_session=True, preexec_fn=preexec, **options)
+        return subprocess.Popen(full, start_new_session=True, **options)
 
     proc: subprocess.Popen[bytes] = _in_long_lived_thread(start)
     where = "" if cleanup is None else str(cleanup).replace("\n", "")
