@@ -105,6 +105,28 @@ async def test_silent_peer_still_times_out(vclock: VirtualClock) -> None:
     assert waited >= 0.09
 
 
+async def test_a_deadline_set_after_real_io_at_one_instant_gets_its_own_real_seconds(
+    vclock: VirtualClock,
+) -> None:
+    """At one virtual instant the loop first waits 1.2 real s for a slow peer (under a far
+    deadline); a 1-s timeout set after that still gets 1 real s for a peer answering in
+    0.05 s. (Counted from the first idle moment at the instant, the real wait already
+    covered it: the timeout fired at once — an etcd TLS probe after gRPC's own failed
+    connection attempts timed out without a byte sent.)"""
+    with DelayedEchoServer(delay=1.2) as slow, DelayedEchoServer(delay=0.05) as quick:
+        with anyio.fail_after(600):  # the head while the slow round trip waits
+            t0 = vclock.monotonic()
+            async with await anyio.connect_tcp("127.0.0.1", slow.port) as stream:
+                await stream.send(b"a")
+                assert await stream.receive() == b"a"
+            assert vclock.monotonic() == t0  # 1.2 real s at one virtual instant
+            async with await anyio.connect_tcp("127.0.0.1", quick.port) as stream:
+                await stream.send(b"b")
+                with anyio.fail_after(1):
+                    assert await stream.receive() == b"b"
+    assert vclock.monotonic() == t0
+
+
 async def test_in_loop_server_round_trips_and_jumps_resume_after_close(
     vclock: VirtualClock,
 ) -> None:

@@ -47,20 +47,25 @@ Deliver = Callable[[object | None, str], bool]
 
 
 class RealWait:
-    """Real seconds a loop has been stuck (idle, or spinning) at one virtual instant: with
-    real I/O pending, a jump of ``d`` virtual seconds waits until this reaches ``d``."""
+    """Real seconds a loop has been stuck (idle, or spinning) at one virtual instant with the
+    same deadline next: with real I/O pending, a jump of ``d`` virtual seconds to that
+    deadline waits until this reaches ``d``. A new deadline at the head (a timeout set
+    while real I/O went on at this instant) starts its own count: it gets its ``d`` real
+    seconds, whatever the loop waited for before it was set."""
 
-    __slots__ = ("_at", "_since")
+    __slots__ = ("_at", "_deadline", "_since")
 
     def __init__(self) -> None:
         self._at = math.nan
+        self._deadline = math.nan
         self._since = 0.0
 
-    def waited(self, now: float) -> float:
-        """Real seconds since the first call at virtual instant ``now``."""
+    def waited(self, now: float, deadline: float) -> float:
+        """Real seconds since the first call at virtual instant ``now`` with ``deadline``
+        the next one."""
         real_now = time.perf_counter()  # wall-clock: real I/O is measured in real time
-        if self._at != now:
-            self._at, self._since = now, real_now
+        if self._at != now or self._deadline != deadline:
+            self._at, self._deadline, self._since = now, deadline, real_now
         return real_now - self._since
 
 

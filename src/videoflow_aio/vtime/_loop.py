@@ -431,7 +431,7 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
             or when <= now
             or not self.virtual_clock._may_jump_to(when)
             or self._vt_threads_busy()
-            or (self._vt_real_io() and self._vt_real_wait.waited(now) < when - now)
+            or (self._vt_real_io() and self._vt_real_wait.waited(now, when) < when - now)
         ):
             return now
         clock = self.virtual_clock
@@ -609,15 +609,16 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
     def _vt_wait_real_io(self, when: float, jumpable: bool) -> bool:
         """Wait for real I/O; True when the jump to ``when`` may go ahead.
 
-        A jump of ``d`` virtual seconds goes ahead only after ``d`` real seconds without
-        I/O, counted from when the loop first went idle at the current instant.
+        A jump of ``d`` virtual seconds goes ahead only after ``d`` real seconds, counted
+        from when the loop first went idle at the current instant with that deadline next
+        (:class:`RealWait`).
         """
         selector = self._selector
         if not jumpable:
             self._process_events(selector.select(_WAIT_SLICE))
             return False
         now = self.virtual_clock._now
-        remaining = (when - now) - self._vt_real_wait.waited(now)
+        remaining = (when - now) - self._vt_real_wait.waited(now, when)
         if remaining <= 0:
             return True
         events_ = selector.select(min(remaining, _WAIT_SLICE))

@@ -180,7 +180,7 @@ class TrioVirtualClock(trio.abc.Clock):
             or when <= now
             or not owner._may_jump_to(when)
             or _threads_working(runner)
-            or (_io_waiters(runner) and self._real_wait.waited(now) < when - now)
+            or (_io_waiters(runner) and self._real_wait.waited(now, when) < when - now)
         ):
             return now
         owner._set_now(owner._jump_target(when) if owner._rng is not None else when)
@@ -245,7 +245,7 @@ class TrioVirtualClock(trio.abc.Clock):
         if _io_waiters(runner):
             if not jumpable:
                 return _WAIT_SLICE
-            remaining = (when - now) - self._real_wait.waited(now)
+            remaining = (when - now) - self._real_wait.waited(now, when)
             if remaining > 0:
                 return min(remaining, _WAIT_SLICE)
         # before jumping or declaring a deadlock, take in any I/O already delivered (trio's
