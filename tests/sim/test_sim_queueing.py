@@ -146,6 +146,20 @@ FORMULA = [
 ]
 
 
+def test_the_simulators_queue_matches_erlang_c_at_utilisation_0_95() -> None:
+    """ρ = 0.95 in the default tier: the FCFS recursion on the simulator's own streams
+    (which ``test_the_simulator_is_exactly_the_fcfs_queue`` shows equal to the simulator,
+    message by message, at ρ = 0.95) over the 1.2 million customers the formula needs; the
+    simulator itself runs them in the ``slow`` tier below."""
+    mu, c, rho, customers = 10.0, 128, 0.95, 1_200_000
+    rate = rho * c * mu
+    duration = customers / rate
+    s = spec(rate=rate, replicas=c, mean_ms=100.0, duration=duration, warmup=duration / 20)
+    mean, _, n = reference(s)
+    assert n > 0.9 * customers
+    assert mean == pytest.approx(mmc_mean_response(rate, mu, c), rel=0.02)
+
+
 @pytest.mark.parametrize(("rho", "c", "customers"), FORMULA)
 def test_mean_latency_matches_erlang_c(rho: float, c: int, customers: int) -> None:
     mu = 10.0  # 100 ms mean service
