@@ -8,6 +8,7 @@ proxy.
 from __future__ import annotations
 
 import asyncio
+import socket
 import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -134,6 +135,20 @@ async def test_unreachable_server() -> None:
         await s.cas("k", None, b"v")
     assert info.value.fields["applied"] is False
     await s.aclose()
+
+
+async def test_a_deadline_passing_while_connecting_is_not_sent() -> None:
+    """A server that accepts TCP but never answers redis-py's HELLO: the deadline passes
+    before the pool hands out a connection, so the write was never sent — a definite "not
+    applied", not an unknown outcome (which the unreachable server above also got on a
+    loaded machine, once the refused connect and its diagnosis outlasted the deadline)."""
+    with socket.create_server(("127.0.0.1", 0)) as silent:  # the kernel accepts; no reply
+        s = RedisRuntimeStore(f"redis://127.0.0.1:{silent.getsockname()[1]}/0", timeout=0.3)
+        with pytest.raises(BackendUnavailable) as info:
+            await s.cas("k", None, b"v")
+        assert info.value.fields["applied"] is False
+        assert not isinstance(info.value, OutcomeUnknown)
+        await s.aclose()
 
 
 # -- lost replies -----------------------------------------------------------------------------

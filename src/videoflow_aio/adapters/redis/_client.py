@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import itertools
 import socket
 import ssl
@@ -136,6 +137,11 @@ def new_request_id() -> str:
     return f"{_RID_PREFIX}{next(_RID_COUNTER):x}"
 
 
+_CONNECTED: contextvars.ContextVar[bool] = contextvars.ContextVar("_CONNECTED", default=True)
+"""False in a write until the pool handed it a connection: a deadline or error before that
+point sent nothing (True by default: anywhere else a lost reply stays ambiguous)."""
+
+
 class WaitingConnectionPool(ConnectionPool):
     """A connection pool that waits (up to ``wait_timeout``) for a free connection instead of
     raising once ``max_connections`` are in use — what ``BlockingConnectionPool`` does, gated
@@ -158,7 +164,9 @@ class WaitingConnectionPool(ConnectionPool):
         else:
             await self._slots.acquire()
         try:
-            return await super().get_connection(*args, **kwargs)  # type: ignore[no-untyped-call]
+            connection = await super().get_connection(*args, **kwargs)  # type: ignore[no-untyped-call]
+            _CONNECTED.set(True)
+            return connection
         except (rexc.RedisError, OSError) as exc:
             self._slots.release()
             reason = await self._diagnose(exc)
@@ -423,6 +431,12 @@ def map_exceptions(what: str, *, timeout: float, write: bool = False) -> Iterato
                 backend="redis",
                 applied=False,
             ) from exc
+        if write and not _CONNECTED.get():  # the deadline passed while connecting
+            raise BackendUnavailable(
+                f"redis {what}: not sent ({type(exc).__name__}: {exc})",
+                backend="redis",
+                applied=False,
+            ) from exc
         if write:
             raise ReplyLost(what) from exc
         if isinstance(exc, rexc.TimeoutError | TimeoutError):
@@ -535,6 +549,7 @@ class RedisConnection:
         :class:`OutcomeUnknown` when the resolution failed too. On cancellation the outcome
         is settled (resolved and fenced, shielded, within the deadline) before re-raising.
         """
+        connected = _CONNECTED.set(False)
         try:
             with map_exceptions(what, timeout=self.timeout, write=True):
                 if self.wait_replicas:
@@ -549,6 +564,8 @@ class RedisConnection:
             with anyio.CancelScope(shield=True), anyio.move_on_after(self.timeout):
                 await self._settle(rid)
             raise
+        finally:
+            _CONNECTED.reset(connected)
         try:
             marker = await self._resolve_or_unknown(what, rid, cause)
         except OutcomeUnknown:
