@@ -10,7 +10,7 @@ import anyio
 import anyio.from_thread
 import pytest
 
-from _vtime_helpers import DelayedEchoServer
+from _vtime_helpers import DelayedEchoServer, unqueued_seconds
 from videoflow_aio.vtime import VirtualClock
 
 pytestmark = pytest.mark.anyio
@@ -139,14 +139,14 @@ async def test_in_loop_server_round_trips_and_jumps_resume_after_close(
     async with listener, anyio.create_task_group() as tg:
         tg.start_soon(listener.serve, handle)
         for _ in range(5):
-            with anyio.fail_after(0.5):
+            with anyio.fail_after(5):  # 5 real s at most: a loaded machine may be slow
                 async with await anyio.connect_tcp("127.0.0.1", port) as client:
                     await client.send(b"x")
                     assert await client.receive() == b"x"
         tg.cancel_scope.cancel()
-    wall0 = time.perf_counter()  # wall-clock: with no socket left, jumps are instant
+    wall0 = unqueued_seconds()  # with no socket left, jumps are instant
     await anyio.sleep(3600)
-    assert time.perf_counter() - wall0 < 0.5  # wall-clock: as above
+    assert unqueued_seconds() - wall0 < 0.5
     assert vclock.monotonic() == 4600.0
 
 
