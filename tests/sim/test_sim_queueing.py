@@ -133,41 +133,40 @@ def test_the_simulator_is_exactly_the_fcfs_queue(
 FORMULA = [
     pytest.param(0.5, 2, 200_000, id="rho=0.5"),
     pytest.param(0.8, 16, 200_000, id="rho=0.8"),
-    # 1.2 million customers: ~66 s alone on an idle core, and CI's run shares 2 cores among
-    # 4 xdist workers — past the suite's 600-s timeout a worker dies, and xdist's loadgroup
-    # scheduler then waited forever for its replacement (the whole run hung)
-    pytest.param(
-        0.95,
-        128,
-        1_200_000,
-        id="rho=0.95",
-        marks=[pytest.mark.slow, pytest.mark.timeout(2400)],
-    ),
+    pytest.param(0.95, 128, 1_200_000, id="rho=0.95"),
 ]
 
 
-def test_the_simulators_queue_matches_erlang_c_at_utilisation_0_95() -> None:
-    """ρ = 0.95 in the default tier: the FCFS recursion on the simulator's own streams
-    (which ``test_the_simulator_is_exactly_the_fcfs_queue`` shows equal to the simulator,
-    message by message, at ρ = 0.95) over the 1.2 million customers the formula needs; the
-    simulator itself runs them in the ``slow`` tier below."""
-    mu, c, rho, customers = 10.0, 128, 0.95, 1_200_000
+def _erlang_c_spec(rho: float, c: int, customers: int) -> tuple[Any, float, float]:
+    """The M/M/c spec of ``customers`` at utilisation ``rho`` (100 ms mean service), its
+    arrival rate and its Erlang C mean response (s)."""
+    mu = 10.0
     rate = rho * c * mu
     duration = customers / rate
     s = spec(rate=rate, replicas=c, mean_ms=100.0, duration=duration, warmup=duration / 20)
-    mean, _, n = reference(s)
-    assert n > 0.9 * customers
-    assert mean == pytest.approx(mmc_mean_response(rate, mu, c), rel=0.02)
+    return s, rate, mmc_mean_response(rate, mu, c)
 
 
 @pytest.mark.parametrize(("rho", "c", "customers"), FORMULA)
+def test_the_simulators_queue_matches_erlang_c(rho: float, c: int, customers: int) -> None:
+    """The default tier: the FCFS recursion on the simulator's own streams — which
+    ``test_the_simulator_is_exactly_the_fcfs_queue`` shows equal to the simulator, message by
+    message, at utilisation 0.5, 0.8 and 0.95 — over the customers each formula check needs
+    (about 1 CPU s per 200k customers, against ~25 for the simulator)."""
+    s, _, theory = _erlang_c_spec(rho, c, customers)
+    mean, _, n = reference(s)
+    assert n > 0.9 * customers
+    assert mean == pytest.approx(theory, rel=0.02)
+
+
+# the simulator itself over the same customers: the slow tier (-m slow; .ci/run runs it).
+# 1.2 million customers at rho = 0.95 take ~66 s alone on an idle core.
+@pytest.mark.slow
+@pytest.mark.timeout(2400)
+@pytest.mark.parametrize(("rho", "c", "customers"), FORMULA)
 def test_mean_latency_matches_erlang_c(rho: float, c: int, customers: int) -> None:
-    mu = 10.0  # 100 ms mean service
-    rate = rho * c * mu
-    duration = customers / rate
-    s = spec(rate=rate, replicas=c, mean_ms=100.0, duration=duration, warmup=duration / 20)
+    s, _, theory = _erlang_c_spec(rho, c, customers)
     result = simulate(s)
-    theory = mmc_mean_response(rate, mu, c)
     got = result["end_to_end"]["latency_ms"]["mean"] / 1000.0
     assert got == pytest.approx(theory, rel=0.02)
 
