@@ -88,6 +88,10 @@ def test_blocks(cluster):
 """
 
 WAIT_SECONDS = 15.0
+RUN_EXIT_SECONDS = 90.0
+"""How long the killed run may take to exit: Ctrl-C's teardown stops its servers and prints a
+summary, which a machine loaded 5-fold stretched past 15 s (what is tested is that nothing
+outlives the run, not how fast pytest tears down)."""
 
 
 def _wait_exit(pid: int, timeout: float) -> bool:
@@ -177,7 +181,7 @@ def _run_and_kill(tmp_path: Path, how: str, child: str = CHILD, *, wrapped: bool
         else:  # Ctrl-C twice: the second one lands in the teardown the first one began
             proc.send_signal(signal.SIGINT)
             proc.send_signal(signal.SIGINT)
-        proc.wait(WAIT_SECONDS)
+        proc.wait(RUN_EXIT_SECONDS)
         for pid in report["pids"]:
             assert _wait_exit(pid, WAIT_SECONDS), f"server {pid} outlived the run ({how})"
         if report["reaper"] is not None:

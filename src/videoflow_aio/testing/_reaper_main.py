@@ -103,14 +103,20 @@ def main() -> None:
         except ValueError:
             continue
     killed = [member for pid, (started, _) in servers.items() for member in kill(pid, started)]
-    deadline = time.monotonic() + 10.0  # wall-clock: waiting for killed processes to go
+    deadline = time.monotonic() + 60.0  # wall-clock: waiting for killed processes to go
     while killed and time.monotonic() < deadline:  # wall-clock: as above
         killed = [pid for pid in killed if not gone(pid)]
         if killed:
             time.sleep(0.02)  # wall-clock: polling real processes
-    for _, directory in servers.values():
-        if directory:
+    # a directory is removed until it stays gone: a member that was still exiting (a loaded
+    # machine) may have written into it while it was being removed
+    left = [directory for _, directory in servers.values() if directory]
+    while left and time.monotonic() < deadline:  # wall-clock: as above
+        for directory in left:
             shutil.rmtree(directory, ignore_errors=True)
+        left = [directory for directory in left if os.path.lexists(directory)]
+        if left:
+            time.sleep(0.05)  # wall-clock: as above
 
 
 if __name__ == "__main__":
