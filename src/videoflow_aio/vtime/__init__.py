@@ -11,13 +11,14 @@ from __future__ import annotations
 from ._clock import VirtualClock, VirtualTimeDeadlock, current_clock
 from ._guard import guarded
 from ._loop import VirtualEventLoop, new_event_loop
-from ._run import Backend, run
+from ._run import Backend, backend_options, run
 
 __all__ = [
     "Backend",
     "VirtualClock",
     "VirtualEventLoop",
     "VirtualTimeDeadlock",
+    "backend_options",
     "current_clock",
     "guarded",
     "new_event_loop",

@@ -17,7 +17,7 @@ from typing import Any, Final
 import anyio
 
 from ... import faults
-from ...contracts._base import Known, Unknown
+from ...contracts import Known, Unknown
 from ...contracts.errors import (
     BackendUnavailable,
     ConflictError,

@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from typing import Any, ClassVar
 
 from ... import faults
-from ...contracts._base import Known, Unknown
+from ...contracts import Known, Unknown
 from ...contracts.errors import (
     BackendUnavailable,
     ConflictError,
