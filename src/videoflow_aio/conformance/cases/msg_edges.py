@@ -21,7 +21,17 @@ from ...contracts.messaging import (
 )
 from .._case import case
 from .._harness import MessagingHarness as Harness
-from .msg import _chan_obs, _channel, _pids, _publish, _recv, _sub, _sub_obs, _window
+from ._msg_scenarios import (
+    _chan_obs,
+    _channel,
+    _pids,
+    _publish,
+    _recv,
+    _sub,
+    _sub_obs,
+    _subscribed,
+    _window,
+)
 
 M: Final = "messaging"
 
@@ -72,9 +82,7 @@ async def _lost_then_retried(
     """Settles applied whose answers were lost, retried with the same settlement ids before
     or after the lease deadline: each retry answers what the first did. One message per
     outcome, on one subscription."""
-    b = await h.open()
-    ch = await _channel(h, b)
-    sub = await _sub(h, b, ch.channel, ack_wait_seconds=h.seconds(5 if past_deadline else 30))
+    b, ch, sub = await _subscribed(h, ack_wait_seconds=h.seconds(5 if past_deadline else 30))
     for i in range(len(outcomes)):
         await _publish(h, b, ch.channel, f"p{i}")
     got = await _recv(h, b, sub.id)
@@ -133,9 +141,7 @@ async def lost_reply_retried_past_lease(h: Harness) -> None:
     controls=["lose_reply"],
 )
 async def lost_renew_reply(h: Harness) -> None:
-    b = await h.open()
-    ch = await _channel(h, b)
-    sub = await _sub(h, b, ch.channel, ack_wait_seconds=h.seconds(30))
+    b, ch, sub = await _subscribed(h, ack_wait_seconds=h.seconds(30))
     await _publish(h, b, ch.channel, "p1")
     got = await _recv(h, b, sub.id)
     h.equal(_pids(got), ["p1"], "leased")

@@ -13,7 +13,16 @@ import anyio
 from ...contracts.messaging import Completed, Delivery, Retry, SettleConfirmed
 from .._case import case
 from .._harness import MessagingHarness as Harness
-from .msg import M, _channel, _pids, _publish, _recv, _sub, _sub_obs
+from ._msg_scenarios import (
+    M,
+    _pids,
+    _publish,
+    _recv,
+    _sub,
+    _sub_obs,
+    _subscribed,
+    _with_channel,
+)
 
 
 @case(
@@ -22,8 +31,7 @@ from .msg import M, _channel, _pids, _publish, _recv, _sub, _sub_obs
     contract=M,
 )
 async def renew_from_now(h: Harness) -> None:
-    b = await h.open()
-    ch = await _channel(h, b)
+    b, ch = await _with_channel(h)
     aw = h.seconds(10)
     sub = await _sub(h, b, ch.channel, ack_wait_seconds=aw)
     await _publish(h, b, ch.channel, "p1")
@@ -57,9 +65,7 @@ async def renew_from_now(h: Harness) -> None:
     contract=M,
 )
 async def delayed_retry_at_cap(h: Harness) -> None:
-    b = await h.open()
-    ch = await _channel(h, b)
-    sub = await _sub(h, b, ch.channel, ack_wait_seconds=h.seconds(30), max_deliver=2)
+    b, ch, sub = await _subscribed(h, ack_wait_seconds=h.seconds(30), max_deliver=2)
     await _publish(h, b, ch.channel, "p1")
     first = await _recv(h, b, sub.id)
     h.equal([d.attempt for d in first], [1], "attempt 1")
@@ -79,9 +85,7 @@ async def delayed_retry_at_cap(h: Harness) -> None:
     contract=M,
 )
 async def settle_wakes_credit_waiter(h: Harness) -> None:
-    b = await h.open()
-    ch = await _channel(h, b)
-    sub = await _sub(h, b, ch.channel, item_credit=1)
+    b, ch, sub = await _subscribed(h, item_credit=1)
     for pid in ("p1", "p2"):
         await _publish(h, b, ch.channel, pid)
     held = await _recv(h, b, sub.id)
@@ -111,9 +115,7 @@ async def settle_wakes_credit_waiter(h: Harness) -> None:
     contract=M,
 )
 async def waiting_receive_gets_expiry(h: Harness) -> None:
-    b = await h.open()
-    ch = await _channel(h, b)
-    sub = await _sub(h, b, ch.channel, ack_wait_seconds=h.seconds(5))
+    b, ch, sub = await _subscribed(h, ack_wait_seconds=h.seconds(5))
     got: list[tuple[float, list[Delivery]]] = []
 
     async def replica() -> None:
@@ -140,8 +142,7 @@ async def waiting_receive_gets_expiry(h: Harness) -> None:
     contract=M,
 )
 async def late_subscription_floor(h: Harness) -> None:
-    b = await h.open()
-    ch = await _channel(h, b, max_msgs=2, overflow="evict_oldest")
+    b, ch = await _with_channel(h, max_msgs=2, overflow="evict_oldest")
     seqs = [(await _publish(h, b, ch.channel, f"p{i}")).sequence for i in range(3)]
     sub = await _sub(h, b, ch.channel)
     first = seqs[1]  # p0 was evicted
@@ -161,9 +162,7 @@ async def late_subscription_floor(h: Harness) -> None:
     contract=M,
 )
 async def floor_over_other_kinds(h: Harness) -> None:
-    b = await h.open()
-    ch = await _channel(h, b)
-    sub = await _sub(h, b, ch.channel)
+    b, ch, sub = await _subscribed(h)
     await _publish(h, b, ch.channel, "d1")
     await _publish(h, b, ch.channel, "e1", kind="eos")
     last = (await _publish(h, b, ch.channel, "d2")).sequence
