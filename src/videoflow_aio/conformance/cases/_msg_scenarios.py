@@ -16,12 +16,15 @@ from typing import Any, Final
 
 from ...contracts import Known, Unknown
 from ...contracts.messaging import (
+    Accepted,
     ChannelId,
     ChannelObservation,
     ChannelSpec,
     Completed,
     Delivery,
     MessagingBackend,
+    PublishOutcome,
+    Rejected,
     SubscriptionId,
     SubscriptionObservation,
     SubscriptionSpec,
@@ -48,7 +51,9 @@ def _window(h: Harness, s: float) -> int:
     return max(1, round(h.seconds(s)))
 
 
-async def _channel(h: Harness, backend: Any, node: str = "n1", **kw: Any) -> ChannelSpec:
+async def _channel(
+    h: Harness, backend: MessagingBackend, node: str = "n1", **kw: Any
+) -> ChannelSpec:
     kw.setdefault("retention", "limits")
     spec = make_channel("flow", "run1", node, kw.pop("profile", "work"), **kw)
     await backend.ensure_channel(spec, _op(h))
@@ -74,7 +79,7 @@ async def _subscribed(
 
 
 async def _sub(
-    h: Harness, backend: Any, channel: ChannelId, consumer: str = "w", **kw: Any
+    h: Harness, backend: MessagingBackend, channel: ChannelId, consumer: str = "w", **kw: Any
 ) -> SubscriptionSpec:
     kw.setdefault("ack_wait_seconds", h.seconds(30))
     spec = make_subscription(channel, consumer, **kw)
@@ -82,13 +87,25 @@ async def _sub(
     return spec
 
 
-async def _publish(h: Harness, backend: Any, channel: ChannelId, pid: str, **kw: Any) -> Any:
+async def _publish(
+    h: Harness, backend: MessagingBackend, channel: ChannelId, pid: str, **kw: Any
+) -> PublishOutcome:
     return await backend.publish(make_envelope(channel, pid, **kw), h.deadline(5))
+
+
+def _seq(h: Harness, out: PublishOutcome) -> int:
+    """The sequence of an accepted publication (anything else fails the case)."""
+    return h.expect_type(out, Accepted, "publish").sequence
+
+
+def _why(h: Harness, out: PublishOutcome) -> str:
+    """The reason of a rejected publication (anything else fails the case)."""
+    return h.expect_type(out, Rejected, "publish").reason
 
 
 async def _recv(
     h: Harness,
-    backend: Any,
+    backend: MessagingBackend,
     sub: SubscriptionId,
     n: int = 64,
     wait: float = 1.0,
@@ -97,7 +114,9 @@ async def _recv(
     return list(await backend.receive(sub, n, byte_credit, h.deadline(wait)))
 
 
-async def _sub_obs(h: Harness, backend: Any, sub: SubscriptionId) -> SubscriptionObservation:
+async def _sub_obs(
+    h: Harness, backend: MessagingBackend, sub: SubscriptionId
+) -> SubscriptionObservation:
     obs = await backend.observe_subscription(sub)
     h.check(isinstance(obs, Known), f"observe_subscription failed: {obs!r}")
     assert isinstance(obs, Known)
@@ -105,7 +124,9 @@ async def _sub_obs(h: Harness, backend: Any, sub: SubscriptionId) -> Subscriptio
     return value
 
 
-async def _chan_obs(h: Harness, backend: Any, channel: ChannelId) -> ChannelObservation:
+async def _chan_obs(
+    h: Harness, backend: MessagingBackend, channel: ChannelId
+) -> ChannelObservation:
     obs = await backend.observe_channel(channel)
     h.check(isinstance(obs, Known), f"observe_channel failed: {obs!r}")
     assert isinstance(obs, Known)
@@ -117,12 +138,16 @@ def _pids(deliveries: list[Delivery]) -> list[str]:
     return [d.envelope.publication_id for d in deliveries]
 
 
-async def _settle_all(backend: Any, deliveries: list[Delivery], prefix: str = "s") -> None:
+async def _settle_all(
+    backend: MessagingBackend, deliveries: list[Delivery], prefix: str = "s"
+) -> None:
     for d in deliveries:
         await backend.settle(d.token, Completed(), f"{prefix}-{d.token.lease_id}-{d.sequence}")
 
 
-async def _peer(h: Harness, b: Any, ch: ChannelSpec, *subs: SubscriptionSpec) -> Any:
+async def _peer(
+    h: Harness, b: MessagingBackend, ch: ChannelSpec, *subs: SubscriptionSpec
+) -> MessagingBackend:
     """Another client of ``b``'s broker, with the channel and subscriptions ensured."""
     c = await h.controls(b).another_client()
     seen = await c.ensure_channel(ch, _op(h))

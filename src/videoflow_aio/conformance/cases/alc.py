@@ -16,6 +16,7 @@ import anyio
 from ... import faults
 from ...contracts import Known, Unknown
 from ...contracts.allocation import (
+    AcceleratorAllocationBackend,
     ClaimObservation,
     FeasiblePlan,
     Infeasible,
@@ -69,23 +70,30 @@ def _mig(workload: str, profile: str, **kw: Any) -> WorkloadRequest:
     return WorkloadRequest(workload_id=workload, mig_profile=profile, **kw)
 
 
-async def _snapshot(h: Harness, backend: Any) -> InventorySnapshot:
+async def _snapshot(h: Harness, backend: AcceleratorAllocationBackend) -> InventorySnapshot:
     got = await backend.inventory({})
     h.check(isinstance(got, Known), f"inventory is Known: {got!r}")
+    assert isinstance(got, Known)
     snap: InventorySnapshot = got.value
     return snap
 
 
-async def _plan(h: Harness, backend: Any, *requests: WorkloadRequest) -> FeasiblePlan:
+async def _plan(
+    h: Harness, backend: AcceleratorAllocationBackend, *requests: WorkloadRequest
+) -> FeasiblePlan:
     plan = await backend.plan(list(requests), await _snapshot(h, backend))
     h.check(isinstance(plan, FeasiblePlan), f"plan is feasible: {plan!r}")
+    assert isinstance(plan, FeasiblePlan)
     result: FeasiblePlan = plan
     return result
 
 
-async def _observe(h: Harness, backend: Any, claim_id: str) -> ClaimObservation:
+async def _observe(
+    h: Harness, backend: AcceleratorAllocationBackend, claim_id: str
+) -> ClaimObservation:
     got = await backend.observe(claim_id)
     h.check(isinstance(got, Known), f"observe is Known: {got!r}")
+    assert isinstance(got, Known)
     obs: ClaimObservation = got.value
     return obs
 

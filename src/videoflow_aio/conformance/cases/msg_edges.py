@@ -7,15 +7,19 @@ goes through the harness.
 
 from __future__ import annotations
 
-from typing import Any, Final
+from typing import Final
 
 from ...contracts import Known
 from ...contracts.messaging import (
+    ChannelSpec,
     Completed,
+    Delivery,
+    MessagingBackend,
     SettleConfirmed,
     SettleOutcome,
     SettleStale,
     SettleUnknown,
+    SubscriptionSpec,
     Terminal,
     make_channel,
 )
@@ -36,7 +40,9 @@ from ._msg_scenarios import (
 M: Final = "messaging"
 
 
-async def _leased(h: Harness, b: Any, node: str) -> tuple[Any, Any, list[Any]]:
+async def _leased(
+    h: Harness, b: MessagingBackend, node: str
+) -> tuple[ChannelSpec, SubscriptionSpec, list[Delivery]]:
     """A channel with max_age 60 and a lease (ack wait 120) on its one message."""
     ch = await _channel(
         h, b, node, max_age_seconds=h.seconds(60), dedup_window_seconds=_window(h, 30)

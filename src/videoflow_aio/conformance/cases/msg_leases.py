@@ -18,6 +18,7 @@ from ._msg_scenarios import (
     _pids,
     _publish,
     _recv,
+    _seq,
     _sub,
     _sub_obs,
     _subscribed,
@@ -143,7 +144,7 @@ async def waiting_receive_gets_expiry(h: Harness) -> None:
 )
 async def late_subscription_floor(h: Harness) -> None:
     b, ch = await _with_channel(h, max_msgs=2, overflow="evict_oldest")
-    seqs = [(await _publish(h, b, ch.channel, f"p{i}")).sequence for i in range(3)]
+    seqs = [_seq(h, await _publish(h, b, ch.channel, f"p{i}")) for i in range(3)]
     sub = await _sub(h, b, ch.channel)
     first = seqs[1]  # p0 was evicted
     h.equal((await _sub_obs(h, b, sub.id)).ack_floor, first - 1, "nothing settled yet")
@@ -165,7 +166,7 @@ async def floor_over_other_kinds(h: Harness) -> None:
     b, ch, sub = await _subscribed(h)
     await _publish(h, b, ch.channel, "d1")
     await _publish(h, b, ch.channel, "e1", kind="eos")
-    last = (await _publish(h, b, ch.channel, "d2")).sequence
+    last = _seq(h, await _publish(h, b, ch.channel, "d2"))
     got = await _recv(h, b, sub.id)
     h.equal(_pids(got), ["d1", "d2"], "the data subscription sees the data messages")
     for d in got:

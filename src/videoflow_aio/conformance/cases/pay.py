@@ -33,6 +33,7 @@ from ...contracts.payload import (
     PayloadBackpressure,
     PayloadBytes,
     PayloadReadResult,
+    PayloadStore,
     RetentionContract,
     TransientFailure,
     payload_digest,
@@ -59,7 +60,9 @@ def _frame(n: int, size: int = 4 * KIB) -> bytes:
     return bytes((n * 31 + i) % 251 for i in range(size))
 
 
-def _contract(h: Harness, *obligations: str, ttl: float = 600.0, hold: float = 300.0) -> Any:
+def _contract(
+    h: Harness, *obligations: str, ttl: float = 600.0, hold: float = 300.0
+) -> RetentionContract:
     return RetentionContract(
         ttl_seconds=h.seconds(ttl), obligations=obligations, obligation_seconds=h.seconds(hold)
     )
@@ -70,13 +73,13 @@ def _is_bytes(result: PayloadReadResult, data: bytes) -> bool:
 
 
 async def _present(
-    h: Harness, store: Any, ref: ImmutablePayloadRef, data: bytes, what: str
+    h: Harness, store: PayloadStore, ref: ImmutablePayloadRef, data: bytes, what: str
 ) -> None:
     result = await store.read(ref)
     h.check(_is_bytes(result, data), f"{what}: expected the verified bytes, got {result!r}")
 
 
-async def _missing(h: Harness, store: Any, ref: ImmutablePayloadRef, what: str) -> None:
+async def _missing(h: Harness, store: PayloadStore, ref: ImmutablePayloadRef, what: str) -> None:
     result = await store.read(ref)
     h.check(isinstance(result, Missing), f"{what}: expected Missing, got {result!r}")
 
@@ -560,7 +563,7 @@ async def reconcile_ledger(h: Harness) -> None:
 _LEDGER = {"k/a": ("reader/x",), "k/d": ()}
 
 
-async def _four_objects(h: Harness, store: Any) -> list[ImmutablePayloadRef]:
+async def _four_objects(h: Harness, store: PayloadStore) -> list[ImmutablePayloadRef]:
     """k/a: two readers and an intent; k/b: a reader and an intent; k/c: an intent; k/d: a
     reader (for PAY-019 and PAY-024, against :data:`_LEDGER`)."""
     obligations = [
@@ -575,7 +578,9 @@ async def _four_objects(h: Harness, store: Any) -> list[ImmutablePayloadRef]:
     ]
 
 
-async def _after_reconcile(h: Harness, store: Any, refs: list[ImmutablePayloadRef]) -> None:
+async def _after_reconcile(
+    h: Harness, store: PayloadStore, refs: list[ImmutablePayloadRef]
+) -> None:
     """What every reconcile of :func:`_four_objects` against :data:`_LEDGER` ends with."""
     a, b, cc, d = refs
     await _present(h, store, a, _frame(1), "k/a (ledger requires reader/x)")
