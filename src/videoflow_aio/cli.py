@@ -572,3 +572,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         message = f"videoflow-aio: error: {exc}".replace("\n", " ")
         make_console(sys.stderr).print(message, markup=False, highlight=False, soft_wrap=True)
         return 2
+
+
+# the rest is the command line's own plumbing (tests reach it; nothing else should)
+__all__ = ["main"]
