@@ -18,135 +18,56 @@ every field checked at every crossing, since a caller can also build them by han
 
 What each hint accepts is :mod:`videoflow_aio.contracts._specs`.
 
-Each wrapper is built once per method, from plain closures (no code is generated): a quick
-test per checked parameter accepts well-formed arguments; anything it does not accept goes to
-the precise checker, which either finds nothing wrong (an ``int`` for a ``float``, a non-ASCII
-``str``) and the call proceeds, or raises the error naming the first bad field. What a rejected
-call costs does not matter; what an accepted one costs is measured in
-``benchmarks/boundary_bench.py``.
+Each wrapper is compiled once per method: a single boolean expression accepts well-formed
+arguments without a function call per check; anything it does not accept goes to the precise
+checker, which either finds nothing wrong (an ``int`` for a ``float``, a non-ASCII ``str``) and
+the call proceeds, or raises the error naming the first bad field. What a rejected call costs
+does not matter; what an accepted one costs is measured in ``benchmarks/messaging_bench.py``.
 """
 
 from __future__ import annotations
 
-import functools
 import inspect
 import typing
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any, ClassVar
 
-from ._specs import ANY, Pred, Spec, spec_for
+from ._specs import ANY, Names, Spec, spec_for
 
 _WRAPPED = "__vf_boundary__"
-_MISSING = object()  # an argument the call did not give (the implementation will say so)
-
-
-def _make_check(
-    sig: inspect.Signature, params: list[inspect.Parameter], checked: list[tuple[str, Spec]]
-) -> Callable[[tuple[Any, ...], dict[str, Any]], None]:
-    """``check(args, kwargs)``: the arguments of a call (after ``self``) against ``checked``.
-
-    A call that passes every parameter by position is read off ``args`` directly; any other is
-    bound to the signature first (defaults included, as the implementation will see them).
-    """
-    where = {p.name: i for i, p in enumerate(params)}
-    count = len(params)
-    slots = [(where[name], spec, spec.fast(), name) for name, spec in checked]
-
-    by_name = [(None if p.kind is p.POSITIONAL_ONLY else p.name, p.default) for p in params]
-
-    def values_of(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Sequence[Any]:
-        if not kwargs and len(args) == count:
-            return args
-        # the rest by name, else their defaults; a missing or surplus argument is left for the
-        # implementation's own TypeError (``_MISSING`` values are not checked)
-        values = list(args[:count])
-        for name, default in by_name[len(values) :]:
-            if name is not None and name in kwargs:
-                values.append(kwargs[name])
-            else:
-                values.append(_MISSING if default is inspect.Parameter.empty else default)
-        return values
-
-    def slow(values: Sequence[Any]) -> None:
-        for i, spec, _, name in slots:
-            if values[i] is not _MISSING:
-                spec.check(values[i], name)
-
-    if any(quick is None for _, _, quick, _ in slots):
-
-        def check_slow(args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
-            slow(values_of(args, kwargs))
-
-        return check_slow
-    quick = [(i, typing.cast(Pred, test)) for i, _, test, _ in slots]
-    if len(quick) == 1:
-        ((i0, t0),) = quick
-
-        def check_one(args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
-            values = values_of(args, kwargs)
-            try:
-                ok = t0(values[i0])
-            except Exception:
-                ok = False
-            if not ok:
-                slow(values)
-
-        return check_one
-    if len(quick) == 2:
-        (i0, t0), (i1, t1) = quick
-
-        def check_two(args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
-            values = values_of(args, kwargs)
-            try:
-                ok = t0(values[i0]) and t1(values[i1])
-            except Exception:
-                ok = False
-            if not ok:
-                slow(values)
-
-        return check_two
-
-    def check_many(args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
-        values = values_of(args, kwargs)
-        ok = True
-        try:
-            for i, test in quick:
-                if not test(values[i]):
-                    ok = False
-                    break
-        except Exception:
-            ok = False
-        if not ok:
-            slow(values)
-
-    return check_many
 
 
 def _make_wrapper(impl: Callable[..., Any], hints: dict[str, Any], is_async: bool) -> Any:
     """A function with ``impl``'s signature that checks its arguments, then calls ``impl``."""
-    sig = inspect.signature(impl)
-    params = list(sig.parameters.values())[1:]  # after self
+    params = list(inspect.signature(impl).parameters.values())[1:]  # after self
     if any(p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD) for p in params):
         return None  # *args / **kwargs: nothing sensible to check against
+    names = Names()
+    sig_parts, call_parts = _signature_parts(params, names)
     checked = _checked_params(params, hints)
     if not checked:
         return None
-    check = _make_check(sig, params, checked)
-    if is_async:
 
-        async def checked_async(self: Any, *args: Any, **kwargs: Any) -> Any:
-            check(args, kwargs)
-            return await impl(self, *args, **kwargs)
+    def slow(*values: Any) -> None:
+        for (name, spec), value in zip(checked, values, strict=True):
+            spec.check(value, name)
 
-        wrapper: Any = checked_async
-    else:
-
-        def checked_sync(self: Any, *args: Any, **kwargs: Any) -> Any:
-            check(args, kwargs)
-            return impl(self, *args, **kwargs)
-
-        wrapper = checked_sync
-    functools.update_wrapper(wrapper, impl)  # name, doc, annotations, __wrapped__ (signature)
+    names.ns["_vf_impl"] = impl
+    names.ns["_vf_slow"] = slow
+    guard = _guard(checked, names)
+    first = "async def" if is_async else "def"
+    call = f"_vf_impl(_vf_self, {', '.join(call_parts)})"
+    src = (
+        f"{first} {impl.__name__}(_vf_self, {', '.join(sig_parts)}):\n"
+        f"{guard}"
+        f"    return {'await ' if is_async else ''}{call}\n"
+    )
+    exec(src, names.ns)
+    wrapper = names.ns[impl.__name__]
+    for attr in ("__module__", "__qualname__", "__doc__"):
+        setattr(wrapper, attr, getattr(impl, attr, None))
+    wrapper.__annotations__ = dict(getattr(impl, "__annotations__", {}))  # get_type_hints
+    wrapper.__wrapped__ = impl
     setattr(wrapper, _WRAPPED, True)
     return wrapper
 
@@ -157,6 +78,47 @@ def _checked_params(
     """``(name, spec)`` of each parameter whose hint checks anything."""
     specs = [(p.name, spec_for(hints[p.name]) if p.name in hints else ANY) for p in params]
     return [(n, s) for n, s in specs if s is not ANY]
+
+
+def _signature_parts(params: list[inspect.Parameter], names: Names) -> tuple[list[str], list[str]]:
+    """The wrapper's parameter list (defaults by reference, ``/`` and ``*`` where ``impl``
+    has them) and the arguments of its call to ``impl``."""
+    sig_parts: list[str] = []
+    call_parts: list[str] = []
+    seen_kwonly = False
+    for p in params:
+        text = p.name
+        if p.default is not p.empty:
+            text += f"={names.ref(p.default)}"
+        if p.kind is p.KEYWORD_ONLY:
+            if not seen_kwonly:
+                sig_parts.append("*")
+                seen_kwonly = True
+            call_parts.append(f"{p.name}={p.name}")
+        else:
+            call_parts.append(p.name)
+        sig_parts.append(text)
+    if any(p.kind is p.POSITIONAL_ONLY for p in params):
+        last = max(i for i, p in enumerate(params) if p.kind is p.POSITIONAL_ONLY)
+        sig_parts.insert(last + 1, "/")
+    return sig_parts, call_parts
+
+
+def _guard(checked: list[tuple[str, Spec]], names: Names) -> str:
+    """The wrapper's check: the specs' inline fast tests, falling back to the full checks
+    (which raise the typed error) when one fails or a spec has none."""
+    fast_parts = [spec.fast(name, names) for name, spec in checked]
+    slow_call = f"_vf_slow({', '.join(n for n, _ in checked)})"
+    if any(f is None for f in fast_parts):
+        return f"    {slow_call}\n"
+    return (
+        "    try:\n"
+        f"        _vf_ok = {' and '.join(typing.cast(list[str], fast_parts))}\n"
+        "    except Exception:\n"
+        "        _vf_ok = False\n"
+        "    if not _vf_ok:\n"
+        f"        {slow_call}\n"
+    )
 
 
 def _hints_of(fn: Callable[..., Any]) -> dict[str, Any] | None:

@@ -1,6 +1,5 @@
-"""What a contract type hint accepts, as a check built once from plain closures (no generated
-code): the rules the boundary (:mod:`videoflow_aio.contracts._boundary`) and the input Structs'
-``__post_init__`` share.
+"""What a contract type hint accepts, as a check compiled once: the rules the boundary
+(:mod:`videoflow_aio.contracts._boundary`) and the input Structs' ``__post_init__`` share.
 
 Rules:
 
@@ -23,8 +22,8 @@ Rules:
 from __future__ import annotations
 
 import collections.abc
+import functools
 import math
-import operator
 import re
 import types
 import typing
@@ -49,16 +48,26 @@ def _fail(path: str, message: str, value: Any) -> ValidationError:
     return ValidationError(f"{path} {message}, got {_describe(value)}", field=path, value=value)
 
 
-Pred = Callable[[Any], bool]
-"""A quick test of a value: True means it passes; False (or an exception) sends it to the
-precise check, which raises the typed error or lets a value it accepts after all through."""
+class Names:
+    """The globals of generated code: objects referenced by generated expressions."""
+
+    def __init__(self) -> None:
+        self.ns: dict[str, Any] = {"_vf_inf": math.inf, "_vf_max": _MAX_FLOAT}
+        self._ids: dict[int, str] = {}
+
+    def ref(self, obj: Any) -> str:
+        name = self._ids.get(id(obj))
+        if name is None:
+            name = f"_vf_{len(self.ns)}"
+            self.ns[name] = obj
+            self._ids[id(obj)] = name
+        return name
 
 
 class Spec:
     """What one hint accepts: a fast boolean expression (None: none) and a precise check."""
 
-    def fast(self) -> Pred | None:
-        """A quick test of accepted values (None: there is none, the precise check decides)."""
+    def fast(self, x: str, names: Names) -> str | None:
         return None
 
     def check(self, value: Any, path: str) -> None:
@@ -81,8 +90,8 @@ class Spec:
 
 
 class _AnySpec(Spec):
-    def fast(self) -> Pred:
-        return lambda v: True
+    def fast(self, x: str, names: Names) -> str:
+        return "True"
 
     def check(self, value: Any, path: str) -> None:
         return None
@@ -92,8 +101,8 @@ ANY = _AnySpec()
 
 
 class _NoneSpec(Spec):
-    def fast(self) -> Pred:
-        return lambda v: v is None
+    def fast(self, x: str, names: Names) -> str:
+        return f"{x} is None"
 
     def check(self, value: Any, path: str) -> None:
         if value is not None:
@@ -104,8 +113,8 @@ class _NoneSpec(Spec):
 
 
 class _BoolSpec(Spec):
-    def fast(self) -> Pred:
-        return lambda v: v is True or v is False
+    def fast(self, x: str, names: Names) -> str:
+        return f"({x} is True or {x} is False)"
 
     def check(self, value: Any, path: str) -> None:
         if value is not True and value is not False:
@@ -122,23 +131,9 @@ class _Bounds:
         self.items = [(op, meta[op]) for op in ("ge", "gt", "le", "lt") if meta.get(op) is not None]
 
     _OPS: ClassVar[dict[str, str]] = {"ge": ">=", "gt": ">", "le": "<=", "lt": "<"}
-    _FNS: ClassVar[dict[str, Callable[[Any, Any], bool]]] = {
-        "ge": operator.ge,
-        "gt": operator.gt,
-        "le": operator.le,
-        "lt": operator.lt,
-    }
 
-    def within(self, head: Pred) -> Pred:
-        """``head``, then every bound."""
-        if not self.items:
-            return head
-        if len(self.items) == 1:
-            ((op, bound),) = self.items
-            fn = self._FNS[op]
-            return lambda v: head(v) and fn(v, bound)
-        tests = [(self._FNS[op], bound) for op, bound in self.items]
-        return lambda v: head(v) and all(fn(v, bound) for fn, bound in tests)
+    def fast(self, x: str, names: Names) -> str:
+        return "".join(f" and {x} {self._OPS[op]} {names.ref(bound)}" for op, bound in self.items)
 
     def check(self, value: Any, path: str) -> None:
         for op, bound in self.items:
@@ -156,8 +151,8 @@ class _IntSpec(Spec):
     def __init__(self, meta: dict[str, Any]) -> None:
         self.bounds = _Bounds(meta)
 
-    def fast(self) -> Pred:
-        return self.bounds.within(lambda v: type(v) is int)
+    def fast(self, x: str, names: Names) -> str:
+        return f"(type({x}) is int{self.bounds.fast(x, names)})"
 
     def check(self, value: Any, path: str) -> None:
         if not isinstance(value, int) or isinstance(value, bool):
@@ -172,15 +167,13 @@ class _FloatSpec(Spec):
     def __init__(self, meta: dict[str, Any]) -> None:
         self.bounds = _Bounds(meta)
 
-    def fast(self) -> Pred:
-        # v - v is 0.0 for a finite float, nan for inf and nan
-        def finite(v: Any) -> bool:
-            kind = type(v)
-            if kind is float:
-                return bool(v - v == 0.0)
-            return kind is int and -_MAX_FLOAT <= v <= _MAX_FLOAT
-
-        return self.bounds.within(finite)
+    def fast(self, x: str, names: Names) -> str:
+        # x - x is 0.0 for a finite float, nan for inf and nan
+        finite = (
+            f"((type({x}) is float and {x} - {x} == 0.0)"
+            f" or (type({x}) is int and -_vf_max <= {x} <= _vf_max))"
+        )
+        return f"({finite}{self.bounds.fast(x, names)})"
 
     def check(self, value: Any, path: str) -> None:
         if not isinstance(value, int | float) or isinstance(value, bool):
@@ -202,16 +195,15 @@ class _Lengths:
         self.min = meta.get("min_length")
         self.max = meta.get("max_length")
 
-    def within(self, head: Pred) -> Pred:
-        """``head``, then the lengths."""
-        low, high = self.min or 0, self.max
-        if high is None:
-            if low == 0:
-                return head
-            if low == 1:
-                return lambda v: head(v) and bool(v)
-            return lambda v: head(v) and len(v) >= low
-        return lambda v: head(v) and low <= len(v) <= high
+    def fast(self, x: str) -> str:
+        out = ""
+        if self.min == 1:
+            out += f" and {x}"
+        elif self.min:
+            out += f" and len({x}) >= {self.min}"
+        if self.max is not None:
+            out += f" and len({x}) <= {self.max}"
+        return out
 
     def check(self, value: Any, path: str) -> None:
         if self.min is not None and len(value) < self.min:
@@ -232,19 +224,16 @@ class _StrSpec(Spec):
         self.description = meta.get("description")
         self.excludes: frozenset[str] | None = meta.get("excludes")
 
-    def fast(self) -> Pred:
-        choices = self.choices
-        if choices is not None:  # the choices are valid strs: membership says it all
-            base: Pred = lambda v: type(v) is str and v in choices  # noqa: E731
+    def fast(self, x: str, names: Names) -> str:
+        if self.choices is not None:  # the choices are valid strs: membership says it all
+            out = f"(type({x}) is str and {x} in {names.ref(self.choices)}"
         else:
-            base = self.lengths.within(lambda v: type(v) is str and v.isascii())
-        excludes = self.excludes
-        if excludes is not None:
-            return lambda v: base(v) and excludes.isdisjoint(v)
-        if self.pattern is not None:
-            search = self.pattern.search
-            return lambda v: base(v) and search(v) is not None
-        return base
+            out = f"(type({x}) is str and {x}.isascii(){self.lengths.fast(x)}"
+        if self.excludes is not None:
+            out += f" and {names.ref(self.excludes)}.isdisjoint({x})"
+        elif self.pattern is not None:
+            out += f" and {names.ref(self.pattern.search)}({x}) is not None"
+        return out + ")"
 
     def check(self, value: Any, path: str) -> None:
         if not isinstance(value, str):
@@ -272,8 +261,8 @@ class _BytesSpec(Spec):
     def __init__(self, meta: dict[str, Any]) -> None:
         self.lengths = _Lengths(meta)
 
-    def fast(self) -> Pred:
-        return self.lengths.within(lambda v: type(v) is bytes)
+    def fast(self, x: str, names: Names) -> str:
+        return f"(type({x}) is bytes{self.lengths.fast(x)})"
 
     def check(self, value: Any, path: str) -> None:
         if not isinstance(value, bytes):
@@ -298,25 +287,13 @@ class _UnionSpec(Spec):
     def __init__(self, options: list[Spec]) -> None:
         self.options = options
 
-    def fast(self) -> Pred | None:
+    def fast(self, x: str, names: Names) -> str | None:
         # None first: the cheapest test, and the usual value of an optional field
         options = sorted(self.options, key=lambda o: not isinstance(o, _NoneSpec))
-        tests = [o.fast() for o in options]
-        if any(f is None for f in tests):
+        parts = [o.fast(x, names) for o in options]
+        if any(p is None for p in parts):
             return None
-        preds = typing.cast(list[Pred], tests)
-        if len(preds) == 2 and isinstance(options[0], _NoneSpec):
-            other = preds[1]
-            return lambda v: v is None or other(v)
-        options_ = tuple(preds)
-
-        def any_option(v: Any) -> bool:
-            for test in options_:  # noqa: SIM110 (a loop: all()/any() of a generator cost more)
-                if test(v):
-                    return True
-            return False
-
-        return any_option
+        return "(" + " or ".join(typing.cast(list[str], parts)) + ")"
 
     def check(self, value: Any, path: str) -> None:
         claimants = [o for o in self.options if o.claims(value)]
@@ -342,12 +319,25 @@ class _UnionSpec(Spec):
 _NOT_SEQUENCES = (str, bytes, bytearray, memoryview)
 
 
-def _every(item: Spec) -> Pred | None:
-    """A quick ``all(...)`` over a container's elements (None: the element has no quick test)."""
-    test = item.fast()
-    if test is None:
-        return None
-    return lambda x: all(map(test, x))
+def _every(
+    variables: list[str], loop: str, specs: list[Spec], fallback: Callable[[Any], bool]
+) -> Callable[[Any], bool]:
+    """A compiled ``all(...)`` over a container's elements (``fallback`` when an element spec
+    has no fast expression): False sends the caller to the precise check."""
+    names = Names()
+    parts = [spec.fast(var, names) for var, spec in zip(variables, specs, strict=True)]
+    if any(p is None for p in parts):
+        return fallback
+    test = " and ".join(typing.cast(list[str], parts))
+    src = (
+        "def _vf_every(x):\n"
+        f"    for {loop}:\n"
+        f"        if not ({test}):\n"
+        "            return False\n"
+        "    return True\n"
+    )
+    exec(src, names.ns)
+    return typing.cast(Callable[[Any], bool], names.ns["_vf_every"])
 
 
 class _SeqSpec(Spec):
@@ -358,11 +348,11 @@ class _SeqSpec(Spec):
         self.container = container
         self.lengths = _Lengths(meta)
 
-    def fast(self) -> Pred | None:
-        container, every = self.container, _every(self.item) or self.ok
-        if container is None:
+    def fast(self, x: str, names: Names) -> str | None:
+        if self.container is None:
             return None
-        return lambda v: type(v) is container and (not v or every(v))
+        every = names.ref(_every(["e"], "e in x", [self.item], self.ok))
+        return f"(type({x}) is {names.ref(self.container)} and (not {x} or {every}({x})))"
 
     def check(self, value: Any, path: str) -> None:
         if self.container is not None:
@@ -411,15 +401,11 @@ class _MapSpec(Spec):
         self.exact_dict = exact_dict
         self.lengths = _Lengths(meta)
 
-    def fast(self) -> Pred | None:
+    def fast(self, x: str, names: Names) -> str | None:
         if not self.exact_dict:
             return None
-        key, item, whole = self.key.fast(), self.item.fast(), self.ok
-        if key is None or item is None:
-            return lambda v: type(v) is dict and (not v or whole(v))
-        return lambda v: (
-            type(v) is dict and (not v or (all(map(key, v)) and all(map(item, v.values()))))
-        )
+        every = names.ref(_every(["k", "v"], "k, v in x.items()", [self.key, self.item], self.ok))
+        return f"(type({x}) is dict and (not {x} or {every}({x})))"
 
     def check(self, value: Any, path: str) -> None:
         if self.exact_dict:
@@ -472,9 +458,8 @@ class _ClassSpec(Spec):
     def __init__(self, cls: type) -> None:
         self.cls = cls
 
-    def fast(self) -> Pred:
-        cls = self.cls
-        return lambda v: isinstance(v, cls)
+    def fast(self, x: str, names: Names) -> str:
+        return f"isinstance({x}, {names.ref(self.cls)})"
 
     def check(self, value: Any, path: str) -> None:
         if not isinstance(value, self.cls):
@@ -506,46 +491,19 @@ class _StructSpec(Spec):
             return self.fields
         return [(name, spec) for name, spec in self.fields if spec.mutable()]
 
-    def fields_fast(self, fields: list[tuple[str, Spec]]) -> Pred | None:
-        """A quick test of ``fields`` of an instance (None: one of them has none)."""
-        tests = [(operator.attrgetter(name), spec.fast()) for name, spec in fields]
-        if any(test is None for _, test in tests):
+    def fields_fast(self, x: str, names: Names, fields: list[tuple[str, Spec]]) -> str | None:
+        parts = [spec.fast(f"{x}.{name}", names) for name, spec in fields]
+        if any(p is None for p in parts):
             return None
-        pairs = tuple(typing.cast(list[tuple[Callable[[Any], Any], Pred]], tests))
-        if len(pairs) == 1:
-            ((get, test),) = pairs
-            return lambda o: test(get(o))
-        names = tuple(name for name, _ in fields)
-        preds = tuple(test for _, test in pairs)
-        if len(set(names)) == len(names):
-            # one attrgetter for every field: a tuple of their values in one call
-            every = operator.attrgetter(*names)
+        return " and ".join(typing.cast(list[str], parts)) or "True"
 
-            def every_field(o: Any) -> bool:
-                for test, value in zip(preds, every(o), strict=True):  # noqa: SIM110
-                    if not test(value):
-                        return False
-                return True
-
-            return every_field
-
-        def each_field(o: Any) -> bool:
-            for get, test in pairs:  # noqa: SIM110
-                if not test(get(o)):
-                    return False
-            return True
-
-        return each_field
-
-    def fast(self) -> Pred | None:
-        cls = self.cls
+    def fast(self, x: str, names: Names) -> str | None:
+        head = f"type({x}) is {names.ref(self.cls)}"
         fields = self.crossing_fields()
         if not fields:
-            return lambda v: type(v) is cls
-        body = self.fields_fast(fields)
-        if body is None:
-            return None
-        return lambda v: type(v) is cls and body(v)
+            return head
+        body = self.fields_fast(x, names, fields)
+        return None if body is None else f"({head} and {body})"
 
     def check_fields(self, value: Any, path: str, fields: list[tuple[str, Spec]]) -> None:
         prefix = f"{path}." if path else ""
@@ -753,26 +711,32 @@ def struct_spec(cls: type) -> _StructSpec:
     return spec
 
 
-# -- the checks of input Structs ----------------------------------------------------------
+# -- compiled checks -------------------------------------------------------------------------
 
 _FIELD_CHECKS: dict[type, Callable[[Any], None]] = {}
 
 
 def _compile_fields(cls: type) -> Callable[[Any], None]:
     spec = struct_spec(cls)
-    quick = spec.fields_fast(spec.fields)
-    fields = spec.fields
-
-    def check(o: Any) -> None:
-        try:
-            ok = quick is not None and quick(o)
-        except Exception:
-            ok = False
-        if not ok:
-            spec.check_fields(o, "", fields)
-
-    _FIELD_CHECKS[cls] = check
-    return check
+    names = Names()
+    body = spec.fields_fast("o", names, spec.fields)
+    names.ns["_vf_slow"] = functools.partial(spec.check_fields, fields=spec.fields)
+    if body is None:
+        src = "def _vf_check(o):\n    _vf_slow(o, '')\n"
+    else:
+        src = (
+            "def _vf_check(o):\n"
+            "    try:\n"
+            f"        ok = {body}\n"
+            "    except Exception:\n"
+            "        ok = False\n"
+            "    if not ok:\n"
+            "        _vf_slow(o, '')\n"
+        )
+    exec(src, names.ns)
+    fn: Callable[[Any], None] = names.ns["_vf_check"]
+    _FIELD_CHECKS[cls] = fn
+    return fn
 
 
 def check_fields(obj: Any) -> None:
