@@ -12,7 +12,7 @@ from __future__ import annotations
 import itertools
 import weakref
 from collections.abc import Iterator
-from typing import Any, Final
+from typing import Any, Final, TypeVar
 
 from ...contracts import Known, Unknown
 from ...contracts.messaging import (
@@ -35,6 +35,7 @@ from ...contracts.messaging import (
 from .._harness import MessagingHarness as Harness  # every case here is a messaging case
 
 M: Final = "messaging"
+T = TypeVar("T")
 _ops: weakref.WeakKeyDictionary[Harness, Iterator[int]] = weakref.WeakKeyDictionary()
 
 
@@ -114,24 +115,23 @@ async def _recv(
     return list(await backend.receive(sub, n, byte_credit, h.deadline(wait)))
 
 
+def _known(h: Harness, obs: Known[T] | Unknown, what: str) -> T:
+    """The value of a read that must succeed (an ``Unknown`` fails the case)."""
+    h.check(isinstance(obs, Known), f"{what} failed: {obs!r}")
+    assert isinstance(obs, Known)
+    return obs.value
+
+
 async def _sub_obs(
     h: Harness, backend: MessagingBackend, sub: SubscriptionId
 ) -> SubscriptionObservation:
-    obs = await backend.observe_subscription(sub)
-    h.check(isinstance(obs, Known), f"observe_subscription failed: {obs!r}")
-    assert isinstance(obs, Known)
-    value: SubscriptionObservation = obs.value
-    return value
+    return _known(h, await backend.observe_subscription(sub), "observe_subscription")
 
 
 async def _chan_obs(
     h: Harness, backend: MessagingBackend, channel: ChannelId
 ) -> ChannelObservation:
-    obs = await backend.observe_channel(channel)
-    h.check(isinstance(obs, Known), f"observe_channel failed: {obs!r}")
-    assert isinstance(obs, Known)
-    value: ChannelObservation = obs.value
-    return value
+    return _known(h, await backend.observe_channel(channel), "observe_channel")
 
 
 def _pids(deliveries: list[Delivery]) -> list[str]:
