@@ -43,13 +43,16 @@ from .conformance import (
     BACKENDS,
     REQUIRE_SERVERS_ENV,
     Case,
+    CaseResult,
     Provider,
+    env_options,
     get_provider,
+    plan,
+    provider_names,
     select_cases,
 )
 from .conformance import run as run_cases
-from .conformance._provider import env_options, provider_names
-from .conformance._report import (
+from .conformance.report import (
     cases_table,
     make_console,
     progress,
@@ -59,7 +62,6 @@ from .conformance._report import (
     summary_table,
     verdict,
 )
-from .conformance._runner import CaseResult, plan
 
 URL_FLAGS = ("nats", "redis", "etcd")  # --<name>-url URL passes url=URL to that provider
 SECURE = "-secure"  # --secure: the provider "<name>-secure" instead of "<name>"
@@ -311,7 +313,7 @@ def _write_json_report(target: str, results: list[CaseResult], out: Console, err
 # -- explore --------------------------------------------------------------------------------
 def cmd_explore(args: argparse.Namespace) -> int:
     from .contracts.errors import ValidationError
-    from .explore._command import run_explore, run_replay
+    from .explore.cli import run_explore, run_replay
 
     args.backends = _backends(args)
     if not args.replay:
@@ -525,7 +527,7 @@ def build_parser() -> argparse.ArgumentParser:
     exp.add_argument("--seed", type=int, metavar="N", help="the seed to replay")
     exp.add_argument("--log", metavar="PATH", help="replay: write the observation log (JSON lines)")
     exp.add_argument("--traceback", action="store_true", help="replay: print the traceback")
-    from .sim._cli import add_parser as add_simulate
+    from .sim.cli import add_parser as add_simulate
 
     add_simulate(sub)
 
@@ -562,7 +564,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "explore":
             return cmd_explore(args)
         if args.command == "simulate":
-            from .sim._cli import cmd_simulate
+            from .sim.cli import cmd_simulate
 
             return cmd_simulate(args, make_console(sys.stdout), make_console(sys.stderr))
         return cmd_bench(args, make_console(sys.stdout))
@@ -570,3 +572,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         message = f"videoflow-aio: error: {exc}".replace("\n", " ")
         make_console(sys.stderr).print(message, markup=False, highlight=False, soft_wrap=True)
         return 2
+
+
+# the rest is the command line's own plumbing (tests reach it; nothing else should)
+__all__ = ["main"]

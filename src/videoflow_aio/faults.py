@@ -28,8 +28,8 @@ from typing import Any, Literal
 
 import anyio
 
+from ._seeded import check_seconds, make_rng
 from .contracts.errors import ValidationError
-from .vtime._seeded import check_seconds, make_rng
 
 
 class SimulatedCrash(BaseException):

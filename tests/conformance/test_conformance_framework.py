@@ -35,8 +35,8 @@ from videoflow_aio.conformance import (
 )
 from videoflow_aio.conformance import _runner as runner_mod
 from videoflow_aio.conformance._provider import PROVIDERS
-from videoflow_aio.conformance._report import load_report, report_json
 from videoflow_aio.conformance.providers import UnimportableProvider
+from videoflow_aio.conformance.report import load_report, report_json
 from videoflow_aio.testing.servers import Server, ServerProcess
 from videoflow_aio.vtime import current_clock
 

@@ -1,14 +1,16 @@
 """Conformance: cases with stable IDs, run unchanged on every provider and async backend.
 
-Write a case with :func:`case`; run cases with :func:`run` / :func:`run_case`, from the CLI
+Write a case with :func:`case`; run cases with :func:`run` / :func:`run_case` (or
+:func:`execute` for the traceback, the error and the injected faults of one run), from the CLI
 (``videoflow-aio conformance``) or from pytest (:func:`conformance_suite`); plug in a backend
-with a :class:`Provider` and :func:`register_provider`. See ``docs/conformance.md``.
+with a :class:`Provider` and :func:`register_provider`. Results render with
+:mod:`videoflow_aio.conformance.report`. See ``docs/conformance.md``.
 """
 
 from __future__ import annotations
 
 from ._capabilities import CAPABILITIES, Capability, capability_names
-from ._case import CONTRACTS, REGISTRY, RESERVED_PREFIXES, Case, case, select_cases
+from ._case import CONTRACTS, REGISTRY, RESERVED_PREFIXES, Case, case, select_cases, selector
 from ._controls import (
     CONTROLS,
     AllocationControls,
@@ -25,13 +27,24 @@ from ._harness import (
     RuntimeStoreHarness,
     Skip,
 )
-from ._provider import Provider, get_provider, provider_names, register_provider
+from ._provider import (
+    Provider,
+    env_options,
+    get_provider,
+    provider_names,
+    register_provider,
+)
 from ._runner import (
     BACKENDS,
     REQUIRE_SERVERS_ENV,
+    VIRTUAL_LIMIT,
     CaseResult,
+    Execution,
     Report,
     Summary,
+    describe,
+    execute,
+    fault_injector,
     plan,
     run,
     run_case,
@@ -49,12 +62,14 @@ __all__ = [
     "REGISTRY",
     "REQUIRE_SERVERS_ENV",
     "RESERVED_PREFIXES",
+    "VIRTUAL_LIMIT",
     "AllocationControls",
     "AllocationHarness",
     "Capability",
     "Case",
     "CaseFailure",
     "CaseResult",
+    "Execution",
     "Harness",
     "MessagingControls",
     "MessagingHarness",
@@ -70,6 +85,10 @@ __all__ = [
     "capability_names",
     "case",
     "conformance_suite",
+    "describe",
+    "env_options",
+    "execute",
+    "fault_injector",
     "get_provider",
     "plan",
     "provider_names",
@@ -77,6 +96,7 @@ __all__ = [
     "run",
     "run_case",
     "select_cases",
+    "selector",
     "servers_required",
     "summarize",
 ]

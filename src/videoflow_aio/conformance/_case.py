@@ -117,13 +117,27 @@ def _glob(pattern: str) -> re.Pattern[str]:
     return re.compile(f"^{body}$", re.IGNORECASE)
 
 
+def selector(select: str | None) -> Callable[[str, str], bool]:
+    """The test ``select`` stands for, as a predicate of ``(id, title)``: comma-separated
+    glob-like patterns matched against the whole ID or the whole title, case-insensitive
+    (``*`` matches anything, ``?`` one character, e.g. ``MSG-0*,RTS-00?``); None or an empty
+    string chooses everything. :func:`select_cases` and ``explore`` choose with it."""
+    pats = [_glob(p.strip()) for p in (select or "").split(",") if p.strip()]
+
+    def chosen(id: str, title: str) -> bool:
+        return not pats or any(p.match(id) or p.search(title) for p in pats)
+
+    return chosen
+
+
 def select_cases(contract: str | None = None, select: str | None = None) -> list[Case]:
     """Registered cases in ID order, filtered by contract and by a glob-like ``select``
-    (comma-separated patterns matched against the ID or the whole title, case-insensitive;
-    ``*`` matches anything, ``?`` one character, e.g. ``MSG-0*,RTS-00?``)."""
+    (see :func:`selector`)."""
     load_all()
-    chosen = [c for c in REGISTRY.values() if contract is None or c.contract == contract]
-    if select:
-        pats = [_glob(p.strip()) for p in select.split(",") if p.strip()]
-        chosen = [c for c in chosen if any(p.match(c.id) or p.search(c.title) for p in pats)]
+    wanted = selector(select)
+    chosen = [
+        c
+        for c in REGISTRY.values()
+        if (contract is None or c.contract == contract) and wanted(c.id, c.title)
+    ]
     return sorted(chosen, key=lambda c: c.id)

@@ -40,7 +40,8 @@ Outcome = Literal["pass", "fail", "skip"]
 BACKENDS = ("asyncio", "trio")
 """The async backends every case runs under by default, in this order."""
 REAL_TIME_LIMIT = 120.0  # seconds a case may run on a real-time provider's clock
-VIRTUAL_LIMIT = 7 * 24 * 3600.0  # virtual seconds a case may run on a model (catches deadlocks)
+VIRTUAL_LIMIT = 7 * 24 * 3600.0
+"""Virtual seconds a case may run on a model before it fails (catches a livelock)."""
 WALL_LIMIT = 300.0  # wall seconds any one case may take, harness included
 REQUIRE_SERVERS_ENV = "VIDEOFLOW_REQUIRE_SERVERS"
 """The environment variable that turns an unavailable provider (a missing server or client

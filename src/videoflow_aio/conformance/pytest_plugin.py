@@ -202,3 +202,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
         path, line, _ = item.reportinfo()
         report.longrepr = (str(path), (line or 0) + 1, report.longrepr[2])
     return report
+
+
+# the pytest hooks above are found by pytest by name; these are what a conftest may use
+__all__ = ["CaseFailed", "ConformanceItem", "SuiteCollector"]

@@ -142,3 +142,17 @@ class AccessDenied(BackendUnavailable):
     ) -> None:
         fields.setdefault("applied", False)
         super().__init__(message, backend=backend, operation=operation, resource=resource, **fields)
+
+
+__all__ = [
+    "AccessDenied",
+    "AuthenticationFailed",
+    "BackendUnavailable",
+    "ConflictError",
+    "IncompatibleProfile",
+    "NotFound",
+    "OutcomeUnknown",
+    "Unsupported",
+    "ValidationError",
+    "VideoflowError",
+]

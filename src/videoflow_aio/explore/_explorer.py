@@ -18,8 +18,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..conformance import select_cases
-from ..conformance._case import _glob
+from ..conformance import select_cases, selector
 from ..contracts.errors import ValidationError
 from ..vtime import Backend
 from ._program import PROGRAMS
@@ -74,12 +73,8 @@ def select_targets(select: str | None = None) -> list[Target]:
     (comma-separated globs against the ID or the title; None: everything)."""
     importlib.import_module(f"{__package__}.properties")
     cases: list[Target] = list(select_cases(select=select))
-    pats = [_glob(p.strip()) for p in (select or "").split(",") if p.strip()]
-    programs: list[Target] = [
-        p
-        for _, p in sorted(PROGRAMS.items())
-        if not pats or any(pat.match(p.id) or pat.search(p.title) for pat in pats)
-    ]
+    wanted = selector(select)
+    programs: list[Target] = [p for _, p in sorted(PROGRAMS.items()) if wanted(p.id, p.title)]
     return cases + programs
 
 

@@ -20,8 +20,7 @@ import anyio
 import trio
 
 from .. import faults
-from ..conformance import Case, CaseFailure
-from ..conformance._runner import VIRTUAL_LIMIT, describe, execute, fault_injector
+from ..conformance import VIRTUAL_LIMIT, Case, CaseFailure, describe, execute, fault_injector
 from ..contracts.errors import VideoflowError
 from ..observe import ObservationLog
 from ..vtime import Backend, VirtualClock, VirtualTimeDeadlock

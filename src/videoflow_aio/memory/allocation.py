@@ -31,7 +31,7 @@ import itertools
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
-from ..contracts._base import Known, Unknown
+from ..contracts import Known, Unknown
 from ..contracts.allocation import (
     AcceleratorAllocationBackend,
     AllocationCapabilities,

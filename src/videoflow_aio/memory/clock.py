@@ -1,12 +1,8 @@
-"""``FakeClock``: the source document's controllable clock, as a manual-mode VirtualClock."""
+"""The seed's name for :class:`~videoflow_aio.vtime.FakeClock`, which lives in
+:mod:`videoflow_aio.vtime`: a pure re-export, kept so the source document's import path works."""
 
 from __future__ import annotations
 
-from videoflow_aio.vtime import VirtualClock
+from ..vtime import FakeClock
 
-
-class FakeClock(VirtualClock):
-    """Monotonic and wall time advance together, only when asked; timers fire on advance."""
-
-    def __init__(self, start: float = 1000.0, wall_start: float = 1_700_000_000.0) -> None:
-        super().__init__(start=start, wall_start=wall_start, autojump=False)
+__all__ = ["FakeClock"]

@@ -32,9 +32,9 @@ from ._publish import (
     encode_ref,
     sent_at,
 )
-from ._stats import LatencyHistogram
+from ._stats import DEFAULT_PRECISION_BITS, LatencyHistogram
 from ._time import deadline_in, loop_clock
-from ._topology import EOS_SUFFIX, Node, Pipeline, ensure_pipeline, plan_pipeline
+from ._topology import EOS_SUFFIX, NAME_FORBIDDEN, Node, Pipeline, ensure_pipeline, plan_pipeline
 from ._worker import (
     Handler,
     Observer,
@@ -47,7 +47,9 @@ from ._worker import (
 )
 
 __all__ = [
+    "DEFAULT_PRECISION_BITS",
     "EOS_SUFFIX",
+    "NAME_FORBIDDEN",
     "PAYLOAD_HEADER",
     "SENT_AT_HEADER",
     "BadHandler",

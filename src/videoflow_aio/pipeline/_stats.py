@@ -19,6 +19,8 @@ from collections.abc import Iterable, Sequence
 from ..contracts.errors import ValidationError
 
 DEFAULT_PRECISION_BITS = 10
+"""The default ``precision_bits`` of a :class:`LatencyHistogram`: percentiles within a relative
+error of 2^-(bits + 1), about 0.05 % at 10."""
 
 _frexp = math.frexp
 

@@ -8,8 +8,7 @@ from typing import Any
 
 from ..contracts import Known
 from ..memory.messaging import MemoryMessagingBackend
-from ..pipeline import LatencyHistogram, Pipeline, Publisher, StageWorker
-from ..pipeline._stats import DEFAULT_PRECISION_BITS
+from ..pipeline import DEFAULT_PRECISION_BITS, LatencyHistogram, Pipeline, Publisher, StageWorker
 from ._dist import mean_seconds
 from ._e2e import FrameLedger
 from ._probe import Probe

@@ -21,7 +21,7 @@ from ..contracts.errors import ValidationError
 from ..contracts.messaging import Overflow
 from ..contracts.payload import Tier
 from ..gpu import check_layout, family_for
-from ..pipeline._topology import NAME_FORBIDDEN
+from ..pipeline import NAME_FORBIDDEN
 from . import _limits as L
 
 Backend = Literal["asyncio", "trio"]

@@ -24,8 +24,7 @@ from typing import Any
 
 import pytest
 
-from videoflow_aio.vtime import VirtualClock, new_event_loop
-from videoflow_aio.vtime._run import backend_options
+from videoflow_aio.vtime import VirtualClock, backend_options, new_event_loop
 
 MARKER = "vtime"
 INI = "vtime"

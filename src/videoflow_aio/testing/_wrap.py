@@ -9,8 +9,7 @@ from typing import Any
 
 import pytest
 
-from videoflow_aio.vtime import VirtualClock, current_clock
-from videoflow_aio.vtime._guard import guarded
+from videoflow_aio.vtime import VirtualClock, current_clock, guarded
 
 from ._optin import PREFIX
 

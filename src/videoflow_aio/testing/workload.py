@@ -21,7 +21,7 @@ from typing import Any, TypeVar
 
 import anyio
 
-from ..contracts._base import Known
+from ..contracts import Known
 from ..contracts.errors import BackendUnavailable, VideoflowError
 from ..contracts.messaging import (
     Accepted,

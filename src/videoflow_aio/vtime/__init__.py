@@ -9,15 +9,18 @@ pending. See ``docs/vtime.md``.
 from __future__ import annotations
 
 from ._clock import VirtualClock, VirtualTimeDeadlock, current_clock
+from ._fake import FakeClock
 from ._guard import guarded
 from ._loop import VirtualEventLoop, new_event_loop
-from ._run import Backend, run
+from ._run import Backend, backend_options, run
 
 __all__ = [
     "Backend",
+    "FakeClock",
     "VirtualClock",
     "VirtualEventLoop",
     "VirtualTimeDeadlock",
+    "backend_options",
     "current_clock",
     "guarded",
     "new_event_loop",

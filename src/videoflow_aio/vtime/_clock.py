@@ -20,8 +20,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from .._seeded import Seed, check_jitter, make_rng, overshoot, shuffle
 from ._advance import Advance
-from ._seeded import Seed, check_jitter, make_rng, overshoot, shuffle
 
 if TYPE_CHECKING:
     from ._loop import VirtualEventLoop

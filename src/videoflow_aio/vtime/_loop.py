@@ -27,8 +27,8 @@ from asyncio.futures import _set_result_unless_cancelled as _futures_set_result_
 from collections.abc import Callable
 from typing import Any
 
+from .._seeded import shuffle
 from ._clock import RealWait, VirtualClock, VirtualTimeDeadlock
-from ._seeded import shuffle
 
 try:  # AnyIO keeps its worker threads per event loop, in a "run var" dict keyed by the loop
     from anyio._backends._asyncio import _threadpool_idle_workers, _threadpool_workers

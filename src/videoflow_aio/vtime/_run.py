@@ -8,11 +8,11 @@ from typing import Any, Literal, TypeVar, TypeVarTuple
 
 import anyio
 
+from .._seeded import Seed
 from ..contracts.errors import ValidationError
 from ._clock import VirtualClock, VirtualTimeDeadlock
 from ._guard import guarded
 from ._loop import new_event_loop
-from ._seeded import Seed
 
 T = TypeVar("T")
 Args = TypeVarTuple("Args")

@@ -27,7 +27,7 @@ from typing import Any
 import trio
 from trio._core import _run as _trio_run
 
-from ._seeded import shuffle
+from .._seeded import shuffle
 
 _FLAG = "_ALLOW_DETERMINISTIC_SCHEDULING"
 _PRNG = "_r"

@@ -8,3 +8,5 @@ import pkgutil
 for _info in pkgutil.iter_modules(__path__):
     if not _info.name.startswith("_"):
         importlib.import_module(f"{__name__}.{_info.name}")
+
+__all__: list[str] = []

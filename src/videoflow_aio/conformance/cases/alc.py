@@ -16,6 +16,7 @@ import anyio
 from ... import faults
 from ...contracts import Known, Unknown
 from ...contracts.allocation import (
+    AcceleratorAllocationBackend,
     ClaimObservation,
     FeasiblePlan,
     Infeasible,
@@ -69,23 +70,30 @@ def _mig(workload: str, profile: str, **kw: Any) -> WorkloadRequest:
     return WorkloadRequest(workload_id=workload, mig_profile=profile, **kw)
 
 
-async def _snapshot(h: Harness, backend: Any) -> InventorySnapshot:
+async def _snapshot(h: Harness, backend: AcceleratorAllocationBackend) -> InventorySnapshot:
     got = await backend.inventory({})
     h.check(isinstance(got, Known), f"inventory is Known: {got!r}")
+    assert isinstance(got, Known)
     snap: InventorySnapshot = got.value
     return snap
 
 
-async def _plan(h: Harness, backend: Any, *requests: WorkloadRequest) -> FeasiblePlan:
+async def _plan(
+    h: Harness, backend: AcceleratorAllocationBackend, *requests: WorkloadRequest
+) -> FeasiblePlan:
     plan = await backend.plan(list(requests), await _snapshot(h, backend))
     h.check(isinstance(plan, FeasiblePlan), f"plan is feasible: {plan!r}")
+    assert isinstance(plan, FeasiblePlan)
     result: FeasiblePlan = plan
     return result
 
 
-async def _observe(h: Harness, backend: Any, claim_id: str) -> ClaimObservation:
+async def _observe(
+    h: Harness, backend: AcceleratorAllocationBackend, claim_id: str
+) -> ClaimObservation:
     got = await backend.observe(claim_id)
     h.check(isinstance(got, Known), f"observe is Known: {got!r}")
+    assert isinstance(got, Known)
     obs: ClaimObservation = got.value
     return obs
 
@@ -684,3 +692,8 @@ async def geometry_only_on_idle(h: Harness) -> None:
     h.equal(changed, ["idle"], "the geometry change goes to the idle node")
     got = await b.plan([_mig("w", "1g.10gb", nodes=("busy",))], await _snapshot(h, b))
     h.check(isinstance(got, Infeasible), f"not on the busy node: {got!r}")
+
+
+# cases register themselves by ID (``case``) and run through the registry: none is imported by
+# name, so the module exports nothing
+__all__: list[str] = []

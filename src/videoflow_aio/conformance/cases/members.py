@@ -22,6 +22,7 @@ from ...contracts.messaging import make_channel, make_subscription
 from ...observe import ObservationLog
 from ...testing import workload
 from .._case import case
+from .._controls import MemberControls
 from .._harness import Harness, MessagingHarness, PayloadHarness, RuntimeStoreHarness
 
 FAULT_AFTER = 1.0  # case seconds of workload before the fault
@@ -35,7 +36,7 @@ PAUSE = ("leader", "pause_member", "resume_member")
 
 async def _schedule(
     h: Harness[Any, Any],
-    controls: Any,
+    controls: MemberControls,
     log: ObservationLog,
     pause: bool,
     stop: anyio.Event,
@@ -71,7 +72,7 @@ Load = Callable[[ObservationLog, anyio.Event], Awaitable[None]]
 
 async def _under_fault(
     h: Harness[Any, Any],
-    controls: Any,
+    controls: MemberControls,
     load: Load,
     pause: bool = False,
     leader: Callable[[], Awaitable[str]] | None = None,
@@ -149,3 +150,8 @@ async def messages_leader_killed(h: MessagingHarness) -> None:
     )  # fmt: skip
     leader = functools.partial(controls.channel_leader, spec.channel)
     await _under_fault(h, controls, lambda log, stop: messages(log, stop=stop), leader=leader)
+
+
+# cases register themselves by ID (``case``) and run through the registry: none is imported by
+# name, so the module exports nothing
+__all__: list[str] = []

@@ -7,26 +7,42 @@ goes through the harness.
 
 from __future__ import annotations
 
-from typing import Any, Final
+from typing import Final
 
 from ...contracts import Known
 from ...contracts.messaging import (
+    ChannelSpec,
     Completed,
+    Delivery,
+    MessagingBackend,
     SettleConfirmed,
     SettleOutcome,
     SettleStale,
     SettleUnknown,
+    SubscriptionSpec,
     Terminal,
     make_channel,
 )
 from .._case import case
 from .._harness import MessagingHarness as Harness
-from .msg import _chan_obs, _channel, _pids, _publish, _recv, _sub, _sub_obs, _window
+from ._msg_scenarios import (
+    _chan_obs,
+    _channel,
+    _pids,
+    _publish,
+    _recv,
+    _sub,
+    _sub_obs,
+    _subscribed,
+    _window,
+)
 
 M: Final = "messaging"
 
 
-async def _leased(h: Harness, b: Any, node: str) -> tuple[Any, Any, list[Any]]:
+async def _leased(
+    h: Harness, b: MessagingBackend, node: str
+) -> tuple[ChannelSpec, SubscriptionSpec, list[Delivery]]:
     """A channel with max_age 60 and a lease (ack wait 120) on its one message."""
     ch = await _channel(
         h, b, node, max_age_seconds=h.seconds(60), dedup_window_seconds=_window(h, 30)
@@ -72,9 +88,7 @@ async def _lost_then_retried(
     """Settles applied whose answers were lost, retried with the same settlement ids before
     or after the lease deadline: each retry answers what the first did. One message per
     outcome, on one subscription."""
-    b = await h.open()
-    ch = await _channel(h, b)
-    sub = await _sub(h, b, ch.channel, ack_wait_seconds=h.seconds(5 if past_deadline else 30))
+    b, ch, sub = await _subscribed(h, ack_wait_seconds=h.seconds(5 if past_deadline else 30))
     for i in range(len(outcomes)):
         await _publish(h, b, ch.channel, f"p{i}")
     got = await _recv(h, b, sub.id)
@@ -133,9 +147,7 @@ async def lost_reply_retried_past_lease(h: Harness) -> None:
     controls=["lose_reply"],
 )
 async def lost_renew_reply(h: Harness) -> None:
-    b = await h.open()
-    ch = await _channel(h, b)
-    sub = await _sub(h, b, ch.channel, ack_wait_seconds=h.seconds(30))
+    b, ch, sub = await _subscribed(h, ack_wait_seconds=h.seconds(30))
     await _publish(h, b, ch.channel, "p1")
     got = await _recv(h, b, sub.id)
     h.equal(_pids(got), ["p1"], "leased")
@@ -185,3 +197,8 @@ async def consumer_leader_killed(h: Harness) -> None:
     last = await b.settle(got[1].token, Completed(), "s-2")
     h.check(isinstance(last, SettleConfirmed), f"the renewed lease settles: {last!r}")
     h.equal(_pids(await _recv(h, b, sub.id, wait=10)), [], "neither is redelivered")
+
+
+# cases register themselves by ID (``case``) and run through the registry: none is imported by
+# name, so the module exports nothing
+__all__: list[str] = []

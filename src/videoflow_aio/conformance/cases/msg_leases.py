@@ -13,7 +13,17 @@ import anyio
 from ...contracts.messaging import Completed, Delivery, Retry, SettleConfirmed
 from .._case import case
 from .._harness import MessagingHarness as Harness
-from .msg import M, _channel, _pids, _publish, _recv, _sub, _sub_obs
+from ._msg_scenarios import (
+    M,
+    _pids,
+    _publish,
+    _recv,
+    _seq,
+    _sub,
+    _sub_obs,
+    _subscribed,
+    _with_channel,
+)
 
 
 @case(
@@ -22,8 +32,7 @@ from .msg import M, _channel, _pids, _publish, _recv, _sub, _sub_obs
     contract=M,
 )
 async def renew_from_now(h: Harness) -> None:
-    b = await h.open()
-    ch = await _channel(h, b)
+    b, ch = await _with_channel(h)
     aw = h.seconds(10)
     sub = await _sub(h, b, ch.channel, ack_wait_seconds=aw)
     await _publish(h, b, ch.channel, "p1")
@@ -57,9 +66,7 @@ async def renew_from_now(h: Harness) -> None:
     contract=M,
 )
 async def delayed_retry_at_cap(h: Harness) -> None:
-    b = await h.open()
-    ch = await _channel(h, b)
-    sub = await _sub(h, b, ch.channel, ack_wait_seconds=h.seconds(30), max_deliver=2)
+    b, ch, sub = await _subscribed(h, ack_wait_seconds=h.seconds(30), max_deliver=2)
     await _publish(h, b, ch.channel, "p1")
     first = await _recv(h, b, sub.id)
     h.equal([d.attempt for d in first], [1], "attempt 1")
@@ -79,9 +86,7 @@ async def delayed_retry_at_cap(h: Harness) -> None:
     contract=M,
 )
 async def settle_wakes_credit_waiter(h: Harness) -> None:
-    b = await h.open()
-    ch = await _channel(h, b)
-    sub = await _sub(h, b, ch.channel, item_credit=1)
+    b, ch, sub = await _subscribed(h, item_credit=1)
     for pid in ("p1", "p2"):
         await _publish(h, b, ch.channel, pid)
     held = await _recv(h, b, sub.id)
@@ -111,9 +116,7 @@ async def settle_wakes_credit_waiter(h: Harness) -> None:
     contract=M,
 )
 async def waiting_receive_gets_expiry(h: Harness) -> None:
-    b = await h.open()
-    ch = await _channel(h, b)
-    sub = await _sub(h, b, ch.channel, ack_wait_seconds=h.seconds(5))
+    b, ch, sub = await _subscribed(h, ack_wait_seconds=h.seconds(5))
     got: list[tuple[float, list[Delivery]]] = []
 
     async def replica() -> None:
@@ -140,9 +143,8 @@ async def waiting_receive_gets_expiry(h: Harness) -> None:
     contract=M,
 )
 async def late_subscription_floor(h: Harness) -> None:
-    b = await h.open()
-    ch = await _channel(h, b, max_msgs=2, overflow="evict_oldest")
-    seqs = [(await _publish(h, b, ch.channel, f"p{i}")).sequence for i in range(3)]
+    b, ch = await _with_channel(h, max_msgs=2, overflow="evict_oldest")
+    seqs = [_seq(h, await _publish(h, b, ch.channel, f"p{i}")) for i in range(3)]
     sub = await _sub(h, b, ch.channel)
     first = seqs[1]  # p0 was evicted
     h.equal((await _sub_obs(h, b, sub.id)).ack_floor, first - 1, "nothing settled yet")
@@ -161,14 +163,17 @@ async def late_subscription_floor(h: Harness) -> None:
     contract=M,
 )
 async def floor_over_other_kinds(h: Harness) -> None:
-    b = await h.open()
-    ch = await _channel(h, b)
-    sub = await _sub(h, b, ch.channel)
+    b, ch, sub = await _subscribed(h)
     await _publish(h, b, ch.channel, "d1")
     await _publish(h, b, ch.channel, "e1", kind="eos")
-    last = (await _publish(h, b, ch.channel, "d2")).sequence
+    last = _seq(h, await _publish(h, b, ch.channel, "d2"))
     got = await _recv(h, b, sub.id)
     h.equal(_pids(got), ["d1", "d2"], "the data subscription sees the data messages")
     for d in got:
         await b.settle(d.token, Completed(), f"s-{d.sequence}")
     h.equal((await _sub_obs(h, b, sub.id)).ack_floor, last, "the eos between does not hold it")
+
+
+# cases register themselves by ID (``case``) and run through the registry: none is imported by
+# name, so the module exports nothing
+__all__: list[str] = []

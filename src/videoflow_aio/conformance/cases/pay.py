@@ -17,7 +17,7 @@ from typing import Any, Final
 import anyio
 
 from ... import faults
-from ...contracts._base import Known, Unknown
+from ...contracts import Known, Unknown
 from ...contracts.errors import (
     BackendUnavailable,
     ConflictError,
@@ -33,6 +33,7 @@ from ...contracts.payload import (
     PayloadBackpressure,
     PayloadBytes,
     PayloadReadResult,
+    PayloadStore,
     RetentionContract,
     TransientFailure,
     payload_digest,
@@ -66,7 +67,9 @@ def _frame(n: int, size: int = 4 * KIB) -> bytes:
     return (cycle * (size // 251 + 1))[:size]
 
 
-def _contract(h: Harness, *obligations: str, ttl: float = 600.0, hold: float = 300.0) -> Any:
+def _contract(
+    h: Harness, *obligations: str, ttl: float = 600.0, hold: float = 300.0
+) -> RetentionContract:
     return RetentionContract(
         ttl_seconds=h.seconds(ttl), obligations=obligations, obligation_seconds=h.seconds(hold)
     )
@@ -77,13 +80,13 @@ def _is_bytes(result: PayloadReadResult, data: bytes) -> bool:
 
 
 async def _present(
-    h: Harness, store: Any, ref: ImmutablePayloadRef, data: bytes, what: str
+    h: Harness, store: PayloadStore, ref: ImmutablePayloadRef, data: bytes, what: str
 ) -> None:
     result = await store.read(ref)
     h.check(_is_bytes(result, data), f"{what}: expected the verified bytes, got {result!r}")
 
 
-async def _missing(h: Harness, store: Any, ref: ImmutablePayloadRef, what: str) -> None:
+async def _missing(h: Harness, store: PayloadStore, ref: ImmutablePayloadRef, what: str) -> None:
     result = await store.read(ref)
     h.check(isinstance(result, Missing), f"{what}: expected Missing, got {result!r}")
 
@@ -567,7 +570,7 @@ async def reconcile_ledger(h: Harness) -> None:
 _LEDGER = {"k/a": ("reader/x",), "k/d": ()}
 
 
-async def _four_objects(h: Harness, store: Any) -> list[ImmutablePayloadRef]:
+async def _four_objects(h: Harness, store: PayloadStore) -> list[ImmutablePayloadRef]:
     """k/a: two readers and an intent; k/b: a reader and an intent; k/c: an intent; k/d: a
     reader (for PAY-019 and PAY-024, against :data:`_LEDGER`)."""
     obligations = [
@@ -582,7 +585,9 @@ async def _four_objects(h: Harness, store: Any) -> list[ImmutablePayloadRef]:
     ]
 
 
-async def _after_reconcile(h: Harness, store: Any, refs: list[ImmutablePayloadRef]) -> None:
+async def _after_reconcile(
+    h: Harness, store: PayloadStore, refs: list[ImmutablePayloadRef]
+) -> None:
     """What every reconcile of :func:`_four_objects` against :data:`_LEDGER` ends with."""
     a, b, cc, d = refs
     await _present(h, store, a, _frame(1), "k/a (ledger requires reader/x)")
@@ -752,3 +757,8 @@ async def budget_counts_replaced(h: Harness) -> None:
     with h.raises(PayloadBackpressure, "a new key is still over the budget"):
         await store.put(_frame(11, size), "cam1/b3", _contract(h))
     await _present(h, store, ref, _frame(10, size), "the replacement after the refusal")
+
+
+# cases register themselves by ID (``case``) and run through the registry: none is imported by
+# name, so the module exports nothing
+__all__: list[str] = []

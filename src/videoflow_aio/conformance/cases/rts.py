@@ -16,7 +16,7 @@ import anyio.lowlevel
 
 from ... import faults
 from ...contracts.errors import ValidationError
-from ...contracts.runtime_store import CAS_READ_AFTER, DELETE_READ_AFTER
+from ...contracts.runtime_store import CAS_READ_AFTER, DELETE_READ_AFTER, RuntimeStore
 from .._case import case
 from .._harness import RuntimeStoreHarness as Harness  # every case here: runtime store
 from .._harness import Skip
@@ -24,7 +24,7 @@ from .._harness import Skip
 RTS: Final = "runtime_store"
 
 
-async def _everything(store: Any, logs: tuple[str, ...] = ()) -> tuple[object, ...]:
+async def _everything(store: RuntimeStore, logs: tuple[str, ...] = ()) -> tuple[object, ...]:
     """A comparable snapshot: every record and the given logs."""
     return (await store.scan(""), *[await store.log_entries(log) for log in logs])
 
@@ -415,3 +415,8 @@ async def delete_race_at_barrier(h: Harness) -> None:
     store, results = await _race_at_barrier(h, DELETE_READ_AFTER, "delete")
     h.equal(results, {"fast": True, "slow": False}, "outcomes of the CAS and the stale delete")
     h.equal((await store.get("k"))[0], b"fast", "the record survives the stale delete")
+
+
+# cases register themselves by ID (``case``) and run through the registry: none is imported by
+# name, so the module exports nothing
+__all__: list[str] = []

@@ -5,3 +5,5 @@ Importing this package registers them."""
 from __future__ import annotations
 
 from . import cas, nothing_lost, obligations, ownership  # noqa: F401  (each registers its program)
+
+__all__: list[str] = []

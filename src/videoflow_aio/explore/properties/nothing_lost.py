@@ -190,3 +190,8 @@ def _fates_of(
             open_pairs += 1
             unresolved += events == ["unresolved"]
     return open_pairs, unresolved, dropped, dead
+
+
+# programs register themselves by ID (``program``) and run through the registry: none is
+# imported by name, so the module exports nothing
+__all__: list[str] = []

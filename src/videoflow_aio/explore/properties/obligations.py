@@ -134,3 +134,8 @@ async def obligations(ctx: Context) -> None:
     inventory = await store.inventory()
     assert isinstance(inventory, Known), inventory
     assert not inventory.value, f"left behind: {[ref.key for ref in inventory.value]}"
+
+
+# programs register themselves by ID (``program``) and run through the registry: none is
+# imported by name, so the module exports nothing
+__all__: list[str] = []

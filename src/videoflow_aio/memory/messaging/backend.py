@@ -334,3 +334,6 @@ async def _wait(sub: Sub, deadline: float) -> float | None:
     if nd is not None and nd < wake:
         wake = nd
     return None if await sub.waiters.wait(wake) else wake
+
+
+__all__ = ["MemoryMessagingBackend"]

@@ -29,3 +29,6 @@ class StaticLedger(ObligationLedger):
     def required_obligations(self) -> Mapping[str, tuple[str, ...]]:
         """ref key -> obligation ids still required."""
         return self._required
+
+
+__all__ = ["StaticLedger"]

@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from typing import Any, ClassVar
 
 from ... import faults
-from ...contracts._base import Known, Unknown
+from ...contracts import Known, Unknown
 from ...contracts.errors import (
     BackendUnavailable,
     ConflictError,
@@ -415,3 +415,6 @@ class MemoryPayloadStore(PayloadControls, PayloadStore):
 def _unchanged(existing: StoredObject, digest: str) -> bool:
     """Whether ``existing`` holds exactly the bytes of ``digest``, intact and verifiable."""
     return not existing.bare and existing.digest == digest and existing.actual_digest == digest
+
+
+__all__ = ["ACQUIRE_AFTER", "WRITE_AFTER", "MemoryPayloadStore"]

@@ -14,7 +14,7 @@ import random
 from collections.abc import Callable, MutableSequence
 from typing import Any, TypeVar
 
-from ..contracts.errors import ValidationError
+from .contracts.errors import ValidationError
 
 T = TypeVar("T")
 

@@ -159,6 +159,8 @@ def providers_table(providers: Sequence[Provider]) -> Table:
 
 
 class ProgressSink(Protocol):
+    """What :func:`progress` yields: call it with each result as it arrives."""
+
     def __call__(self, result: CaseResult) -> None: ...
 
 
@@ -202,3 +204,17 @@ def progress(console: Console, total: int) -> Iterator[ProgressSink]:
         )
 
     yield line
+
+
+__all__ = [
+    "ProgressSink",
+    "cases_table",
+    "load_report",
+    "make_console",
+    "progress",
+    "providers_table",
+    "report_json",
+    "results_table",
+    "summary_table",
+    "verdict",
+]
