@@ -62,6 +62,7 @@ from ...contracts.runtime_store import (
     version_number,
 )
 from .._security import Credentials, Secret, TLSConfig, as_secret, split_url
+from .._tasks import TaskOwner
 from .._trio_bridge import Affinity, bridged
 from ._channel import EtcdChannel, classify, token_expired
 from ._endpoints import Endpoints, parse_endpoints
@@ -98,19 +99,25 @@ class ReplyLost(Exception):
     resolved through the request marker."""
 
 
-async def _rpc(call: Any) -> Any:
-    """Await a grpc.aio call so that a cancellation surfaces as the caller's own.
+async def _rpc(tasks: TaskOwner, call: Any) -> Any:
+    """Await a grpc.aio call as a task ``tasks`` owns, so that a cancellation surfaces as the
+    caller's own.
 
     grpc.aio answers a cancelled await with a fresh ``CancelledError`` that anyio's cancel
     scopes do not recognise; awaiting through :func:`asyncio.shield` keeps the original, and
-    the RPC is cancelled explicitly.
+    the RPC is cancelled explicitly. The task ends with the call, or on the store's
+    ``aclose`` (a write's Txn is kept running instead: :meth:`EtcdRuntimeStore._txn`).
     """
-    fut = asyncio.ensure_future(call)
+    fut = tasks.spawn(_await(call), name="etcd rpc", awaited=True)
     try:
         return await asyncio.shield(fut)
     except asyncio.CancelledError:
         fut.cancel()
         raise
+
+
+async def _await(call: Any) -> Any:
+    return await call
 
 
 def _prefix_end(prefix: bytes) -> bytes:
@@ -195,6 +202,7 @@ class EtcdRuntimeStore(RuntimeStore):
         self._window = max(2, int(outcome_window_seconds))
         hosts = parse_endpoints(url, endpoints)
         self._endpoints = Endpoints(hosts, timeout, tls=tls, credentials=creds)
+        self._tasks = TaskOwner("etcd store", timeout)  # every RPC in flight
         self._tls = tls is not None
         self.namespace = namespace
         self._ns = namespace.encode()
@@ -221,7 +229,12 @@ class EtcdRuntimeStore(RuntimeStore):
 
     # -- plumbing ----------------------------------------------------------------------------
     async def aclose(self) -> None:
-        await self._endpoints.aclose()
+        """Close the channels after the RPC tasks: reads cancelled, writes awaited (at most
+        ``timeout``; ``adapters._tasks``)."""
+        try:
+            await self._tasks.aclose()
+        finally:
+            await self._endpoints.aclose()
 
     async def __aenter__(self) -> EtcdRuntimeStore:
         await self._endpoints.client(self._endpoints.order()[0])
@@ -300,7 +313,9 @@ class EtcdRuntimeStore(RuntimeStore):
 
         async def attempt(client: EtcdChannel) -> Any:
             call = getattr(client.kvstub, method)
-            return await _rpc(call(request, timeout=self._timeout, metadata=client.metadata))
+            return await _rpc(
+                self._tasks, call(request, timeout=self._timeout, metadata=client.metadata)
+            )
 
         return await self._failover(what, attempt)
 
@@ -316,9 +331,10 @@ class EtcdRuntimeStore(RuntimeStore):
             async def grant(client: EtcdChannel) -> Any:
                 request = rpc.LeaseGrantRequest(TTL=2 * self._window)
                 return await _rpc(
+                    self._tasks,
                     client.leasestub.LeaseGrant(
                         request, timeout=self._timeout, metadata=client.metadata
-                    )
+                    ),
                 )
 
             resp = await self._failover("lease grant", grant)
@@ -391,9 +407,7 @@ class EtcdRuntimeStore(RuntimeStore):
     async def _send_txn(self, i: int, what: str, request: Any, marker: bytes, lease: int) -> Any:
         """The write's Txn on endpoint ``i``; its errors mapped with ``write=True``."""
         client = await self._endpoints.client(i)
-        call = asyncio.ensure_future(
-            client.kvstub.Txn(request, timeout=self._timeout, metadata=client.metadata)
-        )
+        call = self._txn(client, request)
         try:
             with self._errors(what, write=True):
                 # shielded: a cancelled caller leaves the RPC running, so its outcome can be
@@ -406,9 +420,7 @@ class EtcdRuntimeStore(RuntimeStore):
                     # the token expired: etcd refused the Txn before proposing it; the same
                     # request (same marker) goes again with a fresh token
                     await client.authenticate()
-                    call = asyncio.ensure_future(
-                        client.kvstub.Txn(request, timeout=self._timeout, metadata=client.metadata)
-                    )
+                    call = self._txn(client, request)
                     resp = await asyncio.shield(call)
         except asyncio.CancelledError:
             # settle before re-raising the caller's own cancellation: wait for the RPC (its
@@ -423,6 +435,12 @@ class EtcdRuntimeStore(RuntimeStore):
         self._endpoints.answered(i)
         return resp
 
+    def _txn(self, client: EtcdChannel, request: Any) -> asyncio.Task[Any]:
+        """A write's Txn RPC as a task the store keeps (``aclose`` awaits it: its outcome may be
+        settled by a caller that was cancelled meanwhile)."""
+        txn = client.kvstub.Txn(request, timeout=self._timeout, metadata=client.metadata)
+        return self._tasks.spawn(_await(txn), name="etcd txn", keep=True, awaited=True)
+
     async def _resolve(self, marker: bytes, lease: int) -> int | None:
         """Fence ``marker`` if absent (→ None) or return the revision that applied it; on
         any member that answers (the resolution is idempotent: a fence whose reply was lost
@@ -435,7 +453,8 @@ class EtcdRuntimeStore(RuntimeStore):
 
         async def attempt(client: EtcdChannel) -> Any:
             return await _rpc(
-                client.kvstub.Txn(request, timeout=self._timeout, metadata=client.metadata)
+                self._tasks,
+                client.kvstub.Txn(request, timeout=self._timeout, metadata=client.metadata),
             )
 
         resp = await self._failover("resolve", attempt)
@@ -501,7 +520,7 @@ class EtcdRuntimeStore(RuntimeStore):
             ) -> Any:
                 call = client.kvstub.Range(request, timeout=self._timeout, metadata=client.metadata)
                 try:
-                    return await _rpc(call)
+                    return await _rpc(self._tasks, call)
                 except grpc.aio.AioRpcError as exc:
                     if exc.code() != grpc.StatusCode.RESOURCE_EXHAUSTED or limit == 1:
                         raise

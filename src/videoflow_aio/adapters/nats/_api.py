@@ -20,7 +20,8 @@ import msgspec
 import nats.errors
 
 from ...contracts.errors import BackendUnavailable, IncompatibleProfile, VideoflowError
-from . import _security
+from . import _security, _wire
+from ._wire import R
 
 _json_encode = msgspec.json.Encoder().encode
 _json_decode = msgspec.json.Decoder().decode
@@ -148,20 +149,40 @@ async def flushed(nc: Any, seconds: float) -> None:
         raise call_failed(exc, "flush", seconds) from exc
 
 
-async def api(nc: Any, subject: str, body: dict[str, Any] | None, seconds: float) -> dict[str, Any]:
-    """One JSON API call; raises :class:`ApiError` on an error reply."""
+async def api(
+    nc: Any, subject: str, body: dict[str, Any] | None, seconds: float, into: type[R]
+) -> R:
+    """One JSON API call, its reply decoded as ``into`` (``_wire``); raises :class:`ApiError`
+    on an error reply, :class:`NoAnswer` on one that does not decode."""
     msg = await request(nc, subject, b"" if body is None else _json_encode(body), seconds)
     try:
-        data: dict[str, Any] = _json_decode(msg.data) if msg.data else {}
+        reply = _wire.decoder(into).decode(msg.data or b"{}")
     except msgspec.DecodeError as exc:
         raise NoAnswer(f"undecodable reply on {subject}: {msg.data[:80]!r}") from exc
-    err = data.get("error")
-    if err:
-        raise ApiError(
-            int(err.get("code", 0)), int(err.get("err_code", 0)), str(err.get("description", ""))
-        )
+    if reply.error is not None:
+        raise api_error(reply.error)
+    return reply
+
+
+async def raw_api(
+    nc: Any, subject: str, body: dict[str, Any] | None, seconds: float
+) -> dict[str, Any]:
+    """One JSON API call, its reply as the server's raw JSON object (the administrator's
+    ``JetStreamAdmin.request``: a reply the adapter itself does not read)."""
+    msg = await request(nc, subject, b"" if body is None else _json_encode(body), seconds)
+    try:
+        reply = _wire.decoder(_wire.Reply).decode(msg.data or b"{}")
+        data: dict[str, Any] = _json_decode(msg.data or b"{}")
+    except msgspec.DecodeError as exc:
+        raise NoAnswer(f"undecodable reply on {subject}: {msg.data[:80]!r}") from exc
+    if reply.error is not None:
+        raise api_error(reply.error)
     return data
 
 
+def api_error(err: _wire.ErrorBody) -> ApiError:
+    """The :class:`ApiError` of an error reply."""
+    return ApiError(err.code, err.err_code, err.description)
+
+
 encode = _json_encode
-decode = _json_decode

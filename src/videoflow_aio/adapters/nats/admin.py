@@ -22,6 +22,7 @@ from . import _api, _channels
 from ._connection import connect, on_asyncio_side, server_list
 from ._names import Names
 from ._security import NatsAuth
+from ._wire import Purged, R, Reply
 
 
 @bridged
@@ -64,23 +65,26 @@ class JetStreamAdmin:
             self._nc = await connect(opts, self.servers, min(self.request_timeout, 2.0), self._auth)
         return self._nc
 
-    async def _api(self, subject: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
+    async def _api(self, subject: str, body: dict[str, Any] | None, into: type[R]) -> R:
         nc = await self._conn()
-        return await _api.api(nc, f"$JS.API.{subject}", body, self.request_timeout)
+        return await _api.api(nc, f"$JS.API.{subject}", body, self.request_timeout, into)
 
     async def request(self, subject: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
-        """A raw JetStream API call (``$JS.API.<subject>``); :class:`ApiError` on an error."""
-        return await self._api(subject, body)
+        """A raw JetStream API call (``$JS.API.<subject>``), the server's JSON as it is (for
+        an administrator; the adapter reads typed replies); :class:`ApiError` on an error."""
+        nc = await self._conn()
+        return await _api.raw_api(nc, f"$JS.API.{subject}", body, self.request_timeout)
 
     async def purge(self, channel: ChannelId) -> int:
         """Purge the channel's messages (no advisory reaches any consumer); how many."""
-        reply = await self._api(f"STREAM.PURGE.{self.names.stream(channel)}", {})
-        return int(reply.get("purged", 0))
+        reply = await self._api(f"STREAM.PURGE.{self.names.stream(channel)}", {}, Purged)
+        return reply.purged
 
     async def delete_message(self, channel: ChannelId, sequence: int) -> bool:
         """Delete one message of the channel by stream sequence; False when it was absent."""
         try:
-            await self._api(f"STREAM.MSG.DELETE.{self.names.stream(channel)}", {"seq": sequence})
+            stream = self.names.stream(channel)
+            await self._api(f"STREAM.MSG.DELETE.{stream}", {"seq": sequence}, Reply)
         except _api.ApiError as exc:
             if exc.err_code in (_api.NO_MESSAGE_FOUND, 10057):
                 return False
@@ -93,7 +97,7 @@ class JetStreamAdmin:
         ch = subscription.channel
         for stream in (self.names.stream(ch), self.names.dlq_stream(ch)):
             try:
-                await self._api(f"CONSUMER.DELETE.{stream}.{consumer}")
+                await self._api(f"CONSUMER.DELETE.{stream}.{consumer}", None, Reply)
                 return True
             except _api.ApiError as exc:
                 if exc.err_code not in (_api.CONSUMER_NOT_FOUND, _api.STREAM_NOT_FOUND):
@@ -103,11 +107,11 @@ class JetStreamAdmin:
     async def consumer_info(self, subscription: SubscriptionId) -> dict[str, Any]:
         """The server's raw consumer info of the subscription (slot stream)."""
         stream = self.names.stream(subscription.channel)
-        return await self._api(f"CONSUMER.INFO.{stream}.{self.names.consumer(subscription)}")
+        return await self.request(f"CONSUMER.INFO.{stream}.{self.names.consumer(subscription)}")
 
     async def stream_info(self, channel: ChannelId) -> dict[str, Any]:
         """The server's raw stream info of the channel's slot stream."""
-        return await self._api(f"STREAM.INFO.{self.names.stream(channel)}")
+        return await self.request(f"STREAM.INFO.{self.names.stream(channel)}")
 
     async def drop_namespace(self) -> int:
         """Delete every stream of this namespace (archives included); how many."""

@@ -196,6 +196,13 @@ class JetStreamMessagingBackend(MessagingBackend):
         return self._c.archive_errors
 
     @property
+    def background_errors(self) -> list[str]:
+        """Errors of this client's background tasks (index writes, lease-lapse nudges), newest
+        last; each was also logged (``videoflow_aio.adapters``). A lost index write leaves its
+        sequences unattributable, never wrong; an unexpected error is raised by ``aclose``."""
+        return self._c.tasks.errors
+
+    @property
     def max_payload(self) -> int:
         server = self._c.server_max_payload
         return min(self.max_payload_bytes, server) if server else self.max_payload_bytes
@@ -313,7 +320,7 @@ class JetStreamMessagingBackend(MessagingBackend):
             _profiles.ctl_stream(self.names, channel_id),
             _profiles.ctl_subject(self.names, channel_id, key),
         )
-        return (None, None) if m is None else (body, str(m["seq"]))
+        return (None, None) if m is None else (body, str(m.seq))
 
     async def replay(self, channel_id: ChannelId, event_id: str) -> Envelope | None:
         """The archived envelope for ``event_id`` (works after ``close``); None once the server
