@@ -35,7 +35,7 @@ import contextlib
 import functools
 import uuid
 from collections import Counter
-from collections.abc import Awaitable, Callable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from types import TracebackType
 from typing import Any, TypeVar
 
@@ -61,6 +61,7 @@ from ...contracts.runtime_store import (
     make_version,
     version_number,
 )
+from .._errors import ReplyLost, map_exceptions
 from .._security import Credentials, Secret, TLSConfig, as_secret, split_url
 from .._tasks import TaskOwner
 from .._trio_bridge import Affinity, bridged
@@ -73,7 +74,9 @@ DEFAULT_MAX_REQUEST_BYTES = 1_572_864  # etcd --max-request-bytes default (1.5 M
 _OVERHEAD = 1024  # txn framing, marker key, compare entries
 _PAGE = 500
 MAX_KEY_BYTES = 4096
-_CONNECT_FAILED = "failed to connect to all addresses"  # grpc: refused before sending
+# What gRPC says only in its text (its status code, UNAVAILABLE, covers a lost reply too):
+_CONNECT_FAILED = "failed to connect to all addresses"  # refused before sending
+_TOO_LARGE_TEXTS = ("request is too large", "larger than max")  # etcd's and gRPC's size limit
 # A refusal with one of these codes comes before the request is proposed: nothing applied.
 # Every other code (UNAVAILABLE, DEADLINE_EXCEEDED, and UNKNOWN "context deadline exceeded",
 # which etcd answers when a request timed out inside the server after a leader died) may
@@ -92,11 +95,6 @@ _DEFINITE_CODES = frozenset(
         grpc.StatusCode.RESOURCE_EXHAUSTED,
     }
 )
-
-
-class ReplyLost(Exception):
-    """Internal: a write was sent and its reply lost (``__cause__`` says how); its outcome is
-    resolved through the request marker."""
 
 
 async def _rpc(tasks: TaskOwner, call: Any) -> Any:
@@ -245,10 +243,10 @@ class EtcdRuntimeStore(RuntimeStore):
     ) -> None:
         await self.aclose()
 
-    @contextlib.contextmanager
-    def _errors(self, what: str, *, write: bool = False) -> Iterator[None]:
-        """Map the gRPC errors raised in the block onto the contract.
+    def _errors(self, what: str, *, write: bool = False) -> map_exceptions:
+        """The error table of an etcd call site: gRPC's errors onto the contract.
 
+        - a refusal of the client (TLS, credentials, roles): ``_channel.classify``;
         - too large for the server: :class:`ValidationError` (nothing sent that could apply);
         - a ``write`` whose reply is lost (deadline, connection lost): never sent when no
           connection could be made (:class:`BackendUnavailable` ``applied=False``), otherwise
@@ -257,26 +255,29 @@ class EtcdRuntimeStore(RuntimeStore):
 
         Cancellation passes through untouched.
         """
-        try:
-            yield
-        except grpc.aio.AioRpcError as exc:
-            typed = classify(exc, what, tls=self._tls)
-            if typed is not None:  # refused before applying: nothing to resolve
-                raise typed from exc
-            details = exc.details() or ""
-            if "request is too large" in details or "larger than max" in details:
-                raise ValidationError(
-                    f"etcd {what}: {details}", field="value", limit=self._max_request
-                ) from exc
-            if write and exc.code() not in _DEFINITE_CODES:
-                if _CONNECT_FAILED in details:  # never sent: no connection
-                    raise BackendUnavailable(
-                        f"etcd {what}: not sent ({details})", backend="etcd", applied=False
-                    ) from exc
-                raise ReplyLost(what) from exc
-            raise BackendUnavailable(
-                f"etcd {what} failed: {exc.code().name}: {details}", backend="etcd"
-            ) from exc
+        return map_exceptions(
+            {grpc.aio.AioRpcError: lambda exc: self._grpc_error(exc, what, write)}
+        )
+
+    def _grpc_error(self, exc: BaseException, what: str, write: bool) -> BaseException:
+        assert isinstance(exc, grpc.aio.AioRpcError)
+        typed = classify(exc, what, tls=self._tls)
+        if typed is not None:  # refused before applying: nothing to resolve
+            return typed
+        details = exc.details() or ""
+        if any(text in details for text in _TOO_LARGE_TEXTS):
+            return ValidationError(
+                f"etcd {what}: {details}", field="value", limit=self._max_request
+            )
+        if write and exc.code() not in _DEFINITE_CODES:
+            if _CONNECT_FAILED in details:  # never sent: no connection
+                return BackendUnavailable(
+                    f"etcd {what}: not sent ({details})", backend="etcd", applied=False
+                )
+            return ReplyLost(what)
+        return BackendUnavailable(
+            f"etcd {what} failed: {exc.code().name}: {details}", backend="etcd"
+        )
 
     async def _failover(self, what: str, attempt: Callable[[EtcdChannel], Awaitable[T]]) -> T:
         """``attempt(client)`` on the endpoint that answered last, then on each other one while
@@ -297,7 +298,7 @@ class EtcdRuntimeStore(RuntimeStore):
                         self._endpoints.failed(i)
                         continue
             except BackendUnavailable as exc:
-                if _refused(exc) or exc.fields.get("applied") is not False:
+                if _refused(exc) or exc.applied is not False:
                     raise
                 failures.append(str(exc))  # could not connect: try the next
                 self._endpoints.failed(i)
@@ -371,7 +372,7 @@ class EtcdRuntimeStore(RuntimeStore):
             try:
                 return await self._send_txn(i, what, request, marker, lease)
             except BackendUnavailable as exc:
-                if _refused(exc) or exc.fields.get("applied") is not False:
+                if _refused(exc) or exc.applied is not False:
                     raise
                 not_sent.append(str(exc))
                 self._endpoints.failed(i)

@@ -209,12 +209,12 @@ def _refused(ch: ChannelId, exc: BaseException) -> BaseException:
     assert isinstance(exc, ApiError)
     if exc.err_code in (_api.INVALID_CONFIG, _api.STREAM_NAME_IN_USE):
         return _api.refused(f"channel {ch}", ch.name, exc)
-    if exc.code == 400 and "replicas" in exc.description:
+    if _api.replicas_refused(exc):
         return Unsupported(exc.description, capability="replicas")
     return BackendUnavailable(f"ensure_channel {ch}: {exc}", backend="nats")
 
 
-def ensure_errors(ch: ChannelId) -> Any:
+def ensure_errors(ch: ChannelId) -> map_exceptions:
     """The error map of ``ensure_channel``: a refusal names the field, no answer is unknown."""
     return map_exceptions(
         {

@@ -5,7 +5,7 @@
 - redis-py's own retries are off (``Retry(NoBackoff(), 0)``): a re-sent write is not the
   adapter's decision to make; writes are resolved instead (:meth:`RedisConnection.write`).
 - Every redis-py exception is mapped onto ``videoflow_aio.contracts.errors`` (cause chained)
-  in one place, :func:`map_exceptions`.
+  in one table, :func:`errors` (``adapters._errors.map_exceptions``).
 - Security (``_security``): TLS from ``rediss://`` (with redis-py's ``ssl_*`` query options,
   :mod:`._url`) or ``tls=`` (a :class:`TLSConfig` or an ``ssl.SSLContext``), ACL user and
   password from arguments or the URL's user info (the URL kept and printed is stripped of
@@ -34,12 +34,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import itertools
 import socket
 import ssl
 import uuid
 from collections import Counter
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import anyio
@@ -56,6 +57,7 @@ from ...contracts.errors import (
     OutcomeUnknown,
     ValidationError,
 )
+from .._errors import NotSent, ReplyLost, map_exceptions
 from .._security import (
     PROBE_SECONDS,
     Credentials,
@@ -97,16 +99,6 @@ _AUTH_TEXTS = (
 _DENIED_TEXTS = ("no permissions to", "user executing the script can't", "NOPERM")
 
 
-class NotSent(rexc.ConnectionError):
-    """Internal: no connection could be had (refused, TLS, AUTH, pool exhausted); no command
-    was sent. ``security`` is the AuthenticationFailed reason when the server or the TLS
-    stack refused the client, else None."""
-
-    def __init__(self, message: str, security: str | None = None) -> None:
-        super().__init__(message)
-        self.security = security
-
-
 class ReplicationUnconfirmed(OutcomeUnknown):
     """A write applied on the primary, but fewer than ``wanted`` replicas acknowledged it
     within ``wait_timeout`` (``acked`` did): a failover now may lose it. ``reply`` is what
@@ -120,11 +112,6 @@ class ReplicationUnconfirmed(OutcomeUnknown):
         super().__init__(
             message, operation=operation, acked=acked, wanted=wanted, reply=reply, applied=True
         )
-
-
-class ReplyLost(Exception):
-    """Internal: a write was sent and its reply lost (``__cause__`` says how); its outcome is
-    resolved through the request marker."""
 
 
 _RID_PREFIX = uuid.uuid4().hex[:16]
@@ -162,7 +149,7 @@ class WaitingConnectionPool(ConnectionPool):
         except (rexc.RedisError, OSError) as exc:
             self._slots.release()
             reason = await self._diagnose(exc)
-            raise NotSent(f"{type(exc).__name__}: {exc}", reason) from exc
+            raise NotSent(f"{type(exc).__name__}: {exc}", security=reason) from exc
         except BaseException:
             self._slots.release()
             raise
@@ -381,9 +368,10 @@ def unavailable(exc: BaseException, what: str) -> BackendUnavailable:
     return BackendUnavailable(f"redis {what} failed: {type(exc).__name__}: {exc}", backend="redis")
 
 
-def not_sent(exc: NotSent, what: str) -> BackendUnavailable:
-    """Map a connection that could not be had (nothing sent, nothing applied)."""
-    if exc.security is not None:
+def not_sent(exc: BaseException, what: str) -> BackendUnavailable:
+    """Map a connection that could not be had (a :class:`NotSent`: nothing sent, nothing
+    applied)."""
+    if isinstance(exc, NotSent) and exc.security is not None:
         return AuthenticationFailed(
             f"redis {what}: the connection was refused ({exc.security}): {exc}",
             backend="redis",
@@ -392,9 +380,30 @@ def not_sent(exc: NotSent, what: str) -> BackendUnavailable:
     return BackendUnavailable(f"redis {what}: not sent ({exc})", backend="redis", applied=False)
 
 
-@contextlib.contextmanager
-def map_exceptions(what: str, *, timeout: float, write: bool = False) -> Iterator[None]:
-    """Map what redis-py, the socket and the deadline raise in the block onto the contract.
+def _lost(exc: BaseException, what: str, timeout: float, write: bool) -> BaseException:
+    """A failure after the command may have left: not sent when the pool or the connect
+    failed (redis-py says so only in its text, matched here), else a lost reply for a write,
+    a failed read otherwise."""
+    text = str(exc)
+    if isinstance(exc, rexc.ConnectionError) and (
+        _POOL_EXHAUSTED in text or _CONNECT_FAILED in text
+    ):
+        return BackendUnavailable(
+            f"redis {what}: not sent ({type(exc).__name__}: {exc})",
+            backend="redis",
+            applied=False,
+        )
+    if write:
+        return ReplyLost(what)
+    if isinstance(exc, rexc.TimeoutError | TimeoutError):
+        return BackendUnavailable(f"redis {what} timed out after {timeout}s", backend="redis")
+    return unavailable(exc, what)
+
+
+@functools.lru_cache(maxsize=256)
+def errors(what: str, *, timeout: float, write: bool = False) -> map_exceptions:
+    """The error table of a Redis call site (``adapters._errors.map_exceptions``), mapping
+    what redis-py, the socket and the deadline raise onto the contract:
 
     - never sent (no pooled connection free in time, none could be opened):
       :class:`BackendUnavailable` with ``applied=False``, or :class:`AuthenticationFailed`
@@ -405,31 +414,16 @@ def map_exceptions(what: str, *, timeout: float, write: bool = False) -> Iterato
       :class:`BackendUnavailable`; for a ``write`` :class:`ReplyLost`, since the request may
       have applied and only its marker can tell.
 
-    Cancellation passes through untouched.
+    Cancellation passes through untouched. One table per (call site, deadline, write): built
+    once, cached.
     """
-    try:
-        yield
-    except NotSent as exc:
-        raise not_sent(exc, what) from exc.__cause__
-    except rexc.ResponseError as exc:
-        raise unavailable(exc, what) from exc
-    except (rexc.RedisError, OSError) as exc:  # TimeoutError is an OSError
-        text = str(exc)
-        if isinstance(exc, rexc.ConnectionError) and (
-            _POOL_EXHAUSTED in text or _CONNECT_FAILED in text
-        ):
-            raise BackendUnavailable(
-                f"redis {what}: not sent ({type(exc).__name__}: {exc})",
-                backend="redis",
-                applied=False,
-            ) from exc
-        if write:
-            raise ReplyLost(what) from exc
-        if isinstance(exc, rexc.TimeoutError | TimeoutError):
-            raise BackendUnavailable(
-                f"redis {what} timed out after {timeout}s", backend="redis"
-            ) from exc
-        raise unavailable(exc, what) from exc
+    return map_exceptions(
+        {
+            NotSent: lambda exc: not_sent(exc, what),
+            rexc.ResponseError: lambda exc: unavailable(exc, what),
+            (rexc.RedisError, OSError): lambda exc: _lost(exc, what, timeout, write),
+        }
+    )
 
 
 class RedisConnection:
@@ -506,7 +500,7 @@ class RedisConnection:
 
     async def read(self, what: str, coro_fn: Any, *args: Any) -> Any:
         """Run a read with the deadline; failures become :class:`BackendUnavailable`."""
-        with map_exceptions(what, timeout=self.timeout):
+        with errors(what, timeout=self.timeout):
             async with self._deadline.guard():
                 return await coro_fn(*args)
 
@@ -536,7 +530,7 @@ class RedisConnection:
         is settled (resolved and fenced, shielded, within the deadline) before re-raising.
         """
         try:
-            with map_exceptions(what, timeout=self.timeout, write=True):
+            with errors(what, timeout=self.timeout, write=True):
                 if self.wait_replicas:
                     async with self._deadline_wait.guard():
                         reply, acked = await self._run_and_wait(script, keys, args)
@@ -631,7 +625,7 @@ class RedisConnection:
             return touched, int(acked)
 
         try:
-            with map_exceptions("wait", timeout=self.timeout):
+            with errors("wait", timeout=self.timeout):
                 async with self._deadline_wait.guard():
                     _, acked = await touch_and_wait()
         except BackendUnavailable:
@@ -640,7 +634,7 @@ class RedisConnection:
 
     async def _settle(self, rid: str) -> bytes | None:
         try:
-            with map_exceptions("resolve", timeout=self.timeout):
+            with errors("resolve", timeout=self.timeout):
                 result = await self._resolve(keys=[self.marker(rid)], args=[self.window_ms])
         except BackendUnavailable:
             return None
@@ -648,7 +642,7 @@ class RedisConnection:
 
     async def _resolve_or_unknown(self, what: str, rid: str, cause: BaseException) -> bytes | None:
         try:
-            with map_exceptions("resolve", timeout=self.timeout), anyio.fail_after(self.timeout):
+            with errors("resolve", timeout=self.timeout), anyio.fail_after(self.timeout):
                 result = await self._resolve(keys=[self.marker(rid)], args=[self.window_ms])
         except BackendUnavailable as exc:
             raise OutcomeUnknown(
@@ -657,7 +651,13 @@ class RedisConnection:
                 operation=what,
                 request_id=rid,
                 # the read-back was refused (user deleted, password changed): say so
-                refused=getattr(exc, "reason", None) or getattr(exc, "operation", None),
+                refused=(
+                    exc.reason
+                    if isinstance(exc, AuthenticationFailed)
+                    else exc.operation
+                    if isinstance(exc, AccessDenied)
+                    else None
+                ),
             ) from cause
         if result is None or result is False or result == FENCED:
             return None
