@@ -20,7 +20,7 @@ import asyncio
 import contextlib
 import itertools
 from collections.abc import Sequence
-from typing import Any, overload
+from typing import TYPE_CHECKING, Any, overload
 
 import anyio
 import msgspec
@@ -31,13 +31,15 @@ import sniffio
 from ...contracts.errors import AuthenticationFailed, BackendUnavailable, Unsupported
 from ...contracts.messaging import ChannelId, SubscriptionId
 from ...observe import ObservationLog
-from .._tasks import TaskOwner
 from . import _api, _security
 from ._api import ApiError
 from ._ledger import parse_ts
 from ._names import AUDIT, Names
 from ._state import Bounded, ChanState, Pull, SubState
 from ._wire import ConsumerInfo, R, Reply, StreamInfo
+
+if TYPE_CHECKING:
+    from .connection import NatsConnection
 
 MIXED = (
     "this NATS backend was first used from asyncio: its connection lives on that loop, "
@@ -203,23 +205,17 @@ class Client:
 
     def __init__(
         self,
-        servers: list[str],
+        connection: NatsConnection,
         names: Names,
         *,
         request_timeout: float,
-        connect_timeout: float,
-        buffer_while_disconnected: bool,
-        connect_options: dict[str, Any],
         log: ObservationLog | None,
-        auth: _security.NatsAuth | None = None,
     ) -> None:
-        self.servers = servers
-        self.auth = auth
+        self.connection = connection
+        self.servers = connection.servers
+        self.auth = connection.auth
         self.names = names
         self.request_timeout = request_timeout
-        self.connect_timeout = connect_timeout
-        self.buffer_while_disconnected = buffer_while_disconnected
-        self.connect_options = connect_options
         self.log = log
         self.nc: Any = None
         self.loop: asyncio.AbstractEventLoop | None = None
@@ -230,7 +226,7 @@ class Client:
         self.pulls: dict[str, Pull] = {}
         # every background task of this client: index writes (awaited on close), lease-lapse
         # nudges (cancelled on close)
-        self.tasks = TaskOwner("nats client", request_timeout)
+        self.tasks = connection.tasks("nats client", request_timeout)
         self.pull_ids = itertools.count(1)
         self.chans: dict[ChannelId, ChanState] = {}
         self.subs: dict[SubscriptionId, SubState] = {}
@@ -265,20 +261,19 @@ class Client:
         async with self._lock:
             if self.nc is not None and not self.nc.is_closed:
                 return self.nc
+            link = self.connection
             opts: dict[str, Any] = {
-                "servers": self.servers,
                 "max_reconnect_attempts": -1,
                 "reconnect_time_wait": 0.2,
-                "connect_timeout": self.connect_timeout,
+                "connect_timeout": link.connect_timeout,
                 "allow_reconnect": True,
                 "error_cb": self._on_error,
                 "disconnected_cb": self._on_disconnected,
                 "reconnected_cb": self._on_reconnected,
             }
-            if not self.buffer_while_disconnected:
+            if not link.buffer_while_disconnected:
                 opts["pending_size"] = 0
-            opts.update(self.connect_options)
-            nc = await connect(opts, self.servers, self.connect_timeout, self.auth)
+            nc = await link.connect(opts)
             self.inbox = nc.new_inbox()
             try:
                 start = _security.mark(nc)

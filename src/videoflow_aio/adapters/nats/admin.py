@@ -11,48 +11,36 @@ From trio it runs on the run's trio-asyncio loop like the backends (``_trio_brid
 
 from __future__ import annotations
 
-import ssl
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Unpack
 
 from ...contracts.messaging import ChannelId, SubscriptionId
-from .._security import Secret, TLSConfig
 from .._trio_bridge import Affinity, bridged
 from . import _api, _channels
-from ._connection import connect, on_asyncio_side, server_list
+from ._connection import on_asyncio_side
 from ._names import Names
-from ._security import NatsAuth
 from ._wire import Purged, R, Reply
+from .connection import NatsAuthOptions, NatsConnection
 
 
 @bridged
 class JetStreamAdmin:
-    """An administrator's own connection to the server at ``url``, for the namespace
-    ``stream_prefix`` / ``subject_prefix`` of the backends it acts on."""
+    """An administrator's own client of the server at ``url`` (a
+    :class:`~videoflow_aio.adapters.nats.NatsConnection` — a backend's ``connection`` — or URLs
+    and the security keywords that make one), for the namespace ``stream_prefix`` /
+    ``subject_prefix`` of the backends it acts on."""
 
     def __init__(
         self,
-        url: str | Sequence[str],
+        url: str | Sequence[str] | NatsConnection,
         *,
         stream_prefix: str = "VF",
         subject_prefix: str = "vf",
         request_timeout: float = 5.0,
-        tls: TLSConfig | ssl.SSLContext | None = None,
-        username: str | None = None,
-        password: str | Secret | None = None,
-        token: str | Secret | None = None,
-        nkey_seed_file: str | None = None,
-        creds_file: str | None = None,
+        **auth: Unpack[NatsAuthOptions],
     ) -> None:
-        self.servers, self._auth = NatsAuth.from_args(
-            server_list(url),
-            tls=tls,
-            username=username,
-            password=password,
-            token=token,
-            nkey_seed_file=nkey_seed_file,
-            creds_file=creds_file,
-        )
+        self.connection = NatsConnection.of(url, **auth)
+        self.servers = self.connection.servers
         self.names = Names(stream_prefix, subject_prefix)
         self.request_timeout = request_timeout
         self._nc: Any = None
@@ -61,8 +49,9 @@ class JetStreamAdmin:
     async def _conn(self) -> Any:
         on_asyncio_side()
         if self._nc is None or self._nc.is_closed:
-            opts = {"servers": self.servers, "allow_reconnect": True, "max_reconnect_attempts": -1}
-            self._nc = await connect(opts, self.servers, min(self.request_timeout, 2.0), self._auth)
+            opts = {"allow_reconnect": True, "max_reconnect_attempts": -1}
+            timeout = min(self.request_timeout, self.connection.connect_timeout)
+            self._nc = await self.connection.connect(opts, timeout)
         return self._nc
 
     async def _api(self, subject: str, body: dict[str, Any] | None, into: type[R]) -> R:
