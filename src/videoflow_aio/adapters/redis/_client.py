@@ -41,7 +41,7 @@ import ssl
 import uuid
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 from redis import exceptions as rexc
@@ -113,6 +113,9 @@ class ReplicationUnconfirmed(OutcomeUnknown):
             message, operation=operation, acked=acked, wanted=wanted, reply=reply, applied=True
         )
 
+
+if TYPE_CHECKING:
+    from .connection import RedisConnection
 
 _RID_PREFIX = uuid.uuid4().hex[:16]
 _RID_COUNTER = itertools.count()
@@ -426,57 +429,30 @@ def errors(what: str, *, timeout: float, write: bool = False) -> map_exceptions:
     )
 
 
-class RedisConnection:
-    """A client plus the namespace, deadlines and the resolution protocol for writes."""
+class RedisClient:
+    """One store's client on a :class:`~videoflow_aio.adapters.redis.RedisConnection`: its
+    pool, namespace, deadlines and the resolution protocol for writes."""
 
-    def __init__(
-        self,
-        url: str,
-        *,
-        namespace: str,
-        timeout: float,
-        protocol: int,
-        max_connections: int,
-        outcome_window_seconds: float,
-        tls: TLSConfig | ssl.SSLContext | None = None,
-        username: str | None = None,
-        password: str | Secret | None = None,
-        wait_replicas: int = 0,
-        wait_timeout: float = 1.0,
-    ) -> None:
-        if protocol not in (2, 3):
-            raise ValueError("protocol must be 2 or 3")
-        if (
-            isinstance(wait_replicas, bool)
-            or not isinstance(wait_replicas, int)
-            or wait_replicas < 0
-        ):
-            raise ValidationError(
-                "wait_replicas must be an int >= 0", field="wait_replicas", value=wait_replicas
-            )
-        if not isinstance(wait_timeout, int | float) or not wait_timeout > 0:
-            raise ValidationError(
-                "wait_timeout must be > 0 seconds (WAIT 0 would block forever)",
-                field="wait_timeout",
-                value=wait_timeout,
-            )
-        self.wait_replicas = wait_replicas
+    def __init__(self, connection: RedisConnection, *, namespace: str) -> None:
+        self.connection = connection
+        timeout = connection.timeout
+        wait_timeout = connection.wait_timeout
+        self.wait_replicas = connection.wait_replicas
         self.wait_ms = max(1, round(wait_timeout * 1000))
-        clean, context, hostname, creds = client_settings(url, tls, username, password)
-        self.url = clean  # never the password
-        self.tls = context is not None
-        self.username = creds.username
+        self.url = connection.url  # never the password
+        self.tls = connection.tls_context is not None
+        self.username = connection.username
         self.ns = namespace
         self.timeout = timeout
-        self.window_ms = max(1, int(outcome_window_seconds * 1000))
+        self.window_ms = max(1, int(connection.outcome_window_seconds * 1000))
         self.client = make_client(
-            clean,
-            protocol=protocol,
-            max_connections=max_connections,
+            connection.url,
+            protocol=connection.protocol,
+            max_connections=connection.max_connections,
             timeout=timeout,
-            tls=context,
-            server_hostname=hostname,
-            credentials=creds,
+            tls=connection.tls_context,
+            server_hostname=connection.server_hostname,
+            credentials=connection.credentials,
         )
         self._resolve = self.client.register_script(RESOLVE)
         self.side = Affinity()  # the stores and controls on this client share it (bridged)
