@@ -35,9 +35,9 @@ import contextlib
 import functools
 import uuid
 from collections import Counter
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable
 from types import TracebackType
-from typing import Any, TypeVar
+from typing import Any, TypeVar, Unpack
 
 import anyio
 import grpc  # type: ignore[import-untyped]
@@ -62,11 +62,10 @@ from ...contracts.runtime_store import (
     version_number,
 )
 from .._errors import ReplyLost, map_exceptions
-from .._security import Credentials, Secret, TLSConfig, as_secret, split_url
 from .._tasks import TaskOwner
 from .._trio_bridge import Affinity, bridged
 from ._channel import EtcdChannel, classify, token_expired
-from ._endpoints import Endpoints, parse_endpoints
+from .connection import DEFAULT_URL, EtcdConnection, EtcdOptions
 
 T = TypeVar("T")
 
@@ -152,56 +151,34 @@ def _range(key: bytes) -> Any:
 class EtcdRuntimeStore(RuntimeStore):
     """Versioned records in etcd; see the module docstring for the guarantees.
 
-    ``url`` names one endpoint, or several comma-separated; ``endpoints=`` (a list of
-    ``http://host:port``) names the members of a cluster explicitly. With several, every call
+    ``url`` is an :class:`~videoflow_aio.adapters.etcd.EtcdConnection`, or what makes one: one
+    endpoint, or several comma-separated, with the keywords of
+    :class:`~videoflow_aio.adapters.etcd.EtcdOptions` (``endpoints=``, a list of
+    ``http://host:port``, names the members of a cluster explicitly). With several, every call
     goes to the member that answered last and fails over to the others when it cannot answer.
     """
 
     def __init__(
         self,
-        url: str = "http://127.0.0.1:2379",
+        url: str | EtcdConnection = DEFAULT_URL,
         *,
         namespace: str = "vf",
-        timeout: float = 5.0,
         max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES,
         outcome_window_seconds: float = 60.0,
-        tls: TLSConfig | None = None,
-        username: str | None = None,
-        password: str | Secret | None = None,
-        endpoints: Sequence[str] | None = None,
+        **options: Unpack[EtcdOptions],
     ) -> None:
-        url, url_user, url_password = split_url(url)
-        if url_user is not None or url_password is not None:
-            raise ValidationError(
-                "etcd credentials go in username=/password=, not in the URL", field="url"
-            )
-        scheme = url.split("://", 1)[0].lower() if "://" in url else "http"
-        if tls is not None and not isinstance(tls, TLSConfig):
-            raise ValidationError(
-                "etcd takes a TLSConfig (gRPC needs the PEM files, not an ssl.SSLContext)",
-                field="tls",
-                value=type(tls).__name__,
-            )
-        if tls is None and scheme == "https":
-            tls = TLSConfig()  # the system's trust store
-        if (username is None) != (password is None):
-            raise ValidationError(
-                "etcd authentication takes both username and password (or neither: no auth, "
-                "or the client certificate's common name under --client-cert-auth)",
-                field="username" if username is None else "password",
-            )
-        creds = Credentials(username=username, password=as_secret(password, "password"))
-        self.url = url
-        self.username = username
-        self._timeout = timeout
+        connection = EtcdConnection.of(url, **options)
+        self.connection = connection
+        self.url = connection.url
+        self.username = connection.username
+        timeout = self._timeout = connection.timeout
         self._max_request = max_request_bytes
         # larger values are refused up front: etcd would answer "request is too large"
         self._max_value = _max_value(max_request_bytes)
         self._window = max(2, int(outcome_window_seconds))
-        hosts = parse_endpoints(url, endpoints)
-        self._endpoints = Endpoints(hosts, timeout, tls=tls, credentials=creds)
+        self._endpoints = connection.open()
         self._tasks = TaskOwner("etcd store", timeout)  # every RPC in flight
-        self._tls = tls is not None
+        self._tls = connection.tls is not None
         self.namespace = namespace
         self._ns = namespace.encode()
         self._k = self._ns + b"/k/"
