@@ -9,20 +9,18 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import Iterator
 from typing import Any
 
 import anyio
 import pytest
 
 from _nats_helpers import backend
-from _servers_fixtures import need_binary
 from videoflow_aio.adapters._tasks import BackgroundTaskFailed, TaskOwner
 from videoflow_aio.adapters.etcd import EtcdRuntimeStore
 from videoflow_aio.adapters.nats import _api
 from videoflow_aio.adapters.nats._api import NotSent
 from videoflow_aio.contracts.messaging import Accepted, make_channel, make_envelope
-from videoflow_aio.testing.servers import ServerProcess, start_nats
+from videoflow_aio.testing.servers import ServerProcess
 
 pytestmark = [pytest.mark.anyio]
 
@@ -124,14 +122,6 @@ async def test_aclose_is_shielded_from_its_callers_cancel() -> None:
 
 
 # -- NATS: the index write the publish path leaves behind ---------------------------------------
-@pytest.fixture(scope="module")
-def nats_srv_() -> Iterator[ServerProcess]:
-    need_binary("nats-server")
-    server = start_nats()
-    yield server
-    server.stop()
-
-
 async def _publish_one(b: Any) -> None:
     ch = make_channel("f", "r", "n", "work", retention="limits")
     await b.ensure_channel(ch, f"op-{uuid.uuid4().hex}")
@@ -142,7 +132,7 @@ async def _publish_one(b: Any) -> None:
 @pytest.mark.server
 @pytest.mark.vtime(False)
 async def test_nats_aclose_awaits_the_index_write_in_flight(
-    nats_srv_: ServerProcess, monkeypatch: pytest.MonkeyPatch
+    nats_srv: ServerProcess, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The linger timer's index write (a task) is in flight at ``aclose``: it is awaited (it
     records an acknowledged publication) and no task is left."""
@@ -156,7 +146,7 @@ async def test_nats_aclose_awaits_the_index_write_in_flight(
         await real(nc, subject, payload, *a, **kw)
         landed.append(subject)
 
-    b = backend(nats_srv_)
+    b = backend(nats_srv)
     await _publish_one(b)
     monkeypatch.setattr(_api, "publish", held)
     with anyio.fail_after(5):
@@ -172,7 +162,7 @@ async def test_nats_aclose_awaits_the_index_write_in_flight(
 @pytest.mark.server
 @pytest.mark.vtime(False)
 async def test_nats_a_failed_index_write_is_surfaced(
-    nats_srv_: ServerProcess, monkeypatch: pytest.MonkeyPatch
+    nats_srv: ServerProcess, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A lost index write is counted (``background_errors``); an unexpected error in the
     task is raised by ``aclose``."""
@@ -185,7 +175,7 @@ async def test_nats_a_failed_index_write_is_surfaced(
             raise NotSent("connection gone")
         raise RuntimeError("bug in the index write")
 
-    b = backend(nats_srv_)
+    b = backend(nats_srv)
     await _publish_one(b)
     monkeypatch.setattr(_api, "publish", failing)
     with anyio.fail_after(5):

@@ -47,17 +47,6 @@ class BackgroundTaskFailed(VideoflowError):
 class TaskOwner:
     """The background tasks of one connection (see the module docstring)."""
 
-    __slots__ = (
-        "_awaited",
-        "_cancel",
-        "_keep",
-        "_unraised",
-        "errors",
-        "failures",
-        "name",
-        "timeout",
-    )
-
     def __init__(self, name: str, timeout: float) -> None:
         self.name = name
         self.timeout = timeout

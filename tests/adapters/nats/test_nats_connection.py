@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import anyio
 import pytest
 
 from _nats_helpers import prefix
-from _servers_fixtures import need_binary
 from videoflow_aio.adapters import Secret
 from videoflow_aio.adapters.nats import (
     CoreNatsMessagingBackend,
@@ -18,7 +15,7 @@ from videoflow_aio.adapters.nats import (
 )
 from videoflow_aio.contracts.errors import ValidationError
 from videoflow_aio.contracts.messaging import Accepted, make_channel, make_envelope
-from videoflow_aio.testing.servers import ServerProcess, start_nats
+from videoflow_aio.testing.servers import ServerProcess
 
 
 def test_a_url_and_keywords_make_the_same_connection_a_backend_exposes() -> None:
@@ -47,20 +44,12 @@ def test_bad_settings_are_typed_errors() -> None:
         NatsConnection(passwd="x")  # type: ignore[call-arg]
 
 
-@pytest.fixture(scope="module")
-def srv() -> Iterator[ServerProcess]:
-    need_binary("nats-server")
-    server = start_nats()
-    yield server
-    server.stop()
-
-
 @pytest.mark.anyio
 @pytest.mark.server
 @pytest.mark.vtime(False)
 @pytest.mark.parametrize("anyio_backend", ["asyncio"])
-async def test_one_connection_serves_two_backends_and_an_admin(srv: ServerProcess) -> None:
-    conn = NatsConnection(srv.url)
+async def test_one_connection_serves_two_backends_and_an_admin(nats_srv: ServerProcess) -> None:
+    conn = NatsConnection(nats_srv.url)
     sp, subp = prefix()
     a = JetStreamMessagingBackend(conn, stream_prefix=sp, subject_prefix=subp)
     b = JetStreamMessagingBackend(conn, stream_prefix=sp, subject_prefix=subp)

@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from typing import TypedDict, Unpack
 
 from ...contracts.errors import ValidationError
+from .._options import check_known
 from .._security import Credentials, Secret, TLSConfig, as_secret, split_url
 from ._endpoints import Endpoints, parse_endpoints
 
@@ -43,9 +44,7 @@ class EtcdConnection:
     """How to reach an etcd cluster and as whom (see the module docstring)."""
 
     def __init__(self, url: str = DEFAULT_URL, **options: Unpack[EtcdOptions]) -> None:
-        unknown = sorted(set(options) - set(EtcdOptions.__annotations__))
-        if unknown:
-            raise TypeError(f"unexpected keyword argument(s): {', '.join(unknown)}")
+        check_known(options, EtcdOptions.__annotations__)
         tls, username, password = (
             options.get("tls"),
             options.get("username"),
@@ -77,19 +76,6 @@ class EtcdConnection:
         self.credentials = Credentials(username=username, password=as_secret(password, "password"))
         self.timeout = float(options.get("timeout", 5.0))
         self.hosts = parse_endpoints(url, options.get("endpoints"))
-
-    @classmethod
-    def of(cls, url: str | EtcdConnection, **options: Unpack[EtcdOptions]) -> EtcdConnection:
-        """``url`` itself when it is a connection (then no keyword may be given: they belong
-        to the connection), else a connection made from the URL and the keywords."""
-        if not isinstance(url, EtcdConnection):
-            return cls(url, **options)
-        if options:
-            given = sorted(options)
-            raise ValidationError(
-                f"{', '.join(given)}: set on the EtcdConnection, not beside it", field=given[0]
-            )
-        return url
 
     def open(self) -> Endpoints:
         """The gRPC channels of one store (one per endpoint, connected on first use)."""

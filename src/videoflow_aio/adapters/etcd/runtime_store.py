@@ -62,6 +62,7 @@ from ...contracts.runtime_store import (
     version_number,
 )
 from .._errors import ReplyLost, map_exceptions
+from .._options import connection_of
 from .._tasks import TaskOwner
 from .._trio_bridge import Affinity, bridged
 from ._channel import EtcdChannel, classify, token_expired
@@ -167,7 +168,7 @@ class EtcdRuntimeStore(RuntimeStore):
         outcome_window_seconds: float = 60.0,
         **options: Unpack[EtcdOptions],
     ) -> None:
-        connection = EtcdConnection.of(url, **options)
+        connection = connection_of(EtcdConnection, url, options)
         self.connection = connection
         self.url = connection.url
         self.username = connection.username

@@ -40,6 +40,7 @@ from ...contracts.errors import (
     BackendUnavailable,
     ValidationError,
 )
+from .._options import check_known
 from .._security import (
     Credentials,
     Secret,
@@ -91,9 +92,7 @@ class NatsAuth:
     ) -> tuple[list[str], NatsAuth]:
         """``(server URLs without user info, auth)``; the URL's user info counts as given
         (``user:password@`` or ``token@``); two ways of authenticating are refused."""
-        unknown = sorted(set(auth) - set(NatsAuthOptions.__annotations__))
-        if unknown:
-            raise TypeError(f"unexpected keyword argument(s): {', '.join(unknown)}")
+        check_known(auth, NatsAuthOptions.__annotations__)
         tls = auth.get("tls")
         username, password, token = auth.get("username"), auth.get("password"), auth.get("token")
         nkey_seed_file, creds_file = auth.get("nkey_seed_file"), auth.get("creds_file")

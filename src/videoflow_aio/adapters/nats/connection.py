@@ -26,6 +26,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Unpack
 
 from ...contracts.errors import ValidationError
+from .._options import refuse_beside
 from .._tasks import TaskOwner
 from ._connection import connect, server_list
 from ._security import NatsAuth, NatsAuthOptions, check_connect_options
@@ -94,11 +95,7 @@ class NatsConnection:
             given.append("buffer_while_disconnected")
         if connect_options:
             given.append("connect_options")
-        if given:
-            raise ValidationError(
-                f"{', '.join(sorted(given))}: set on the NatsConnection, not beside it",
-                field=sorted(given)[0],
-            )
+        refuse_beside("NatsConnection", given)
         return url
 
     def __repr__(self) -> str:

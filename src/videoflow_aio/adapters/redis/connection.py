@@ -22,6 +22,7 @@ import ssl
 from typing import TypedDict, Unpack
 
 from ...contracts.errors import ValidationError
+from .._options import check_known
 from .._security import Credentials, Secret, TLSConfig
 from ._client import client_settings
 
@@ -58,9 +59,7 @@ class RedisConnection:
     """How to reach a Redis server and as whom (see the module docstring)."""
 
     def __init__(self, url: str = DEFAULT_URL, **options: Unpack[RedisOptions]) -> None:
-        unknown = sorted(set(options) - set(RedisOptions.__annotations__))
-        if unknown:
-            raise TypeError(f"unexpected keyword argument(s): {', '.join(unknown)}")
+        check_known(options, RedisOptions.__annotations__)
         self.timeout = float(options.get("timeout", 5.0))
         self.protocol = options.get("protocol", 3)
         self.max_connections = options.get("max_connections", 64)
@@ -97,19 +96,6 @@ class RedisConnection:
     @property
     def username(self) -> str | None:
         return self.credentials.username
-
-    @classmethod
-    def of(cls, url: str | RedisConnection, **options: Unpack[RedisOptions]) -> RedisConnection:
-        """``url`` itself when it is a connection (then no keyword may be given: they belong
-        to the connection), else a connection made from the URL and the keywords."""
-        if not isinstance(url, RedisConnection):
-            return cls(url, **options)
-        if options:
-            given = sorted(options)
-            raise ValidationError(
-                f"{', '.join(given)}: set on the RedisConnection, not beside it", field=given[0]
-            )
-        return url
 
     def __repr__(self) -> str:
         return f"RedisConnection({self.url!r})"

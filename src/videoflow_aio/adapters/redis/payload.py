@@ -67,6 +67,7 @@ from ...contracts.payload import (
     validate_ref,
 )
 from ...observe import ObservationLog
+from .._options import connection_of
 from .._trio_bridge import bridged
 from . import _payload_lua as lua
 from ._client import FENCED, RedisClient, glob_escape, new_request_id
@@ -146,7 +147,7 @@ class RedisPayloadStore(PayloadStore):
         self.orphan_grace_seconds = float(orphan_grace_seconds)
         self.intent_grace_seconds = validate_grace(intent_grace_seconds, "intent_grace_seconds")
         self.log = log
-        self._conn = RedisClient(RedisConnection.of(url, **options), namespace=namespace)
+        self._conn = RedisClient(connection_of(RedisConnection, url, options), namespace=namespace)
         self._side = self._conn.side
         ns = self.ns = namespace
         try:

@@ -24,6 +24,7 @@ from ...contracts.runtime_store import (
     make_version,
     version_number,
 )
+from .._options import connection_of
 from .._trio_bridge import bridged
 from . import _rts_lua
 from ._client import RedisClient, new_request_id
@@ -68,7 +69,7 @@ class RedisRuntimeStore(RuntimeStore):
         namespace: str = "vf",
         **options: Unpack[RedisOptions],
     ) -> None:
-        self._conn = RedisClient(RedisConnection.of(url, **options), namespace=namespace)
+        self._conn = RedisClient(connection_of(RedisConnection, url, options), namespace=namespace)
         self._side = self._conn.side
         ns = namespace
         self._hash = f"{ns}:rs:k:"
