@@ -95,6 +95,7 @@ class RedisConnection:
 
     @property
     def username(self) -> str | None:
+        """The ACL user (from ``username=`` or the URL), None for the default user."""
         return self.credentials.username
 
     def __repr__(self) -> str:
