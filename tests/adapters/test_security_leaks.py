@@ -213,7 +213,7 @@ async def test_nats(
     from videoflow_aio.contracts.messaging import make_channel, make_envelope
 
     for b in backends:
-        collected.add(b, getattr(b, "_auth", None) or b._c.auth, b.servers)
+        collected.add(b, b.connection.auth, b.servers)
         ch = make_channel("f", "r", "leak", "work", retention="limits")
         await collected.attempt(b.ensure_channel(ch, "op-leak"))
         await collected.attempt(b.publish(make_envelope(ch.channel, "p"), anyio.current_time() + 1))

@@ -94,9 +94,12 @@ class OutcomeUnknown(VideoflowError):
 
 
 class BackendUnavailable(VideoflowError):
-    """The backend could not be reached or answered with a failure; nothing is known."""
+    """The backend could not be reached or answered with a failure; nothing is known —
+    unless ``applied`` says so: ``False`` when the request is known not to have applied
+    (never sent, or refused before it could apply), ``None`` (the default) when unknown."""
 
     backend: str
+    applied: bool | None = None
 
     def __init__(self, message: str, *, backend: str, **fields: Any) -> None:
         super().__init__(message, backend=backend, **fields)

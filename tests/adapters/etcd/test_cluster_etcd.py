@@ -14,8 +14,8 @@ import anyio
 import grpc  # type: ignore[import-untyped]
 import pytest
 
+from videoflow_aio.adapters._errors import ReplyLost
 from videoflow_aio.adapters.etcd import EtcdRuntimeStore
-from videoflow_aio.adapters.etcd import runtime_store as etcd_mod
 from videoflow_aio.conformance.providers._cluster import heal
 from videoflow_aio.contracts.errors import BackendUnavailable, OutcomeUnknown, ValidationError
 from videoflow_aio.testing.clusters import ClusterProcess, Member
@@ -74,7 +74,7 @@ def test_a_write_timed_out_inside_etcd_is_resolved_not_refused(
 ) -> None:
     store = EtcdRuntimeStore("http://127.0.0.1:1")
     raised = grpc.aio.AioRpcError(code, grpc.aio.Metadata(), grpc.aio.Metadata(), details=details)
-    with pytest.raises(etcd_mod.ReplyLost), store._errors("cas", write=True):
+    with pytest.raises(ReplyLost), store._errors("cas", write=True):
         raise raised
 
 

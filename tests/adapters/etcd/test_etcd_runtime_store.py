@@ -17,6 +17,7 @@ from aetcd import rpc
 
 from _servers_fixtures import need_binary
 from _store_proxy import HoldingProxy
+from videoflow_aio.adapters._errors import ReplyLost
 from videoflow_aio.adapters.etcd import EtcdRuntimeStore
 from videoflow_aio.adapters.etcd import runtime_store as etcd_mod
 from videoflow_aio.contracts.errors import BackendUnavailable, OutcomeUnknown, ValidationError
@@ -210,8 +211,8 @@ def _rpc_error(code: grpc.StatusCode, details: str) -> grpc.aio.AioRpcError:
          ValidationError, None),
         (grpc.StatusCode.UNAVAILABLE, "failed to connect to all addresses", True,
          BackendUnavailable, False),
-        (grpc.StatusCode.DEADLINE_EXCEEDED, "Deadline Exceeded", True, etcd_mod.ReplyLost, None),
-        (grpc.StatusCode.UNAVAILABLE, "Socket closed", True, etcd_mod.ReplyLost, None),
+        (grpc.StatusCode.DEADLINE_EXCEEDED, "Deadline Exceeded", True, ReplyLost, None),
+        (grpc.StatusCode.UNAVAILABLE, "Socket closed", True, ReplyLost, None),
         (grpc.StatusCode.DEADLINE_EXCEEDED, "Deadline Exceeded", False, BackendUnavailable, None),
         (grpc.StatusCode.FAILED_PRECONDITION, "etcdserver: no leader", True,
          BackendUnavailable, None),

@@ -11,7 +11,6 @@ or says ``Unknown`` — never the older state.
 
 from __future__ import annotations
 
-import copy
 from typing import Any
 
 import anyio
@@ -59,9 +58,10 @@ async def test_the_ack_floor_reads_this_clients_settle_past_an_eviction(
         real = c.consumer_info
 
         async def before_both(stream: str, consumer: str) -> Any:
-            info = copy.deepcopy(await real(stream, consumer))
-            info["ack_floor"]["stream_seq"] = seqs[0] - 1  # neither applied yet
-            return info
+            info = await real(stream, consumer)
+            assert info is not None
+            floor = msgspec.structs.replace(info.ack_floor, stream_seq=seqs[0] - 1)
+            return msgspec.structs.replace(info, ack_floor=floor)  # neither applied yet
 
         monkeypatch.setattr(c, "consumer_info", before_both)
         await publish(b, ch, "p2")  # evicts p0
@@ -89,9 +89,9 @@ async def test_an_observation_of_a_lagging_replicated_consumer_is_unknown(
         real = c.consumer_info
 
         async def behind(stream: str, consumer: str) -> Any:
-            info = copy.deepcopy(await real(stream, consumer))
-            info["num_pending"] = 0  # the publish not applied yet
-            return info
+            info = await real(stream, consumer)
+            assert info is not None
+            return msgspec.structs.replace(info, num_pending=0)  # the publish not applied yet
 
         monkeypatch.setattr(c, "consumer_info", behind)
         seen = await b.observe_subscription(sub.id)

@@ -19,9 +19,10 @@ from redis import exceptions as rexc
 
 from _servers_fixtures import need_binary
 from _store_proxy import HoldingProxy
+from videoflow_aio.adapters._errors import ReplyLost
 from videoflow_aio.adapters.redis import RedisRuntimeStore
 from videoflow_aio.adapters.redis import runtime_store as rts_mod
-from videoflow_aio.adapters.redis._client import ReplyLost, WaitingConnectionPool, map_exceptions
+from videoflow_aio.adapters.redis._client import WaitingConnectionPool, errors
 from videoflow_aio.contracts.errors import BackendUnavailable, OutcomeUnknown, ValidationError
 from videoflow_aio.testing.servers import RedisServer, ServerProcess, free_port
 
@@ -289,15 +290,15 @@ async def test_scan_pages_are_bounded_in_bytes(
 def test_map_exceptions_classifies_by_what_the_server_may_have_done(
     raised: Exception, write: bool, expected: type[Exception], applied: bool | None
 ) -> None:
-    with pytest.raises(expected) as info, map_exceptions("cas", timeout=1.0, write=write):
+    with pytest.raises(expected) as info, errors("cas", timeout=1.0, write=write):
         raise raised
     assert info.value.__cause__ is raised
     if isinstance(info.value, BackendUnavailable):
-        assert info.value.fields.get("applied") is applied
+        assert info.value.applied is applied
 
 
 def test_map_exceptions_lets_cancellation_and_other_errors_through() -> None:
-    with pytest.raises(KeyError), map_exceptions("get", timeout=1.0):
+    with pytest.raises(KeyError), errors("get", timeout=1.0):
         raise KeyError("not a redis error")
-    with pytest.raises(asyncio.CancelledError), map_exceptions("get", timeout=1.0):
+    with pytest.raises(asyncio.CancelledError), errors("get", timeout=1.0):
         raise asyncio.CancelledError()

@@ -35,9 +35,9 @@ import contextlib
 import functools
 import uuid
 from collections import Counter
-from collections.abc import Awaitable, Callable, Iterator, Sequence
+from collections.abc import Awaitable, Callable
 from types import TracebackType
-from typing import Any, TypeVar
+from typing import Any, TypeVar, Unpack
 
 import anyio
 import grpc  # type: ignore[import-untyped]
@@ -61,10 +61,12 @@ from ...contracts.runtime_store import (
     make_version,
     version_number,
 )
-from .._security import Credentials, Secret, TLSConfig, as_secret, split_url
+from .._errors import ReplyLost, map_exceptions
+from .._options import connection_of
+from .._tasks import TaskOwner
 from .._trio_bridge import Affinity, bridged
 from ._channel import EtcdChannel, classify, token_expired
-from ._endpoints import Endpoints, parse_endpoints
+from .connection import DEFAULT_URL, EtcdConnection, EtcdOptions
 
 T = TypeVar("T")
 
@@ -72,7 +74,9 @@ DEFAULT_MAX_REQUEST_BYTES = 1_572_864  # etcd --max-request-bytes default (1.5 M
 _OVERHEAD = 1024  # txn framing, marker key, compare entries
 _PAGE = 500
 MAX_KEY_BYTES = 4096
-_CONNECT_FAILED = "failed to connect to all addresses"  # grpc: refused before sending
+# What gRPC says only in its text (its status code, UNAVAILABLE, covers a lost reply too):
+_CONNECT_FAILED = "failed to connect to all addresses"  # refused before sending
+_TOO_LARGE_TEXTS = ("request is too large", "larger than max")  # etcd's and gRPC's size limit
 # A refusal with one of these codes comes before the request is proposed: nothing applied.
 # Every other code (UNAVAILABLE, DEADLINE_EXCEEDED, and UNKNOWN "context deadline exceeded",
 # which etcd answers when a request timed out inside the server after a leader died) may
@@ -93,24 +97,25 @@ _DEFINITE_CODES = frozenset(
 )
 
 
-class ReplyLost(Exception):
-    """Internal: a write was sent and its reply lost (``__cause__`` says how); its outcome is
-    resolved through the request marker."""
-
-
-async def _rpc(call: Any) -> Any:
-    """Await a grpc.aio call so that a cancellation surfaces as the caller's own.
+async def _rpc(tasks: TaskOwner, call: Any) -> Any:
+    """Await a grpc.aio call as a task ``tasks`` owns, so that a cancellation surfaces as the
+    caller's own.
 
     grpc.aio answers a cancelled await with a fresh ``CancelledError`` that anyio's cancel
     scopes do not recognise; awaiting through :func:`asyncio.shield` keeps the original, and
-    the RPC is cancelled explicitly.
+    the RPC is cancelled explicitly. The task ends with the call, or on the store's
+    ``aclose`` (a write's Txn is kept running instead: :meth:`EtcdRuntimeStore._txn`).
     """
-    fut = asyncio.ensure_future(call)
+    fut = tasks.spawn(_await(call), name="etcd rpc", awaited=True)
     try:
         return await asyncio.shield(fut)
     except asyncio.CancelledError:
         fut.cancel()
         raise
+
+
+async def _await(call: Any) -> Any:
+    return await call
 
 
 def _prefix_end(prefix: bytes) -> bytes:
@@ -147,55 +152,34 @@ def _range(key: bytes) -> Any:
 class EtcdRuntimeStore(RuntimeStore):
     """Versioned records in etcd; see the module docstring for the guarantees.
 
-    ``url`` names one endpoint, or several comma-separated; ``endpoints=`` (a list of
-    ``http://host:port``) names the members of a cluster explicitly. With several, every call
+    ``url`` is an :class:`~videoflow_aio.adapters.etcd.EtcdConnection`, or what makes one: one
+    endpoint, or several comma-separated, with the keywords of
+    :class:`~videoflow_aio.adapters.etcd.EtcdOptions` (``endpoints=``, a list of
+    ``http://host:port``, names the members of a cluster explicitly). With several, every call
     goes to the member that answered last and fails over to the others when it cannot answer.
     """
 
     def __init__(
         self,
-        url: str = "http://127.0.0.1:2379",
+        url: str | EtcdConnection = DEFAULT_URL,
         *,
         namespace: str = "vf",
-        timeout: float = 5.0,
         max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES,
         outcome_window_seconds: float = 60.0,
-        tls: TLSConfig | None = None,
-        username: str | None = None,
-        password: str | Secret | None = None,
-        endpoints: Sequence[str] | None = None,
+        **options: Unpack[EtcdOptions],
     ) -> None:
-        url, url_user, url_password = split_url(url)
-        if url_user is not None or url_password is not None:
-            raise ValidationError(
-                "etcd credentials go in username=/password=, not in the URL", field="url"
-            )
-        scheme = url.split("://", 1)[0].lower() if "://" in url else "http"
-        if tls is not None and not isinstance(tls, TLSConfig):
-            raise ValidationError(
-                "etcd takes a TLSConfig (gRPC needs the PEM files, not an ssl.SSLContext)",
-                field="tls",
-                value=type(tls).__name__,
-            )
-        if tls is None and scheme == "https":
-            tls = TLSConfig()  # the system's trust store
-        if (username is None) != (password is None):
-            raise ValidationError(
-                "etcd authentication takes both username and password (or neither: no auth, "
-                "or the client certificate's common name under --client-cert-auth)",
-                field="username" if username is None else "password",
-            )
-        creds = Credentials(username=username, password=as_secret(password, "password"))
-        self.url = url
-        self.username = username
-        self._timeout = timeout
+        connection = connection_of(EtcdConnection, url, options)
+        self.connection = connection
+        self.url = connection.url
+        self.username = connection.username
+        timeout = self._timeout = connection.timeout
         self._max_request = max_request_bytes
         # larger values are refused up front: etcd would answer "request is too large"
         self._max_value = _max_value(max_request_bytes)
         self._window = max(2, int(outcome_window_seconds))
-        hosts = parse_endpoints(url, endpoints)
-        self._endpoints = Endpoints(hosts, timeout, tls=tls, credentials=creds)
-        self._tls = tls is not None
+        self._endpoints = connection.open()
+        self._tasks = TaskOwner("etcd store", timeout)  # every RPC in flight
+        self._tls = connection.tls is not None
         self.namespace = namespace
         self._ns = namespace.encode()
         self._k = self._ns + b"/k/"
@@ -221,7 +205,12 @@ class EtcdRuntimeStore(RuntimeStore):
 
     # -- plumbing ----------------------------------------------------------------------------
     async def aclose(self) -> None:
-        await self._endpoints.aclose()
+        """Close the channels after the RPC tasks: reads cancelled, writes awaited (at most
+        ``timeout``; ``adapters._tasks``)."""
+        try:
+            await self._tasks.aclose()
+        finally:
+            await self._endpoints.aclose()
 
     async def __aenter__(self) -> EtcdRuntimeStore:
         await self._endpoints.client(self._endpoints.order()[0])
@@ -232,10 +221,10 @@ class EtcdRuntimeStore(RuntimeStore):
     ) -> None:
         await self.aclose()
 
-    @contextlib.contextmanager
-    def _errors(self, what: str, *, write: bool = False) -> Iterator[None]:
-        """Map the gRPC errors raised in the block onto the contract.
+    def _errors(self, what: str, *, write: bool = False) -> map_exceptions:
+        """The error table of an etcd call site: gRPC's errors onto the contract.
 
+        - a refusal of the client (TLS, credentials, roles): ``_channel.classify``;
         - too large for the server: :class:`ValidationError` (nothing sent that could apply);
         - a ``write`` whose reply is lost (deadline, connection lost): never sent when no
           connection could be made (:class:`BackendUnavailable` ``applied=False``), otherwise
@@ -244,26 +233,29 @@ class EtcdRuntimeStore(RuntimeStore):
 
         Cancellation passes through untouched.
         """
-        try:
-            yield
-        except grpc.aio.AioRpcError as exc:
-            typed = classify(exc, what, tls=self._tls)
-            if typed is not None:  # refused before applying: nothing to resolve
-                raise typed from exc
-            details = exc.details() or ""
-            if "request is too large" in details or "larger than max" in details:
-                raise ValidationError(
-                    f"etcd {what}: {details}", field="value", limit=self._max_request
-                ) from exc
-            if write and exc.code() not in _DEFINITE_CODES:
-                if _CONNECT_FAILED in details:  # never sent: no connection
-                    raise BackendUnavailable(
-                        f"etcd {what}: not sent ({details})", backend="etcd", applied=False
-                    ) from exc
-                raise ReplyLost(what) from exc
-            raise BackendUnavailable(
-                f"etcd {what} failed: {exc.code().name}: {details}", backend="etcd"
-            ) from exc
+        return map_exceptions(
+            {grpc.aio.AioRpcError: lambda exc: self._grpc_error(exc, what, write)}
+        )
+
+    def _grpc_error(self, exc: BaseException, what: str, write: bool) -> BaseException:
+        assert isinstance(exc, grpc.aio.AioRpcError)
+        typed = classify(exc, what, tls=self._tls)
+        if typed is not None:  # refused before applying: nothing to resolve
+            return typed
+        details = exc.details() or ""
+        if any(text in details for text in _TOO_LARGE_TEXTS):
+            return ValidationError(
+                f"etcd {what}: {details}", field="value", limit=self._max_request
+            )
+        if write and exc.code() not in _DEFINITE_CODES:
+            if _CONNECT_FAILED in details:  # never sent: no connection
+                return BackendUnavailable(
+                    f"etcd {what}: not sent ({details})", backend="etcd", applied=False
+                )
+            return ReplyLost(what)
+        return BackendUnavailable(
+            f"etcd {what} failed: {exc.code().name}: {details}", backend="etcd"
+        )
 
     async def _failover(self, what: str, attempt: Callable[[EtcdChannel], Awaitable[T]]) -> T:
         """``attempt(client)`` on the endpoint that answered last, then on each other one while
@@ -284,7 +276,7 @@ class EtcdRuntimeStore(RuntimeStore):
                         self._endpoints.failed(i)
                         continue
             except BackendUnavailable as exc:
-                if _refused(exc) or exc.fields.get("applied") is not False:
+                if _refused(exc) or exc.applied is not False:
                     raise
                 failures.append(str(exc))  # could not connect: try the next
                 self._endpoints.failed(i)
@@ -300,7 +292,9 @@ class EtcdRuntimeStore(RuntimeStore):
 
         async def attempt(client: EtcdChannel) -> Any:
             call = getattr(client.kvstub, method)
-            return await _rpc(call(request, timeout=self._timeout, metadata=client.metadata))
+            return await _rpc(
+                self._tasks, call(request, timeout=self._timeout, metadata=client.metadata)
+            )
 
         return await self._failover(what, attempt)
 
@@ -316,9 +310,10 @@ class EtcdRuntimeStore(RuntimeStore):
             async def grant(client: EtcdChannel) -> Any:
                 request = rpc.LeaseGrantRequest(TTL=2 * self._window)
                 return await _rpc(
+                    self._tasks,
                     client.leasestub.LeaseGrant(
                         request, timeout=self._timeout, metadata=client.metadata
-                    )
+                    ),
                 )
 
             resp = await self._failover("lease grant", grant)
@@ -355,7 +350,7 @@ class EtcdRuntimeStore(RuntimeStore):
             try:
                 return await self._send_txn(i, what, request, marker, lease)
             except BackendUnavailable as exc:
-                if _refused(exc) or exc.fields.get("applied") is not False:
+                if _refused(exc) or exc.applied is not False:
                     raise
                 not_sent.append(str(exc))
                 self._endpoints.failed(i)
@@ -391,9 +386,7 @@ class EtcdRuntimeStore(RuntimeStore):
     async def _send_txn(self, i: int, what: str, request: Any, marker: bytes, lease: int) -> Any:
         """The write's Txn on endpoint ``i``; its errors mapped with ``write=True``."""
         client = await self._endpoints.client(i)
-        call = asyncio.ensure_future(
-            client.kvstub.Txn(request, timeout=self._timeout, metadata=client.metadata)
-        )
+        call = self._txn(client, request)
         try:
             with self._errors(what, write=True):
                 # shielded: a cancelled caller leaves the RPC running, so its outcome can be
@@ -406,9 +399,7 @@ class EtcdRuntimeStore(RuntimeStore):
                     # the token expired: etcd refused the Txn before proposing it; the same
                     # request (same marker) goes again with a fresh token
                     await client.authenticate()
-                    call = asyncio.ensure_future(
-                        client.kvstub.Txn(request, timeout=self._timeout, metadata=client.metadata)
-                    )
+                    call = self._txn(client, request)
                     resp = await asyncio.shield(call)
         except asyncio.CancelledError:
             # settle before re-raising the caller's own cancellation: wait for the RPC (its
@@ -423,6 +414,12 @@ class EtcdRuntimeStore(RuntimeStore):
         self._endpoints.answered(i)
         return resp
 
+    def _txn(self, client: EtcdChannel, request: Any) -> asyncio.Task[Any]:
+        """A write's Txn RPC as a task the store keeps (``aclose`` awaits it: its outcome may be
+        settled by a caller that was cancelled meanwhile)."""
+        txn = client.kvstub.Txn(request, timeout=self._timeout, metadata=client.metadata)
+        return self._tasks.spawn(_await(txn), name="etcd txn", keep=True, awaited=True)
+
     async def _resolve(self, marker: bytes, lease: int) -> int | None:
         """Fence ``marker`` if absent (→ None) or return the revision that applied it; on
         any member that answers (the resolution is idempotent: a fence whose reply was lost
@@ -435,7 +432,8 @@ class EtcdRuntimeStore(RuntimeStore):
 
         async def attempt(client: EtcdChannel) -> Any:
             return await _rpc(
-                client.kvstub.Txn(request, timeout=self._timeout, metadata=client.metadata)
+                self._tasks,
+                client.kvstub.Txn(request, timeout=self._timeout, metadata=client.metadata),
             )
 
         resp = await self._failover("resolve", attempt)
@@ -501,7 +499,7 @@ class EtcdRuntimeStore(RuntimeStore):
             ) -> Any:
                 call = client.kvstub.Range(request, timeout=self._timeout, metadata=client.metadata)
                 try:
-                    return await _rpc(call)
+                    return await _rpc(self._tasks, call)
                 except grpc.aio.AioRpcError as exc:
                     if exc.code() != grpc.StatusCode.RESOURCE_EXHAUSTED or limit == 1:
                         raise

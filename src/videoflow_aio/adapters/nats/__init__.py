@@ -1,5 +1,7 @@
 """NATS adapters for the messaging contract (nats-py; trio through a trio-asyncio bridge).
 
+* :class:`NatsConnection` — the server URL(s), credentials and TLS every class below takes
+  (:class:`NatsAuthOptions`: the security keywords, defined once).
 * :class:`JetStreamMessagingBackend` — channels as JetStream streams, subscriptions as durable
   pull consumers, with client-side ledgers where the server is silent (see ``docs/nats.md``).
 * :class:`CoreNatsMessagingBackend` — the ``core_only`` profile on Core NATS: no retention,
@@ -22,6 +24,7 @@ from ._permissions import (
 
 try:
     from .admin import JetStreamAdmin
+    from .connection import NatsAuthOptions, NatsConnection
     from .core import CoreNatsMessagingBackend
     from .jetstream import JetStreamMessagingBackend
 except ModuleNotFoundError as _exc:  # nats-py missing: name the extra that installs it
@@ -32,6 +35,8 @@ __all__ = [
     "CoreNatsMessagingBackend",
     "JetStreamAdmin",
     "JetStreamMessagingBackend",
+    "NatsAuthOptions",
+    "NatsConnection",
     "core_permissions",
     "jetstream_permissions",
     "merge_permissions",

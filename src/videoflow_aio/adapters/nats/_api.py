@@ -6,21 +6,26 @@ Raw requests, not nats-py's manager, because the adapter needs what the manager 
 one :class:`CallFailed` — :class:`ApiError` (the server answered with an error),
 :class:`NoAnswer` (no reply before the timeout: the outcome is unknown), :class:`NotSent` (the
 request never left this client) or :class:`NoResponders` (nobody listens on the subject) —
-with the original chained as ``__cause__``. :func:`map_exceptions` then maps those to the
-contract's errors in one place per call site (in the style of httpcore's ``map_exceptions``).
+with the original chained as ``__cause__`` (``NotSent``, ``NoAnswer`` — a ``ReplyLost`` — and
+``CallFailed`` are the ones every adapter shares, ``adapters._errors``). The shared
+:func:`map_exceptions` then maps those to the contract's errors in one table per call site.
 """
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 import msgspec
 import nats.errors
 
-from ...contracts.errors import BackendUnavailable, IncompatibleProfile, VideoflowError
-from . import _security
+from ...contracts.errors import BackendUnavailable, IncompatibleProfile
+from .._errors import CallFailed as CallFailed
+from .._errors import ExceptionMapping as ExceptionMapping
+from .._errors import NotSent as NotSent
+from .._errors import ReplyLost
+from .._errors import map_exceptions as map_exceptions
+from . import _security, _wire
+from ._wire import R
 
 _json_encode = msgspec.json.Encoder().encode
 _json_decode = msgspec.json.Decoder().decode
@@ -31,10 +36,8 @@ CONSUMER_EXISTS = 10148
 STREAM_NAME_IN_USE = 10058
 NO_MESSAGE_FOUND = 10037
 INVALID_CONFIG = 10052
-
-
-class CallFailed(VideoflowError):
-    """A request to the server failed; the subclass says how."""
+REPLICAS_NOT_SUPPORTED = 10074
+"""``num_replicas`` > 1 on a server that is not clustered."""
 
 
 class ApiError(CallFailed):
@@ -47,34 +50,20 @@ class ApiError(CallFailed):
         self.description = description
 
 
-class NoAnswer(CallFailed):
+class NoAnswer(ReplyLost):
     """No reply before the timeout (or the connection died in flight): outcome unknown."""
-
-
-class NotSent(CallFailed):
-    """The request never left the client (closed connection, disconnected with no buffer)."""
 
 
 class NoResponders(CallFailed):
     """Nobody listens on the subject (no stream / JetStream disabled / consumer gone)."""
 
 
-ExceptionMapping = Mapping[type[BaseException], Callable[[BaseException], BaseException]]
-
-
-@contextlib.contextmanager
-def map_exceptions(mapping: ExceptionMapping) -> Iterator[None]:
-    """Re-raise an exception of a key type as the value's result, the original chained.
-
-    The first matching entry (in order) wins; anything else propagates unchanged.
-    """
-    try:
-        yield
-    except BaseException as exc:
-        for source, make in mapping.items():
-            if isinstance(exc, source):
-                raise make(exc) from exc
-        raise
+def replicas_refused(exc: ApiError) -> bool:
+    """The server refused a stream's replica count: by its code, or — a cluster short of
+    peers answers 400 with no dedicated code — by the one text this table matches."""
+    return exc.err_code == REPLICAS_NOT_SUPPORTED or (
+        exc.code == 400 and "replicas" in exc.description
+    )
 
 
 def refused(what: str, name: str, exc: BaseException) -> IncompatibleProfile:
@@ -89,7 +78,7 @@ def refused(what: str, name: str, exc: BaseException) -> IncompatibleProfile:
     )
 
 
-def unavailable(what: str) -> contextlib.AbstractContextManager[None]:
+def unavailable(what: str) -> map_exceptions:
     """Map every :class:`CallFailed` to :class:`BackendUnavailable` naming ``what``."""
     return map_exceptions(
         {CallFailed: lambda exc: BackendUnavailable(f"{what}: {exc}", backend="nats")}
@@ -110,7 +99,7 @@ def call_failed(exc: BaseException, subject: str, seconds: float) -> CallFailed:
     if isinstance(exc, TimeoutError):  # nats-py's timeouts are TimeoutErrors too
         return NoAnswer(f"no reply on {subject} within {seconds:.3g} s")
     if isinstance(exc, _NOT_SENT):
-        return NotSent(f"not sent ({type(exc).__name__})")
+        return NotSent(f"not sent ({type(exc).__name__})")  # closed, draining, no buffer
     return NoAnswer(f"{type(exc).__name__}: {exc}")
 
 
@@ -148,20 +137,40 @@ async def flushed(nc: Any, seconds: float) -> None:
         raise call_failed(exc, "flush", seconds) from exc
 
 
-async def api(nc: Any, subject: str, body: dict[str, Any] | None, seconds: float) -> dict[str, Any]:
-    """One JSON API call; raises :class:`ApiError` on an error reply."""
+async def api(
+    nc: Any, subject: str, body: dict[str, Any] | None, seconds: float, into: type[R]
+) -> R:
+    """One JSON API call, its reply decoded as ``into`` (``_wire``); raises :class:`ApiError`
+    on an error reply, :class:`NoAnswer` on one that does not decode."""
     msg = await request(nc, subject, b"" if body is None else _json_encode(body), seconds)
     try:
-        data: dict[str, Any] = _json_decode(msg.data) if msg.data else {}
+        reply = _wire.decoder(into).decode(msg.data or b"{}")
     except msgspec.DecodeError as exc:
         raise NoAnswer(f"undecodable reply on {subject}: {msg.data[:80]!r}") from exc
-    err = data.get("error")
-    if err:
-        raise ApiError(
-            int(err.get("code", 0)), int(err.get("err_code", 0)), str(err.get("description", ""))
-        )
+    if reply.error is not None:
+        raise api_error(reply.error)
+    return reply
+
+
+async def raw_api(
+    nc: Any, subject: str, body: dict[str, Any] | None, seconds: float
+) -> dict[str, Any]:
+    """One JSON API call, its reply as the server's raw JSON object (the administrator's
+    ``JetStreamAdmin.request``: a reply the adapter itself does not read)."""
+    msg = await request(nc, subject, b"" if body is None else _json_encode(body), seconds)
+    try:
+        reply = _wire.decoder(_wire.Reply).decode(msg.data or b"{}")
+        data: dict[str, Any] = _json_decode(msg.data or b"{}")
+    except msgspec.DecodeError as exc:
+        raise NoAnswer(f"undecodable reply on {subject}: {msg.data[:80]!r}") from exc
+    if reply.error is not None:
+        raise api_error(reply.error)
     return data
 
 
+def api_error(err: _wire.ErrorBody) -> ApiError:
+    """The :class:`ApiError` of an error reply."""
+    return ApiError(err.code, err.err_code, err.description)
+
+
 encode = _json_encode
-decode = _json_decode

@@ -35,6 +35,7 @@ from . import _api, _profiles
 from ._api import ApiError, CallFailed, map_exceptions, unavailable
 from ._connection import Client
 from ._state import ChanState
+from ._wire import Api, Reply, StreamConfig, StreamInfo, StreamNames
 
 NS = 1_000_000_000
 MIN_DUPLICATE_WINDOW = NS // 10
@@ -94,15 +95,15 @@ def stream_config(c: Client, spec: ChannelSpec, dedup_limit: int) -> dict[str, A
     }
 
 
-def spec_from(ch: ChannelId, cfg: dict[str, Any]) -> ChannelSpec:
+def spec_from(ch: ChannelId, cfg: StreamConfig) -> ChannelSpec:
     """The effective ChannelSpec read back from a stream's configuration."""
-    meta = cfg.get("metadata") or {}
+    meta = cfg.meta
     per_subject = meta.get("videoflow.per_subject") == "1"
-    max_msgs = int(cfg.get("max_msgs", -1))
+    max_msgs = cfg.max_msgs
     if per_subject or max_msgs < 0:
-        max_msgs = int(meta.get("videoflow.max_msgs", cfg.get("max_msgs_per_subject", 1)))
-    max_bytes = int(cfg.get("max_bytes", -1))
-    max_age = int(cfg.get("max_age", 0))
+        max_msgs = int(meta.get("videoflow.max_msgs", cfg.max_msgs_per_subject))
+    max_bytes = cfg.max_bytes
+    max_age = cfg.max_age
     required = msgspec.json.decode(meta.get("videoflow.required", "[]") or "[]")
     owner = {
         k[len("videoflow.owner.") :]: v for k, v in meta.items() if k.startswith("videoflow.owner.")
@@ -110,15 +111,15 @@ def spec_from(ch: ChannelId, cfg: dict[str, Any]) -> ChannelSpec:
     return ChannelSpec(
         channel=ch,
         profile=meta.get("videoflow.profile", "work"),
-        retention=str(cfg.get("retention", "limits")),
+        retention=cfg.retention,
         required=tuple(SubscriptionId(ch, c) for c in required),
         max_msgs=max_msgs,
         max_bytes=None if max_bytes < 0 else max_bytes,
         max_age_seconds=None if max_age <= 0 else max_age / NS,
-        overflow="reject" if cfg.get("discard") == "new" else "evict_oldest",
+        overflow="reject" if cfg.discard == "new" else "evict_oldest",
         dedup_window_seconds=int(meta.get("videoflow.dedup", 0)),
-        replicas=int(cfg.get("num_replicas", 1)),
-        persistence=meta.get("videoflow.persistence") == "1" or cfg.get("storage") == "file",
+        replicas=cfg.num_replicas,
+        persistence=meta.get("videoflow.persistence") == "1" or cfg.storage == "file",
         per_subject_limits=per_subject,
         owner_labels=owner,
     )
@@ -208,12 +209,12 @@ def _refused(ch: ChannelId, exc: BaseException) -> BaseException:
     assert isinstance(exc, ApiError)
     if exc.err_code in (_api.INVALID_CONFIG, _api.STREAM_NAME_IN_USE):
         return _api.refused(f"channel {ch}", ch.name, exc)
-    if exc.code == 400 and "replicas" in exc.description:
+    if _api.replicas_refused(exc):
         return Unsupported(exc.description, capability="replicas")
     return BackendUnavailable(f"ensure_channel {ch}: {exc}", backend="nats")
 
 
-def ensure_errors(ch: ChannelId) -> Any:
+def ensure_errors(ch: ChannelId) -> map_exceptions:
     """The error map of ``ensure_channel``: a refusal names the field, no answer is unknown."""
     return map_exceptions(
         {
@@ -239,7 +240,7 @@ async def ensure_channel(
     ch = spec.channel
     name = c.names.stream(ch)
     want = stream_config(c, spec, dedup_limit)
-    effective = spec_from(ch, want)
+    effective = spec_from(ch, msgspec.convert(want, StreamConfig))
     with ensure_errors(ch):
         info = await c.stream_info(name)
         created = updated = False
@@ -249,7 +250,7 @@ async def ensure_channel(
                 # the creating operation is stamped in the metadata: a concurrent create of the
                 # same spec by another operation then differs (10058) instead of both being
                 # told did_create (the server answers an identical create as created)
-                info = await c.api(f"STREAM.CREATE.{name}", stamped(want, operation_id))
+                info = await c.api(f"STREAM.CREATE.{name}", stamped(want, operation_id), StreamInfo)
                 created = True
             except ApiError as exc:
                 if exc.err_code != _api.STREAM_NAME_IN_USE:
@@ -257,21 +258,20 @@ async def ensure_channel(
                 info = await c.stream_info(name)  # lost a race: inspect the winner
                 if info is None:
                     raise
-        current = spec_from(ch, info["config"])
+        current = spec_from(ch, info.config)
         if not created:
             check_immutable(IMMUTABLE_CHANNEL_FIELDS, current, effective, "channel", ch)
             await ensure_side_streams(c, side)
-            raw = info["config"]
             if current != effective:
-                stamp = (raw.get("metadata") or {}).get(CREATED_BY, "")
-                info = await c.api(f"STREAM.UPDATE.{name}", stamped(want, stamp))
+                stamp = info.config.meta.get(CREATED_BY, "")
+                info = await c.api(f"STREAM.UPDATE.{name}", stamped(want, stamp), StreamInfo)
                 updated = True
-                current = spec_from(ch, info["config"])
+                current = spec_from(ch, info.config)
         for req in spec.required:
             await placeholder(c, ch, req, sample)
     st = c.chans.get(ch)
     if st is None:
-        st = c.chans[ch] = new_chan(c, current, str(info.get("created", "")))
+        st = c.chans[ch] = new_chan(c, current, info.created)
     else:
         seen(st, info)
     st.spec = current
@@ -292,9 +292,9 @@ def new_chan(c: Client, spec: ChannelSpec, created: str) -> ChanState:
     )
 
 
-def seen(chs: ChanState, info: dict[str, Any]) -> None:
+def seen(chs: ChanState, info: StreamInfo) -> None:
     """``info`` (the slot stream's) read: a new incarnation resets what was known of the old."""
-    created = str(info.get("created", ""))
+    created = info.created
     if created and created != chs.created:
         chs.new_stream(created)
 
@@ -308,7 +308,7 @@ async def chan(c: Client, ch: ChannelId) -> ChanState:
         info = await c.stream_info(c.names.stream(ch))
     if info is None:
         raise NotFound(f"no channel {ch}", kind="channel", name=ch.name)
-    st = c.chans[ch] = new_chan(c, spec_from(ch, info["config"]), str(info.get("created", "")))
+    st = c.chans[ch] = new_chan(c, spec_from(ch, info.config), info.created)
     return st
 
 
@@ -327,7 +327,7 @@ async def close(
                 absent.append(cid)
                 c.forget_channel(cid)
                 continue
-            gen = (info["config"].get("metadata") or {}).get("videoflow.owner.generation")
+            gen = info.config.meta.get("videoflow.owner.generation")
             if gen is not None and gen != expected_generation:
                 refused.append(cid)
                 continue
@@ -352,35 +352,37 @@ async def channel_ids(c: Client) -> list[ChannelId]:
     while True:
         with unavailable("cannot list channels"):
             page = await c.api(
-                "STREAM.NAMES", {"offset": offset, "subject": f"{c.names.subject_prefix}.>"}
+                "STREAM.NAMES",
+                {"offset": offset, "subject": f"{c.names.subject_prefix}.>"},
+                StreamNames,
             )
-        names = page.get("streams") or []
+        names = page.streams or []
         for n in names:
             cid = c.names.channel_of(n)
             if cid is not None:
                 out.append(cid)
         offset += len(names)
-        if not names or offset >= int(page.get("total", 0)):
+        if not names or offset >= page.total:
             break
     return sorted(set(out))
 
 
-async def drop_namespace(api: Any, stream_prefix: str) -> int:
+async def drop_namespace(api: Api, stream_prefix: str) -> int:
     """Delete every stream named ``<stream_prefix>__…`` through ``api`` (a JetStream API call
-    ``api(subject, body)``); how many."""
+    ``api(subject, body, into)``); how many."""
     names: list[str] = []
     offset = 0
     while True:
-        page = await api("STREAM.NAMES", {"offset": offset})
-        batch = page.get("streams") or []
+        page = await api("STREAM.NAMES", {"offset": offset}, StreamNames)
+        batch = page.streams or []
         names += batch
         offset += len(batch)
-        if not batch or offset >= int(page.get("total", 0)):
+        if not batch or offset >= page.total:
             break
     mine = [n for n in names if n.startswith(stream_prefix + "__")]
     for name in mine:
         try:
-            await api(f"STREAM.DELETE.{name}")
+            await api(f"STREAM.DELETE.{name}", None, Reply)
         except ApiError as exc:
             if exc.err_code != _api.STREAM_NOT_FOUND:
                 raise

@@ -20,7 +20,7 @@ import asyncio
 import contextlib
 import itertools
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any, overload
 
 import anyio
 import msgspec
@@ -36,6 +36,10 @@ from ._api import ApiError
 from ._ledger import parse_ts
 from ._names import AUDIT, Names
 from ._state import Bounded, ChanState, Pull, SubState
+from ._wire import ConsumerInfo, R, Reply, StreamInfo
+
+if TYPE_CHECKING:
+    from .connection import NatsConnection
 
 MIXED = (
     "this NATS backend was first used from asyncio: its connection lives on that loop, "
@@ -201,23 +205,17 @@ class Client:
 
     def __init__(
         self,
-        servers: list[str],
+        connection: NatsConnection,
         names: Names,
         *,
         request_timeout: float,
-        connect_timeout: float,
-        buffer_while_disconnected: bool,
-        connect_options: dict[str, Any],
         log: ObservationLog | None,
-        auth: _security.NatsAuth | None = None,
     ) -> None:
-        self.servers = servers
-        self.auth = auth
+        self.connection = connection
+        self.servers = connection.servers
+        self.auth = connection.auth
         self.names = names
         self.request_timeout = request_timeout
-        self.connect_timeout = connect_timeout
-        self.buffer_while_disconnected = buffer_while_disconnected
-        self.connect_options = connect_options
         self.log = log
         self.nc: Any = None
         self.loop: asyncio.AbstractEventLoop | None = None
@@ -226,7 +224,9 @@ class Client:
         self.inbox = ""
         self.inbox_sub: Any = None
         self.pulls: dict[str, Pull] = {}
-        self.nudges: set[asyncio.Task[bool]] = set()  # nudges in flight (``_settle``)
+        # every background task of this client: index writes (awaited on close), lease-lapse
+        # nudges (cancelled on close)
+        self.tasks = connection.tasks("nats client", request_timeout)
         self.pull_ids = itertools.count(1)
         self.chans: dict[ChannelId, ChanState] = {}
         self.subs: dict[SubscriptionId, SubState] = {}
@@ -261,20 +261,19 @@ class Client:
         async with self._lock:
             if self.nc is not None and not self.nc.is_closed:
                 return self.nc
+            link = self.connection
             opts: dict[str, Any] = {
-                "servers": self.servers,
                 "max_reconnect_attempts": -1,
                 "reconnect_time_wait": 0.2,
-                "connect_timeout": self.connect_timeout,
+                "connect_timeout": link.connect_timeout,
                 "allow_reconnect": True,
                 "error_cb": self._on_error,
                 "disconnected_cb": self._on_disconnected,
                 "reconnected_cb": self._on_reconnected,
             }
-            if not self.buffer_while_disconnected:
+            if not link.buffer_while_disconnected:
                 opts["pending_size"] = 0
-            opts.update(self.connect_options)
-            nc = await connect(opts, self.servers, self.connect_timeout, self.auth)
+            nc = await link.connect(opts)
             self.inbox = nc.new_inbox()
             try:
                 start = _security.mark(nc)
@@ -319,42 +318,50 @@ class Client:
             st.void_give_backs()
 
     async def aclose(self) -> None:
+        """Close the connection after its background tasks: nudges cancelled, index writes
+        awaited (``_tasks``); an unexpected error of one is raised after the close."""
         nc, self.nc = self.nc, None
         for st in self.subs.values():
             st.cancel_nudges()  # no nudge runs after close
-        if nc is None:
-            return
-        with anyio.CancelScope(shield=True), contextlib.suppress(Exception):
-            for task in list(self.nudges):
-                task.cancel()
-            await asyncio.gather(*self.nudges, return_exceptions=True)
-            with anyio.move_on_after(self.request_timeout):
-                await nc.drain()
-            if not nc.is_closed:
-                await nc.close()
+        try:
+            await self.tasks.aclose()
+        finally:
+            if nc is not None:
+                with anyio.CancelScope(shield=True), contextlib.suppress(Exception):
+                    with anyio.move_on_after(self.request_timeout):
+                        await nc.drain()
+                    if not nc.is_closed:
+                        await nc.close()
 
-    async def api(self, subject: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
-        """A JetStream API call (``$JS.API.<subject>``); :class:`CallFailed` on failure."""
+    @overload
+    async def api(self, subject: str, body: dict[str, Any] | None = None) -> Reply: ...
+
+    @overload
+    async def api(self, subject: str, body: dict[str, Any] | None, into: type[R]) -> R: ...
+
+    async def api(
+        self, subject: str, body: dict[str, Any] | None = None, into: type[Reply] = Reply
+    ) -> Reply:
+        """A JetStream API call (``$JS.API.<subject>``), its reply decoded as ``into``
+        (``_wire``); :class:`CallFailed` on failure."""
         nc = await self.conn()
-        reply = await _api.api(nc, f"$JS.API.{subject}", body, self.request_timeout)
-        self.audit.saw_server_time(parse_ts(str(reply.get("ts", ""))))
+        reply = await _api.api(nc, f"$JS.API.{subject}", body, self.request_timeout, into)
+        self.audit.saw_server_time(parse_ts(reply.ts))
         return reply
 
-    async def stream_info(
-        self, name: str, body: dict[str, Any] | None = None
-    ) -> dict[str, Any] | None:
+    async def stream_info(self, name: str, body: dict[str, Any] | None = None) -> StreamInfo | None:
         """``STREAM.INFO`` or None when the stream does not exist."""
         try:
-            return await self.api(f"STREAM.INFO.{name}", body)
+            return await self.api(f"STREAM.INFO.{name}", body, StreamInfo)
         except ApiError as exc:
             if exc.err_code == _api.STREAM_NOT_FOUND:
                 return None
             raise
 
-    async def consumer_info(self, stream: str, consumer: str) -> dict[str, Any] | None:
+    async def consumer_info(self, stream: str, consumer: str) -> ConsumerInfo | None:
         """``CONSUMER.INFO`` or None when the consumer (or its stream) does not exist."""
         try:
-            return await self.api(f"CONSUMER.INFO.{stream}.{consumer}")
+            return await self.api(f"CONSUMER.INFO.{stream}.{consumer}", None, ConsumerInfo)
         except ApiError as exc:
             if exc.err_code in (_api.CONSUMER_NOT_FOUND, _api.STREAM_NOT_FOUND):
                 return None

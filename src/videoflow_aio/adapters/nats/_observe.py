@@ -58,6 +58,7 @@ from ._pull import DELETED_REASON
 from ._settle import nudge
 from ._state import ChanState, Ledger, SubState
 from ._subscriptions import sub
+from ._wire import ConsumerInfo, MsgGet, StreamInfo, decode_advisory, decode_pub_ack
 
 CATCH_UP_TRIES = 20
 CATCH_UP_PAUSE = 0.005
@@ -113,13 +114,13 @@ async def _one_by_one(
     out = []
     for seq in range(start, upto + 1):
         try:
-            got = await c.api(f"STREAM.MSG.GET.{stream}", {"seq": seq})
+            got = await c.api(f"STREAM.MSG.GET.{stream}", {"seq": seq}, MsgGet)
         except ApiError as exc:
             if exc.err_code == _api.NO_MESSAGE_FOUND:
                 continue
             raise
-        m = got["message"]
-        out.append((seq, str(m["subject"]), base64.b64decode(m.get("data", "") or "")))
+        m = got.message
+        out.append((seq, m.subject, base64.b64decode(m.data or "")))
     return out
 
 
@@ -152,7 +153,7 @@ async def read_new(c: Client, stream: str, cursor: int) -> tuple[list[tuple[int,
     info = await c.stream_info(stream)
     if info is None:
         return [], cursor
-    last = int(info["state"].get("last_seq", 0) or 0)
+    last = info.state.last_seq
     if cursor > last:
         return [], cursor
     return await batch_get(c, stream, cursor, last), last + 1
@@ -175,33 +176,33 @@ def fold_advisory(chs: ChanState, subject: str, data: bytes) -> None:
         chs.ledgers[key] = Ledger()  # what came before belongs to a previous incarnation
         return
     try:
-        adv = _api.decode(data or b"{}")
+        adv = decode_advisory(data or b"{}")
     except msgspec.DecodeError:
         return
-    sseq = int(adv.get("stream_seq", 0) or 0)
-    at = parse_ts(str(adv.get("timestamp", "")))
+    sseq = adv.stream_seq
+    at = parse_ts(adv.timestamp)
     if prefix == ADV_MAX_DELIVERIES:
         chs.ledger(stream, consumer).exhausted[sseq] = at
-    elif prefix == ADV_TERMINATED and adv.get("reason") == DELETED_REASON:
+    elif prefix == ADV_TERMINATED and adv.reason == DELETED_REASON:
         chs.ledger(stream, consumer).deleted[sseq] = at
 
 
-def consumer_view(ci: dict[str, Any]) -> ConsumerView:
+def consumer_view(ci: ConsumerInfo) -> ConsumerView:
     return ConsumerView(
-        delivered_d=int(ci["delivered"]["consumer_seq"]),
-        delivered_s=int(ci["delivered"]["stream_seq"]),
-        floor_d=int(ci["ack_floor"]["consumer_seq"]),
-        floor_s=int(ci["ack_floor"]["stream_seq"]),
-        num_pending=int(ci.get("num_pending", 0)),
-        num_ack_pending=int(ci.get("num_ack_pending", 0)),
-        num_redelivered=int(ci.get("num_redelivered", 0)),
-        ts=parse_ts(str(ci.get("ts", ""))),
+        delivered_d=ci.delivered.consumer_seq,
+        delivered_s=ci.delivered.stream_seq,
+        floor_d=ci.ack_floor.consumer_seq,
+        floor_s=ci.ack_floor.stream_seq,
+        num_pending=ci.num_pending,
+        num_ack_pending=ci.num_ack_pending,
+        num_redelivered=ci.num_redelivered,
+        ts=parse_ts(ci.ts),
     )
 
 
 async def _removals_caught_up(
-    c: Client, chs: ChanState, si: dict[str, Any] | None
-) -> dict[str, Any] | None:
+    c: Client, chs: ChanState, si: StreamInfo | None
+) -> StreamInfo | None:
     """Interest retention: a message every required subscription settled (with this
     client, confirmed) leaves the stream — after the acks, on a cluster, where the stream's
     leader applies what the consumers' leaders decided. While such a message is still there
@@ -233,7 +234,7 @@ async def _removals_caught_up(
 
 async def _retained(c: Client, stream: str, seq: int) -> bool:
     try:
-        await c.api(f"STREAM.MSG.GET.{stream}", {"seq": seq})
+        await c.api(f"STREAM.MSG.GET.{stream}", {"seq": seq}, MsgGet)
     except ApiError as exc:
         if exc.err_code == _api.NO_MESSAGE_FOUND:
             return False
@@ -241,11 +242,11 @@ async def _retained(c: Client, stream: str, seq: int) -> bool:
     return True
 
 
-def stream_view(si: dict[str, Any], deleted: Iterable[int] = ()) -> StreamView:
-    state = si["state"]
-    last = int(state.get("last_seq", 0) or 0)
-    first = int(state.get("first_seq", 0) or 0)
-    if first == 0 or int(state.get("messages", 0)) == 0:
+def stream_view(si: StreamInfo, deleted: Iterable[int] = ()) -> StreamView:
+    state = si.state
+    last = state.last_seq
+    first = state.first_seq
+    if first == 0 or state.messages == 0:
         first = last + 1
     return StreamView(first, last, frozenset(deleted))
 
@@ -255,9 +256,7 @@ class Lagging(CallFailed):
     older than this client's own writes): the observation is ``Unknown``."""
 
 
-async def infos(
-    c: Client, st: SubState, strict: bool = True
-) -> tuple[dict[str, Any], dict[str, Any]]:
+async def infos(c: Client, st: SubState, strict: bool = True) -> tuple[ConsumerInfo, StreamInfo]:
     """Consumer and stream info, re-read while the consumer visibly trails (``_lags``). A
     deleted consumer is NotFound; one deleted and created again is a new incarnation: this
     client's ledgers of the old one are dropped.
@@ -280,9 +279,9 @@ async def infos(
         if ci is None:
             c.forget_sub(sid)
             raise NotFound(f"no subscription {sid}", kind="subscription", name=sid.name)
-        created = str(ci.get("created", ""))
+        created = ci.created
         if created and created != st.created:
-            st.reset(created, int(ci["config"].get("opt_start_seq", 1) or 1))
+            st.reset(created, ci.config.opt_start_seq or 1)
         si = await c.stream_info(st.stream)
         if si is None:
             c.forget_channel(sid.channel)
@@ -304,7 +303,7 @@ async def infos(
 
 
 async def _own_writes_missing(
-    c: Client, st: SubState, cv: ConsumerView, si: dict[str, Any]
+    c: Client, st: SubState, cv: ConsumerView, si: StreamInfo
 ) -> str | None:
     """Which of this client's writes the consumer has visibly not applied, or None."""
     chs = st.chan
@@ -319,25 +318,25 @@ async def _own_writes_missing(
     return None
 
 
-def _num_deleted(si: dict[str, Any]) -> int:
-    return int(si["state"].get("num_deleted", 0) or 0)
+def _num_deleted(si: StreamInfo) -> int:
+    return si.state.num_deleted
 
 
 async def read_record(c: Client, st: SubState) -> tuple[Record | None, int]:
     """The subscription's accounting record and its sequence in ``__acct`` (0: none)."""
     subject = c.names.acct_subject(st.id)
     try:
-        got = await c.api(f"STREAM.MSG.GET.{st.chan.acct}", {"last_by_subj": subject})
+        got = await c.api(f"STREAM.MSG.GET.{st.chan.acct}", {"last_by_subj": subject}, MsgGet)
     except ApiError as exc:
         if exc.err_code in (_api.NO_MESSAGE_FOUND, _api.STREAM_NOT_FOUND):
             return None, 0
         raise
-    m = got["message"]
+    m = got.message
     try:
-        rec = _record_dec(base64.b64decode(m.get("data", "") or ""))
+        rec = _record_dec(base64.b64decode(m.data or ""))
     except msgspec.DecodeError:
-        return None, int(m["seq"])
-    return rec, int(m["seq"])
+        return None, m.seq
+    return rec, m.seq
 
 
 async def write_record(c: Client, st: SubState, rec: Record, last: int) -> bool:
@@ -348,11 +347,14 @@ async def write_record(c: Client, st: SubState, rec: Record, last: int) -> bool:
     msg = await _api.request(
         nc, c.names.acct_subject(st.id), _record_enc(rec), c.request_timeout, headers=hdrs
     )
-    err = _api.decode(msg.data).get("error")
-    if err:
-        if int(err.get("err_code", 0)) == WRONG_LAST_SEQUENCE:
+    try:
+        err = decode_pub_ack(msg.data).error
+    except msgspec.DecodeError as exc:
+        raise _api.NoAnswer(f"undecodable acknowledgement {msg.data[:80]!r}") from exc
+    if err is not None:
+        if err.err_code == WRONG_LAST_SEQUENCE:
             return False
-        raise ApiError(int(err.get("code", 0)), int(err.get("err_code", 0)), str(err))
+        raise _api.api_error(err)
     return True
 
 
@@ -412,13 +414,12 @@ def known_subjects(chs: ChanState, seqs: list[int]) -> dict[int, tuple[str, str 
     return out
 
 
-async def deleted_seqs(c: Client, si: dict[str, Any]) -> list[int]:
+async def deleted_seqs(c: Client, si: StreamInfo) -> list[int]:
     """Interior deletions of the stream ``si`` describes (read only when there are some)."""
-    if not int(si["state"].get("num_deleted", 0) or 0):
+    if not si.state.num_deleted:
         return []
-    name = si["config"]["name"]
-    full = await c.stream_info(name, {"deleted_details": True})
-    return [] if full is None else [int(s) for s in full["state"].get("deleted") or []]
+    full = await c.stream_info(si.config.name, {"deleted_details": True})
+    return [] if full is None else list(full.state.deleted or ())
 
 
 async def dead_letters(c: Client, st: SubState) -> int:
@@ -428,7 +429,7 @@ async def dead_letters(c: Client, st: SubState) -> int:
     info = await c.stream_info(st.chan.dlq, {"subjects_filter": count_filter})
     if info is None:
         return 0
-    return sum(int(n) for n in (info["state"].get("subjects") or {}).values())
+    return sum((info.state.subjects or {}).values())
 
 
 def local(st: SubState) -> Local:
@@ -537,25 +538,25 @@ async def observe_subscription(
     )
 
 
-async def decide_lapsed(c: Client, st: SubState, ci: dict[str, Any]) -> bool:
+async def decide_lapsed(c: Client, st: SubState, ci: ConsumerInfo) -> bool:
     """Nudge the server (``_settle.nudge``) when a final attempt another client held may have
     lapsed undecided: the server holds more deliveries ack-pending than this client's own
     live leases. Once it answered, its ``MAX_DELIVERIES`` advisories are in ``__adv`` before
     the observation reads them (waited for, briefly). True when it nudged."""
     if st.spec.max_deliver < 2:  # unlimited, or 1: decided by the server at the lapse
         return False
-    if not int(ci.get("num_redelivered", 0)):  # nothing redelivered: no last attempt yet
+    if not ci.num_redelivered:  # nothing redelivered: no last attempt yet
         return False
     now = loop_time()
     live = sum(1 for _a, deadline, _d in st.leases.values() if deadline > now)
-    if int(ci.get("num_ack_pending", 0)) <= live:
+    if ci.num_ack_pending <= live:
         return False
     led = st.chan.ledger(st.stream, st.consumer)
     before = len(led.exhausted)
     if not await nudge(c, st):
         return False
     after = await c.consumer_info(st.stream, st.consumer)
-    gone = int(ci.get("num_ack_pending", 0)) - int((after or {}).get("num_ack_pending", 0))
+    gone = ci.num_ack_pending - (0 if after is None else after.num_ack_pending)
     for _ in range(ADVISORY_TRIES if gone > 0 else 0):
         await read_advisories(c, st.chan)  # an ack meanwhile also lowers the count: bounded
         if len(led.exhausted) >= before + gone:
@@ -576,7 +577,7 @@ async def observe_ack_floor(c: Client, subscription: SubscriptionId) -> Known[in
     exhausted = exhausted_now(st.spec, local(st), led.exhausted_since(st.created_ns))
     deleted = led.deleted_since(st.created_ns)
     unresolved = [s for s in exhausted if not sv.removed(s) and s not in deleted]
-    server = int(ci["ack_floor"]["stream_seq"])
+    server = ci.ack_floor.stream_seq
     # removed messages count as settled; so do this client's confirmed settles, which a
     # consumer's raft group on a cluster may not have applied yet
     return Known(floor(own_floor(server, sv, st.settled.data.keys(), others(st)), unresolved))
@@ -606,13 +607,13 @@ async def observe_channel(c: Client, channel_id: ChannelId) -> Known[ChannelObse
     if si is None:
         c.forget_channel(channel_id)
         raise NotFound(f"no channel {channel_id}", kind="channel", name=channel_id.name)
-    state = si["state"]
-    msgs = int(state.get("messages", 0))
+    state = si.state
+    msgs = state.messages
     view = stream_view(si)
     # the stored size: bodies plus subject, headers and record overhead (the contract's lower
     # bound is the bodies)
-    nbytes = int(state.get("bytes", 0))
+    nbytes = state.bytes
     for s in [s for s in chs.index if s < view.first]:
         del chs.index[s]  # evicted: its subject, if still needed, is in the index stream
-    dead = 0 if di is None else int(di["state"].get("messages", 0))
+    dead = 0 if di is None else di.state.messages
     return Known(ChannelObservation(channel_id, msgs, nbytes, view.first, view.last, dead))

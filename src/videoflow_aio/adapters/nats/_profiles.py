@@ -20,6 +20,7 @@ from ...contracts.messaging import ChannelId, Envelope
 from . import _api, _codec
 from ._api import ApiError, CallFailed, NoAnswer, map_exceptions, unavailable
 from ._names import Names, escape
+from ._wire import Api, MsgGet, StoredMessage, decode_pub_ack
 
 NS = 1_000_000_000
 WRONG_LAST_SEQUENCE = 10071
@@ -95,26 +96,25 @@ async def commit(
     )
     with errors:
         msg = await _api.request(nc, ctl_subject(names, ch, key), value, t, headers=hdrs)
-    ack = _api.decode(msg.data)
-    err = ack.get("error")
-    if err:
-        if int(err.get("err_code", 0)) == WRONG_LAST_SEQUENCE:
+    err = decode_pub_ack(msg.data).error
+    if err is not None:
+        if err.err_code == WRONG_LAST_SEQUENCE:
             return False
-        raise BackendUnavailable(f"commit_control {key!r}: {err}", backend="nats")
+        raise BackendUnavailable(f"commit_control {key!r}: {_api.api_error(err)}", backend="nats")
     return True
 
 
-async def last(api: Any, stream: str, subject: str) -> tuple[dict[str, Any] | None, bytes | None]:
-    """The newest message on ``subject`` (raw GET answer and body), or (None, None)."""
+async def last(api: Api, stream: str, subject: str) -> tuple[StoredMessage | None, bytes | None]:
+    """The newest message on ``subject`` (the stored message and its body), or (None, None)."""
     with unavailable(f"cannot read {subject}"):
         try:
-            got = await api(f"STREAM.MSG.GET.{stream}", {"last_by_subj": subject})
+            got = await api(f"STREAM.MSG.GET.{stream}", {"last_by_subj": subject}, MsgGet)
         except ApiError as exc:
             if exc.err_code in (_api.NO_MESSAGE_FOUND, _api.STREAM_NOT_FOUND):
                 return None, None
             raise
-    m = got["message"]
-    return m, base64.b64decode(m.get("data", "") or "")
+    m = got.message
+    return m, base64.b64decode(m.data or "")
 
 
 def archive_headers(env: Envelope, base: dict[str, str]) -> dict[str, str]:
@@ -127,12 +127,12 @@ def archive_headers(env: Envelope, base: dict[str, str]) -> dict[str, str]:
     return hdrs
 
 
-async def replay(api: Any, names: Names, ch: ChannelId, event_id: str) -> Envelope | None:
+async def replay(api: Api, names: Names, ch: ChannelId, event_id: str) -> Envelope | None:
     """The archived envelope of ``event_id``, or None (expired, or never archived)."""
     m, body = await last(api, arc_stream(names, ch), arc_subject(names, ch, event_id))
     if m is None or body is None:
         return None
-    src = _codec.parse_headers(base64.b64decode(m.get("hdrs", "") or ""))
+    src = _codec.parse_headers(base64.b64decode(m.hdrs or ""))
     meta = _codec.meta_dec(src["Vf"]) if "Vf" in src else _codec.Meta()
     pid = src.get("Vf-Pid", event_id)
     return Envelope(

@@ -12,7 +12,6 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from typing import Any
 
 import msgspec
@@ -31,6 +30,7 @@ from ._api import CallFailed, NoAnswer, NoResponders, NotSent
 from ._channels import chan
 from ._connection import Client, loop_time
 from ._state import ChanState
+from ._wire import decode_pub_ack
 
 DUPLICATE_IN_PROCESS = 10158
 """JetStream (clustered): "duplicate message id is in process" — the same publication id is
@@ -55,7 +55,6 @@ INDEX_BATCH = 256
 """Publications per index record: a full batch is written at once."""
 INDEX_LINGER = 0.02
 """Seconds a partial batch waits before it is written."""
-_tasks: set[asyncio.Task[None]] = set()
 CANCELLED = "the publish was cancelled in flight; it may have been sent and stored"
 
 
@@ -75,15 +74,16 @@ def _index(c: Client, chs: ChanState, seq: int, env: Envelope) -> bool:
 
 
 def _spawn(c: Client, chs: ChanState) -> None:
+    """The linger passed: write the partial batch in a task the client owns (``keep``: it
+    records acknowledged publications, so closing the client awaits it)."""
     chs.index_timer = None
-    task = asyncio.get_running_loop().create_task(flush_index(c, chs))
-    _tasks.add(task)
-    task.add_done_callback(_tasks.discard)
+    c.tasks.spawn(flush_index(c, chs), name=f"index write of {chs.id}", keep=True)
 
 
 async def flush_index(c: Client, chs: ChanState) -> None:
-    """Write this client's pending index entries of ``chs`` as one record (fire and forget: a
-    record lost with the connection leaves those sequences unattributable, never wrong)."""
+    """Write this client's pending index entries of ``chs`` as one record. A record lost with
+    the connection leaves those sequences unattributable, never wrong: the failure is noted
+    (logged, counted in ``c.tasks``), not raised."""
     if chs.index_timer is not None:
         chs.index_timer.cancel()
         chs.index_timer = None
@@ -91,9 +91,11 @@ async def flush_index(c: Client, chs: ChanState) -> None:
     nc = c.nc
     if not batch or nc is None or nc.is_closed:
         return
-    with contextlib.suppress(CallFailed):
+    try:
         record = IndexRecord(chs.created, batch)
         await _api.publish(nc, c.names.index_subject(chs.id), _index_enc(record))
+    except CallFailed as exc:
+        c.tasks.note(f"index write of {chs.id}", exc)
 
 
 async def flush_all(c: Client) -> None:
@@ -139,16 +141,18 @@ async def send(c: Client, nc: Any, chs: ChanState, env: Envelope, seconds: float
             ) from exc
         return Rejected(pid, f"not stored: no stream leader answered ({exc})")
     try:
-        ack = _api.decode(msg.data)
+        ack = decode_pub_ack(msg.data)
     except msgspec.DecodeError:
         return PublicationUnknown(pid, f"undecodable acknowledgement {msg.data[:80]!r}")
-    err = ack.get("error")
-    if err:
-        desc = str(err.get("description", ""))
-        if err.get("err_code") == DUPLICATE_IN_PROCESS:  # the first attempt is being stored
+    err = ack.error
+    if err is not None:
+        desc = err.description
+        if err.err_code == DUPLICATE_IN_PROCESS:  # the first attempt is being stored
             return PublicationUnknown(pid, f"{desc}: an earlier attempt is still in flight")
-        return Rejected(pid, f"{desc} ({err.get('code')}/{err.get('err_code')})")
-    return Accepted(pid, int(ack["seq"]), bool(ack.get("duplicate", False)))
+        return Rejected(pid, f"{desc} ({err.code}/{err.err_code})")
+    if ack.seq <= 0:  # not a PubAck (JetStream sequences start at 1)
+        return PublicationUnknown(pid, f"acknowledgement without a sequence {msg.data[:80]!r}")
+    return Accepted(pid, ack.seq, ack.duplicate)
 
 
 async def _stream_gone(c: Client, chs: ChanState) -> bool:
@@ -202,7 +206,8 @@ async def archive_copy(c: Client, nc: Any, chs: ChanState, env: Envelope) -> Non
     hdrs = _profiles.archive_headers(env, _codec.headers(env, False))
     try:
         msg = await _api.request(nc, subject, env.body, c.request_timeout, headers=hdrs)
-        err = _api.decode(msg.data).get("error")
+        answer = decode_pub_ack(msg.data).error
+        err = "" if answer is None else str(_api.api_error(answer))
     except (CallFailed, msgspec.DecodeError) as exc:
         err = str(exc)
     if err:

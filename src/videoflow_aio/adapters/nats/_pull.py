@@ -30,6 +30,7 @@ from ._ledger import matches, parse_ts
 from ._names import ADV_TERMINATED
 from ._state import ChanState, Pull, SubState
 from ._subscriptions import sub
+from ._wire import ConsumerInfo, MsgGet, decode_advisory
 
 NS = 1_000_000_000
 LINGER = 0.002
@@ -184,9 +185,9 @@ async def confirm_consumer(c: Client, st: SubState) -> None:
         raise NotFound(
             f"subscription {st.id} no longer exists", kind="subscription", name=st.id.name
         )
-    created = str(info.get("created", ""))
+    created = info.created
     if created and created != st.created:  # deleted and created again: a new incarnation
-        st.reset(created, int(info["config"].get("opt_start_seq", 1) or 1))
+        st.reset(created, info.config.opt_start_seq or 1)
 
 
 async def check_status(c: Client, st: SubState, p: Pull) -> None:
@@ -209,10 +210,10 @@ async def watch_deletions(nc: Any, chs: ChanState) -> None:
 
     async def on_advisory(msg: Any) -> None:
         with contextlib.suppress(Exception):
-            adv = _api.decode(msg.data)
-            if adv.get("reason") == DELETED_REASON:
-                led = chs.ledger(chs.stream, str(adv["consumer"]))
-                led.deleted[int(adv["stream_seq"])] = parse_ts(str(adv.get("timestamp", "")))
+            adv = decode_advisory(msg.data)
+            if adv.reason == DELETED_REASON:
+                led = chs.ledger(chs.stream, adv.consumer)
+                led.deleted[adv.stream_seq] = parse_ts(adv.timestamp)
 
     try:
         chs.live_adv = await nc.subscribe(f"{ADV_TERMINATED}.{chs.stream}.*", cb=on_advisory)
@@ -318,18 +319,15 @@ async def _stored_beyond(c: Client, st: SubState, top: int) -> bool:
     subject = c.names.filter(st.id.channel, st.spec.kind, st.spec.partition)
     info, found = await asyncio.gather(
         c.consumer_info(st.stream, st.consumer),
-        c.api(f"STREAM.MSG.GET.{st.stream}", {"seq": top + 1, "next_by_subj": subject}),
+        c.api(f"STREAM.MSG.GET.{st.stream}", {"seq": top + 1, "next_by_subj": subject}, MsgGet),
         return_exceptions=True,
     )
     for got in (info, found):
         if isinstance(got, BaseException) and not isinstance(got, _api.CallFailed):
             raise got
-    if not isinstance(info, dict) or not isinstance(found, dict):
+    if not isinstance(info, ConsumerInfo) or not isinstance(found, MsgGet):
         return False  # no consumer, nothing found (NO_MESSAGE_FOUND), or a failed read
-    try:
-        return int(found["message"]["seq"]) > int(info["delivered"]["stream_seq"])
-    except (KeyError, TypeError, ValueError):
-        return False
+    return found.message.seq > info.delivered.stream_seq
 
 
 def _published_beyond(st: SubState, top: int, window: int = 64) -> bool:

@@ -27,7 +27,7 @@ import ssl
 import urllib.parse
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypedDict, Unpack
 
 import anyio
 import nats
@@ -40,6 +40,7 @@ from ...contracts.errors import (
     BackendUnavailable,
     ValidationError,
 )
+from .._options import check_known
 from .._security import (
     Credentials,
     Secret,
@@ -63,6 +64,20 @@ _AUTH_TEXTS = (
 ATTR = "_videoflow_denials"
 
 
+class NatsAuthOptions(TypedDict, total=False):
+    """The security keywords of every NATS class: ``tls`` (a :class:`TLSConfig` or an
+    ``ssl.SSLContext``; ``tls://`` URLs imply it) and one way of authenticating —
+    ``username``/``password``, ``token``, ``nkey_seed_file`` or ``creds_file`` (or the URL's
+    user info, taken out of it)."""
+
+    tls: TLSConfig | ssl.SSLContext | None
+    username: str | None
+    password: str | Secret | None
+    token: str | Secret | None
+    nkey_seed_file: str | None
+    creds_file: str | None
+
+
 @dataclass(frozen=True)
 class NatsAuth:
     """How a NATS backend proves who it is and whom it trusts (no secret in ``repr``)."""
@@ -73,18 +88,14 @@ class NatsAuth:
 
     @classmethod
     def from_args(
-        cls,
-        servers: Sequence[str],
-        *,
-        tls: TLSConfig | ssl.SSLContext | None = None,
-        username: str | None = None,
-        password: str | Secret | None = None,
-        token: str | Secret | None = None,
-        nkey_seed_file: str | None = None,
-        creds_file: str | None = None,
+        cls, servers: Sequence[str], **auth: Unpack[NatsAuthOptions]
     ) -> tuple[list[str], NatsAuth]:
         """``(server URLs without user info, auth)``; the URL's user info counts as given
         (``user:password@`` or ``token@``); two ways of authenticating are refused."""
+        check_known(auth, NatsAuthOptions.__annotations__)
+        tls = auth.get("tls")
+        username, password, token = auth.get("username"), auth.get("password"), auth.get("token")
+        nkey_seed_file, creds_file = auth.get("nkey_seed_file"), auth.get("creds_file")
         clean, url_user, url_pw, url_token = _url_credentials(servers)
         if any(v is not None for v in (url_user, url_pw, url_token)) and any(
             v is not None for v in (username, password, token)
@@ -365,6 +376,7 @@ __all__ = [
     "SECURITY_OPTIONS",
     "Denials",
     "NatsAuth",
+    "NatsAuthOptions",
     "check_connect_options",
     "check_subscribe",
     "classify",

@@ -57,6 +57,7 @@ from ._ledger import parse_ts
 from ._names import ADV_DELETED, ADV_NAKED, METRIC_ACK
 from ._state import Bounded, SubState
 from ._subscriptions import sub
+from ._wire import MsgGet, decode_pub_ack
 
 NS = 1_000_000_000
 ACK = b"+ACK"
@@ -371,15 +372,13 @@ def nudge_when_lapsed(c: Client, st: SubState, seq: int, deadline: float) -> Non
     """Nudge the server once the final-attempt lease of ``seq`` ending at ``deadline`` (loop
     time) has lapsed there, so every client sees it unresolved then, not at the next pull.
     A settle or the server's "no lease" cancels it, a renewal moves it, and closing the client
-    or forgetting the subscription cancels it (and awaits a nudge in flight, ``c.nudges``)."""
+    or forgetting the subscription cancels it (and a nudge in flight, ``c.tasks``)."""
 
     def fire() -> None:
         st.nudge_at.pop(seq, None)
         if c.nc is None:
             return  # closed meanwhile
-        task = asyncio.get_running_loop().create_task(nudge(c, st))
-        c.nudges.add(task)
-        task.add_done_callback(c.nudges.discard)
+        c.tasks.spawn(nudge(c, st), name=f"lease-lapse nudge of {st.consumer}")
 
     st.cancel_nudge(seq)
     st.nudge_at[seq] = asyncio.get_running_loop().call_at(deadline + LAPSE_GRACE, fire)
@@ -508,7 +507,7 @@ async def _after_unanswered(
     if not nak:
         try:
             info = await c.consumer_info(st.stream, st.consumer)
-            floor = int(((info or {}).get("ack_floor") or {}).get("stream_seq") or 0)
+            floor = 0 if info is None else info.ack_floor.stream_seq
             retained = floor >= seq and await _retained(c, st, seq)
         except CallFailed as exc:
             return SettleUnknown(f"an earlier settle with this id went unanswered ({exc})")
@@ -523,7 +522,7 @@ async def _after_unanswered(
 async def _retained(c: Client, st: SubState, seq: int) -> bool:
     """Whether the slot stream still holds ``seq`` (``CallFailed`` when it cannot tell)."""
     try:
-        await c.api(f"STREAM.MSG.GET.{st.chan.stream}", {"seq": seq})
+        await c.api(f"STREAM.MSG.GET.{st.chan.stream}", {"seq": seq}, MsgGet)
     except ApiError as exc:
         if exc.err_code == _api.NO_MESSAGE_FOUND:
             return False
@@ -598,17 +597,17 @@ async def dead_letter(
     sequence in the dlq stream when stored, else the answer to give (nothing was settled)."""
     chs = st.chan
     try:
-        got = await c.api(f"STREAM.MSG.GET.{chs.stream}", {"seq": token.sequence})
+        got = await c.api(f"STREAM.MSG.GET.{chs.stream}", {"seq": token.sequence}, MsgGet)
     except ApiError as exc:
         if exc.err_code == _api.NO_MESSAGE_FOUND:
             return SettleStale("message no longer retained")
         return SettleUnknown(f"dead letter not stored ({exc.description}); nothing settled")
     except CallFailed as exc:
         return SettleUnknown(f"dead letter not stored ({exc}); nothing settled")
-    m = got["message"]
-    body = base64.b64decode(m.get("data", "") or "")
-    src = _codec.parse_headers(base64.b64decode(m.get("hdrs", "") or ""))
-    orig = _codec.envelope(c.names, chs.id, m["subject"], body, src, token.sequence)
+    m = got.message
+    body = base64.b64decode(m.data or "")
+    src = _codec.parse_headers(base64.b64decode(m.hdrs or ""))
+    orig = _codec.envelope(c.names, chs.id, m.subject, body, src, token.sequence)
     h = dict(orig.headers)
     h.update(
         {
@@ -638,10 +637,10 @@ async def dead_letter(
     nc = await c.conn()
     try:
         msg = await _api.request(nc, subject, body, c.request_timeout, headers=hdrs)
-        ack = _api.decode(msg.data)
+        ack = decode_pub_ack(msg.data)
     except (CallFailed, msgspec.DecodeError) as exc:
         return SettleUnknown(f"dead letter not stored ({exc}); nothing settled")
-    if ack.get("error"):
-        desc = ack["error"].get("description")
+    if ack.error is not None:
+        desc = ack.error.description
         return SettleUnknown(f"dead letter not stored ({desc}); nothing settled")
-    return int(ack.get("seq") or 0)
+    return ack.seq

@@ -25,6 +25,7 @@ from ._api import ApiError, CallFailed, map_exceptions, unavailable
 from ._channels import NS, chan, stamped
 from ._connection import Client
 from ._state import ChanState, SubState
+from ._wire import ConsumerConfig, ConsumerInfo, ConsumerList
 
 SAMPLE = "100%"
 CREATED_BY = "videoflow.created_by"
@@ -53,9 +54,9 @@ def consumer_config(c: Client, spec: SubscriptionSpec, start_seq: int) -> dict[s
     return cfg
 
 
-def spec_from(sid: SubscriptionId, cfg: dict[str, Any]) -> SubscriptionSpec | None:
+def spec_from(sid: SubscriptionId, cfg: ConsumerConfig) -> SubscriptionSpec | None:
     """The subscription a consumer stands for; None for a placeholder or a foreign consumer."""
-    meta = cfg.get("metadata") or {}
+    meta = cfg.meta
     if meta.get("videoflow.placeholder") == "1" or "videoflow.kind" not in meta:
         return None
     part = meta.get("videoflow.partition", "")
@@ -63,9 +64,9 @@ def spec_from(sid: SubscriptionId, cfg: dict[str, Any]) -> SubscriptionSpec | No
         id=sid,
         competing=meta.get("videoflow.competing", "1") == "1",
         partition=int(part) if part else None,
-        ack_wait_seconds=int(cfg.get("ack_wait", 30 * NS)) / NS,
-        max_deliver=int(cfg.get("max_deliver", -1)),
-        item_credit=int(cfg.get("max_ack_pending", 1000)),
+        ack_wait_seconds=cfg.ack_wait / NS,
+        max_deliver=cfg.max_deliver,
+        item_credit=cfg.max_ack_pending,
         byte_credit=int(meta.get("videoflow.byte_credit", 67108864)),
         kind=meta["videoflow.kind"],
     )
@@ -73,21 +74,22 @@ def spec_from(sid: SubscriptionId, cfg: dict[str, Any]) -> SubscriptionSpec | No
 
 async def _create(
     c: Client, stream: str, consumer: str, spec: SubscriptionSpec, operation_id: str
-) -> dict[str, Any] | None:
+) -> ConsumerInfo | None:
     """Create the consumer from the stream's first retained sequence; None when another
     client created it first (read it back)."""
     si = await c.stream_info(stream)
     if si is None:
         c.forget_channel(spec.channel)
         raise NotFound(f"no channel {spec.channel}", kind="channel", name=spec.channel.name)
-    first = int(si["state"].get("first_seq", 0) or 0)
-    last = int(si["state"].get("last_seq", 0) or 0)
+    first = si.state.first_seq
+    last = si.state.last_seq
     start = first if first > 0 else last + 1
     cfg = stamped(consumer_config(c, spec, start), operation_id)
     try:
         return await c.api(
             f"CONSUMER.CREATE.{stream}.{consumer}",
             {"stream_name": stream, "config": cfg, "action": "create"},
+            ConsumerInfo,
         )
     except ApiError as exc:
         if exc.err_code != _api.CONSUMER_EXISTS:
@@ -97,7 +99,7 @@ async def _create(
 
 async def _created_or_found(
     c: Client, stream: str, consumer: str, spec: SubscriptionSpec, operation_id: str
-) -> tuple[dict[str, Any], bool]:
+) -> tuple[ConsumerInfo, bool]:
     """The consumer's info, and whether this call created it."""
     info = await c.consumer_info(stream, consumer)
     if info is not None:
@@ -114,27 +116,28 @@ async def _created_or_found(
 
 
 async def _reconcile(
-    c: Client, stream: str, consumer: str, spec: SubscriptionSpec, info: dict[str, Any], op: str
-) -> dict[str, Any] | None:
+    c: Client, stream: str, consumer: str, spec: SubscriptionSpec, info: ConsumerInfo, op: str
+) -> ConsumerInfo | None:
     """Update an existing consumer to ``spec`` (a placeholder keeps its start and narrows
     its filter); None when it is already so. An immutable change raises."""
-    raw = info["config"]
+    raw = info.config
     current = spec_from(spec.id, raw)
     if current is not None:
         check_immutable(IMMUTABLE_SUBSCRIPTION_FIELDS, current, spec, "subscription", spec.id)
-    if current == spec and raw.get("sample_freq") == SAMPLE:
+    if current == spec and raw.sample_freq == SAMPLE:
         return None
-    start = int(raw.get("opt_start_seq", 1) or 1)
-    stamp = (raw.get("metadata") or {}).get(CREATED_BY, "")
+    start = raw.opt_start_seq or 1
+    stamp = raw.meta.get(CREATED_BY, "")
     cfg = stamped(consumer_config(c, spec, start), stamp or op)
     if current is None:  # a placeholder: keep its start, narrow its filter
-        cfg["deliver_policy"] = raw.get("deliver_policy", "all")
+        cfg["deliver_policy"] = raw.deliver_policy
         cfg.pop("opt_start_seq", None)
-        if "opt_start_seq" in raw:
-            cfg["opt_start_seq"] = raw["opt_start_seq"]
+        if raw.opt_start_seq is not None:
+            cfg["opt_start_seq"] = raw.opt_start_seq
     return await c.api(
         f"CONSUMER.CREATE.{stream}.{consumer}",
         {"stream_name": stream, "config": cfg, "action": "update"},
+        ConsumerInfo,
     )
 
 
@@ -156,7 +159,7 @@ async def ensure_subscription(
     )
     with errors:
         info, created = await _created_or_found(c, stream, consumer, spec, operation_id)
-        before = spec_from(spec.id, info["config"])
+        before = spec_from(spec.id, info.config)
         updated = False
         if not created:
             changed = await _reconcile(c, stream, consumer, spec, info, operation_id)
@@ -166,7 +169,7 @@ async def ensure_subscription(
                 # created, from the caller's point of view (the durable only held interest)
                 created = before is None
                 updated = before is not None and before != spec
-    current = spec_from(spec.id, info["config"])
+    current = spec_from(spec.id, info.config)
     if current is None:  # pragma: no cover - the server dropped our metadata
         raise OutcomeUnknown(
             f"subscription {spec.id} did not read back", operation="ensure_subscription"
@@ -181,12 +184,12 @@ def remember(
     spec: SubscriptionSpec,
     stream: str,
     consumer: str,
-    info: dict[str, Any],
+    info: ConsumerInfo,
 ) -> SubState:
     """This client's state for the consumer ``info`` describes (a new incarnation resets it)."""
-    cfg = info["config"]
-    start = int(cfg.get("opt_start_seq", 1) or 1)
-    created = str(info.get("created", ""))
+    cfg = info.config
+    start = cfg.opt_start_seq or 1
+    created = info.created
     st = c.subs.get(spec.id)
     if st is None:
         st = SubState(spec.id, spec, stream, consumer, chs, created=created, start_seq=start)
@@ -196,7 +199,7 @@ def remember(
         st.reset(created, start)
     st.spec = spec
     st.chan = chs
-    st.sampled = cfg.get("sample_freq") == SAMPLE
+    st.sampled = cfg.sample_freq == SAMPLE
     return st
 
 
@@ -212,16 +215,16 @@ async def sub(c: Client, sid: SubscriptionId) -> SubState:
             info = await c.consumer_info(stream, consumer)
         if info is None:
             continue
-        spec = spec_from(sid, info["config"])
+        spec = spec_from(sid, info.config)
         if spec is None:
             break
         return remember(c, chs, spec, stream, consumer, info)
     raise NotFound(f"no subscription {sid}", kind="subscription", name=sid.name)
 
 
-async def _consumers_page(c: Client, stream: str, offset: int) -> dict[str, Any] | None:
+async def _consumers_page(c: Client, stream: str, offset: int) -> ConsumerList | None:
     try:
-        return await c.api(f"CONSUMER.LIST.{stream}", {"offset": offset})
+        return await c.api(f"CONSUMER.LIST.{stream}", {"offset": offset}, ConsumerList)
     except ApiError as exc:
         if exc.err_code == _api.STREAM_NOT_FOUND:
             return None
@@ -238,12 +241,12 @@ async def subscription_ids(c: Client, channel_id: ChannelId) -> list[Subscriptio
                 page = await _consumers_page(c, stream, offset)
             if page is None:
                 break
-            infos = page.get("consumers") or []
+            infos = page.consumers or []
             for info in infos:
-                sid = c.names.consumer_id(channel_id, info["name"])
-                if sid is not None and spec_from(sid, info["config"]) is not None:
+                sid = c.names.consumer_id(channel_id, info.name)
+                if sid is not None and spec_from(sid, info.config) is not None:
                     out.append(sid)
             offset += len(infos)
-            if not infos or offset >= int(page.get("total", 0)):
+            if not infos or offset >= page.total:
                 break
     return sorted(out)

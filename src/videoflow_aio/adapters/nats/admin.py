@@ -11,47 +11,36 @@ From trio it runs on the run's trio-asyncio loop like the backends (``_trio_brid
 
 from __future__ import annotations
 
-import ssl
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Unpack
 
 from ...contracts.messaging import ChannelId, SubscriptionId
-from .._security import Secret, TLSConfig
 from .._trio_bridge import Affinity, bridged
 from . import _api, _channels
-from ._connection import connect, on_asyncio_side, server_list
+from ._connection import on_asyncio_side
 from ._names import Names
-from ._security import NatsAuth
+from ._wire import Purged, R, Reply
+from .connection import NatsAuthOptions, NatsConnection
 
 
 @bridged
 class JetStreamAdmin:
-    """An administrator's own connection to the server at ``url``, for the namespace
-    ``stream_prefix`` / ``subject_prefix`` of the backends it acts on."""
+    """An administrator's own client of the server at ``url`` (a
+    :class:`~videoflow_aio.adapters.nats.NatsConnection` — a backend's ``connection`` — or URLs
+    and the security keywords that make one), for the namespace ``stream_prefix`` /
+    ``subject_prefix`` of the backends it acts on."""
 
     def __init__(
         self,
-        url: str | Sequence[str],
+        url: str | Sequence[str] | NatsConnection,
         *,
         stream_prefix: str = "VF",
         subject_prefix: str = "vf",
         request_timeout: float = 5.0,
-        tls: TLSConfig | ssl.SSLContext | None = None,
-        username: str | None = None,
-        password: str | Secret | None = None,
-        token: str | Secret | None = None,
-        nkey_seed_file: str | None = None,
-        creds_file: str | None = None,
+        **auth: Unpack[NatsAuthOptions],
     ) -> None:
-        self.servers, self._auth = NatsAuth.from_args(
-            server_list(url),
-            tls=tls,
-            username=username,
-            password=password,
-            token=token,
-            nkey_seed_file=nkey_seed_file,
-            creds_file=creds_file,
-        )
+        self.connection = NatsConnection.of(url, **auth)
+        self.servers = self.connection.servers
         self.names = Names(stream_prefix, subject_prefix)
         self.request_timeout = request_timeout
         self._nc: Any = None
@@ -60,27 +49,31 @@ class JetStreamAdmin:
     async def _conn(self) -> Any:
         on_asyncio_side()
         if self._nc is None or self._nc.is_closed:
-            opts = {"servers": self.servers, "allow_reconnect": True, "max_reconnect_attempts": -1}
-            self._nc = await connect(opts, self.servers, min(self.request_timeout, 2.0), self._auth)
+            opts = {"allow_reconnect": True, "max_reconnect_attempts": -1}
+            timeout = min(self.request_timeout, self.connection.connect_timeout)
+            self._nc = await self.connection.connect(opts, timeout)
         return self._nc
 
-    async def _api(self, subject: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
+    async def _api(self, subject: str, body: dict[str, Any] | None, into: type[R]) -> R:
         nc = await self._conn()
-        return await _api.api(nc, f"$JS.API.{subject}", body, self.request_timeout)
+        return await _api.api(nc, f"$JS.API.{subject}", body, self.request_timeout, into)
 
     async def request(self, subject: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
-        """A raw JetStream API call (``$JS.API.<subject>``); :class:`ApiError` on an error."""
-        return await self._api(subject, body)
+        """A raw JetStream API call (``$JS.API.<subject>``), the server's JSON as it is (for
+        an administrator; the adapter reads typed replies); :class:`ApiError` on an error."""
+        nc = await self._conn()
+        return await _api.raw_api(nc, f"$JS.API.{subject}", body, self.request_timeout)
 
     async def purge(self, channel: ChannelId) -> int:
         """Purge the channel's messages (no advisory reaches any consumer); how many."""
-        reply = await self._api(f"STREAM.PURGE.{self.names.stream(channel)}", {})
-        return int(reply.get("purged", 0))
+        reply = await self._api(f"STREAM.PURGE.{self.names.stream(channel)}", {}, Purged)
+        return reply.purged
 
     async def delete_message(self, channel: ChannelId, sequence: int) -> bool:
         """Delete one message of the channel by stream sequence; False when it was absent."""
         try:
-            await self._api(f"STREAM.MSG.DELETE.{self.names.stream(channel)}", {"seq": sequence})
+            stream = self.names.stream(channel)
+            await self._api(f"STREAM.MSG.DELETE.{stream}", {"seq": sequence}, Reply)
         except _api.ApiError as exc:
             if exc.err_code in (_api.NO_MESSAGE_FOUND, 10057):
                 return False
@@ -93,7 +86,7 @@ class JetStreamAdmin:
         ch = subscription.channel
         for stream in (self.names.stream(ch), self.names.dlq_stream(ch)):
             try:
-                await self._api(f"CONSUMER.DELETE.{stream}.{consumer}")
+                await self._api(f"CONSUMER.DELETE.{stream}.{consumer}", None, Reply)
                 return True
             except _api.ApiError as exc:
                 if exc.err_code not in (_api.CONSUMER_NOT_FOUND, _api.STREAM_NOT_FOUND):
@@ -103,11 +96,11 @@ class JetStreamAdmin:
     async def consumer_info(self, subscription: SubscriptionId) -> dict[str, Any]:
         """The server's raw consumer info of the subscription (slot stream)."""
         stream = self.names.stream(subscription.channel)
-        return await self._api(f"CONSUMER.INFO.{stream}.{self.names.consumer(subscription)}")
+        return await self.request(f"CONSUMER.INFO.{stream}.{self.names.consumer(subscription)}")
 
     async def stream_info(self, channel: ChannelId) -> dict[str, Any]:
         """The server's raw stream info of the channel's slot stream."""
-        return await self._api(f"STREAM.INFO.{self.names.stream(channel)}")
+        return await self.request(f"STREAM.INFO.{self.names.stream(channel)}")
 
     async def drop_namespace(self) -> int:
         """Delete every stream of this namespace (archives included); how many."""

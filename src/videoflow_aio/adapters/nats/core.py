@@ -12,11 +12,10 @@ from __future__ import annotations
 
 import contextlib
 import itertools
-import ssl
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Unpack
 
 import anyio
 import anyio.lowlevel
@@ -62,13 +61,12 @@ from ...contracts.messaging import (
     VerifiedSubscription,
     check_immutable,
 )
-from .._security import Secret, TLSConfig
 from .._trio_bridge import Affinity, bridged
 from . import _api, _security
 from ._api import CallFailed, NotSent
-from ._connection import connect, loop_time, on_asyncio_side, server_list
+from ._connection import loop_time, on_asyncio_side
 from ._names import Names
-from ._security import NatsAuth
+from .connection import DEFAULT_URL, NatsAuthOptions, NatsConnection
 
 
 @dataclass
@@ -104,38 +102,27 @@ class _CoreChan:
 
 @bridged
 class CoreNatsMessagingBackend(MessagingBackend):
-    """The messaging contract's ``core_only`` profile on plain NATS at ``url``; security
-    arguments as :class:`~videoflow_aio.adapters.nats.JetStreamMessagingBackend`'s (least
-    privilege: :func:`~videoflow_aio.adapters.nats.core_permissions`)."""
+    """The messaging contract's ``core_only`` profile on plain NATS at ``url`` (a
+    :class:`~videoflow_aio.adapters.nats.NatsConnection`, or URLs and the security keywords
+    that make one; least privilege: :func:`~videoflow_aio.adapters.nats.core_permissions`).
+    Its client never buffers while disconnected."""
 
     def __init__(
         self,
-        url: str | Sequence[str] = "nats://127.0.0.1:4222",
+        url: str | Sequence[str] | NatsConnection = DEFAULT_URL,
         *,
         subject_prefix: str = "vf",
         client_queue_limit: int = 64,
         max_payload_bytes: int = 8388608,
         request_timeout: float = 5.0,
-        tls: TLSConfig | ssl.SSLContext | None = None,
-        username: str | None = None,
-        password: str | Secret | None = None,
-        token: str | Secret | None = None,
-        nkey_seed_file: str | None = None,
-        creds_file: str | None = None,
+        **auth: Unpack[NatsAuthOptions],
     ) -> None:
         if client_queue_limit < 1:
             raise ValidationError("client_queue_limit must be >= 1", field="client_queue_limit")
         if max_payload_bytes < 1:
             raise ValidationError("max_payload_bytes must be >= 1", field="max_payload_bytes")
-        self.servers, self._auth = NatsAuth.from_args(
-            server_list(url),
-            tls=tls,
-            username=username,
-            password=password,
-            token=token,
-            nkey_seed_file=nkey_seed_file,
-            creds_file=creds_file,
-        )
+        self.connection = NatsConnection.of(url, **auth)
+        self.servers = self.connection.servers
         self.names = Names("VF", subject_prefix)
         self.client_queue_limit = client_queue_limit
         self.max_payload_bytes = max_payload_bytes
@@ -152,14 +139,14 @@ class CoreNatsMessagingBackend(MessagingBackend):
         if self._nc is not None and not self._nc.is_closed:
             return self._nc
         opts: dict[str, Any] = {
-            "servers": self.servers,
             "pending_size": 0,
             "connect_timeout": self.request_timeout,
             "max_reconnect_attempts": -1,
             "reconnect_time_wait": 0.2,
             "error_cb": self._on_error,
         }
-        self._nc = await connect(opts, self.servers, min(self.request_timeout, 2.0), self._auth)
+        timeout = min(self.request_timeout, self.connection.connect_timeout)
+        self._nc = await self.connection.connect(opts, timeout)
         return self._nc
 
     async def _on_error(self, exc: Exception) -> None:

@@ -27,9 +27,8 @@ and the advisory followers live.
 
 from __future__ import annotations
 
-import ssl
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Unpack
 
 from ...contracts import Known, Unknown
 from ...contracts.errors import Unsupported, ValidationError
@@ -56,24 +55,25 @@ from ...contracts.messaging import (
     validate_control_write,
 )
 from ...observe import ObservationLog
-from .._security import Secret, TLSConfig
 from .._trio_bridge import Affinity, bridged
 from . import _channels, _observe, _profiles, _publish, _pull, _settle, _subscriptions
-from ._connection import Client, server_list
+from ._connection import Client
 from ._names import Names
-from ._security import NatsAuth, check_connect_options
+from .connection import CONNECT_TIMEOUT, DEFAULT_URL, NatsAuthOptions, NatsConnection
 
 
 @bridged
 class JetStreamMessagingBackend(MessagingBackend):
     """The messaging contract on a NATS JetStream server (or cluster) at ``url``.
 
-    * ``url``: one or more server URLs (``nats://h1:4222,nats://h2:4222`` or a list).
+    * ``url``: a :class:`~videoflow_aio.adapters.nats.NatsConnection`, or what makes one:
+      one or more server URLs (``nats://h1:4222,nats://h2:4222`` or a list) with
+      ``connect_timeout``, ``buffer_while_disconnected``, ``connect_options`` and the
+      security keywords (:class:`~videoflow_aio.adapters.nats.NatsAuthOptions`), all
+      described on :class:`~videoflow_aio.adapters.nats.NatsConnection`.
     * ``stream_prefix`` / ``subject_prefix``: the namespace of streams and subjects.
     * ``request_timeout``: seconds to wait for the server's answer to management calls,
       observations, settles and renewals (publish and receive use their deadlines).
-    * ``connect_timeout``: seconds each URL gets to answer the first connection; when every
-      URL failed, :class:`BackendUnavailable` names them and the cause.
     * ``max_payload_bytes``: the largest body accepted (further capped by the server's
       ``max_payload``); a larger one is ``Rejected`` before anything is sent.
     * ``dedup_window_seconds``: the longest dedup window a channel gets (0: no dedup).
@@ -81,29 +81,22 @@ class JetStreamMessagingBackend(MessagingBackend):
     * ``durable_control``: offer versioned control records (``commit_control``).
     * ``archive`` / ``archive_horizon_seconds``: copy every accepted publication to an archive
       stream that outlives ``close`` and expires after the horizon (``replay``).
-    * ``buffer_while_disconnected``: False (default) makes a publish or settle attempted while
-      disconnected fail at once (definitely not sent); True lets nats-py buffer it and replay
-      it after a reconnect, which turns a reported failure into a possible late acceptance.
     * ``replication_factor``: the most replicas a channel may ask for (the cluster's size).
     * ``log``: an observation log for what the contract's answers cannot carry (a settle the
       server lost and the adapter re-applied: ``settle_forgotten``).
-    * security: ``tls`` (a :class:`~videoflow_aio.adapters.TLSConfig` or ``ssl.SSLContext``;
-      ``tls://`` URLs imply it), and one of ``username``/``password``, ``token``,
-      ``nkey_seed_file``, ``creds_file`` (or the URL's user info, taken out of it). A refused
-      connection is ``AuthenticationFailed``; a subject the user may not use ``AccessDenied``
-      (``adapters.nats._security``; least privilege: :func:`jetstream_permissions`).
-      ``connect_options`` (passed on to nats-py) may not carry any of these, nor ``servers``:
-      such a key is a ``ValidationError`` naming the argument to use.
+    * security: a refused connection is ``AuthenticationFailed``; a subject the user may not
+      use ``AccessDenied`` (``adapters.nats._security``; least privilege:
+      :func:`jetstream_permissions`).
     """
 
     def __init__(
         self,
-        url: str | Sequence[str] = "nats://127.0.0.1:4222",
+        url: str | Sequence[str] | NatsConnection = DEFAULT_URL,
         *,
         stream_prefix: str = "VF",
         subject_prefix: str = "vf",
         request_timeout: float = 5.0,
-        connect_timeout: float = 2.0,
+        connect_timeout: float = CONNECT_TIMEOUT,
         max_payload_bytes: int = 8388608,
         dedup_window_seconds: int = 120,
         latest_per_key: bool = False,
@@ -114,16 +107,10 @@ class JetStreamMessagingBackend(MessagingBackend):
         buffer_while_disconnected: bool = False,
         connect_options: dict[str, Any] | None = None,
         log: ObservationLog | None = None,
-        tls: TLSConfig | ssl.SSLContext | None = None,
-        username: str | None = None,
-        password: str | Secret | None = None,
-        token: str | Secret | None = None,
-        nkey_seed_file: str | None = None,
-        creds_file: str | None = None,
+        **auth: Unpack[NatsAuthOptions],
     ) -> None:
         for name, value in (
             ("request_timeout", request_timeout),
-            ("connect_timeout", connect_timeout),
             ("archive_horizon_seconds", archive_horizon_seconds),
         ):
             if value <= 0:
@@ -135,15 +122,12 @@ class JetStreamMessagingBackend(MessagingBackend):
         ):
             if value < low:
                 raise ValidationError(f"{name} must be >= {low}", field=name, value=value)
-        check_connect_options(connect_options or {})
-        servers, auth = NatsAuth.from_args(
-            server_list(url),
-            tls=tls,
-            username=username,
-            password=password,
-            token=token,
-            nkey_seed_file=nkey_seed_file,
-            creds_file=creds_file,
+        connection = NatsConnection.of(
+            url,
+            connect_timeout=connect_timeout,
+            buffer_while_disconnected=buffer_while_disconnected,
+            connect_options=connect_options,
+            **auth,
         )
         self.names = Names(stream_prefix, subject_prefix)
         self.request_timeout = float(request_timeout)
@@ -154,20 +138,16 @@ class JetStreamMessagingBackend(MessagingBackend):
         self.archive = archive
         self.archive_horizon_seconds = float(archive_horizon_seconds)
         self.replication_factor = replication_factor
-        self._c = Client(
-            servers,
-            self.names,
-            request_timeout=self.request_timeout,
-            connect_timeout=float(connect_timeout),
-            buffer_while_disconnected=buffer_while_disconnected,
-            connect_options=dict(connect_options or {}),
-            log=log,
-            auth=auth,
-        )
+        self._c = Client(connection, self.names, request_timeout=self.request_timeout, log=log)
         self._c.on_pull_reply = _pull.on_reply(self._c)
         self._side = Affinity()  # asyncio: direct; trio: across the trio-asyncio bridge
 
     # -- what the client itself saw -----------------------------------------------------------
+    @property
+    def connection(self) -> NatsConnection:
+        """The connection this backend was made on (hand it to an admin or another client)."""
+        return self._c.connection
+
     @property
     def servers(self) -> list[str]:
         return self._c.servers
@@ -194,6 +174,13 @@ class JetStreamMessagingBackend(MessagingBackend):
     def archive_errors(self) -> list[str]:
         """Archive copies that failed (the publications stayed ``Accepted``)."""
         return self._c.archive_errors
+
+    @property
+    def background_errors(self) -> list[str]:
+        """Errors of this client's background tasks (index writes, lease-lapse nudges), newest
+        last; each was also logged (``videoflow_aio.adapters``). A lost index write leaves its
+        sequences unattributable, never wrong; an unexpected error is raised by ``aclose``."""
+        return self._c.tasks.errors
 
     @property
     def max_payload(self) -> int:
@@ -313,7 +300,7 @@ class JetStreamMessagingBackend(MessagingBackend):
             _profiles.ctl_stream(self.names, channel_id),
             _profiles.ctl_subject(self.names, channel_id, key),
         )
-        return (None, None) if m is None else (body, str(m["seq"]))
+        return (None, None) if m is None else (body, str(m.seq))
 
     async def replay(self, channel_id: ChannelId, event_id: str) -> Envelope | None:
         """The archived envelope for ``event_id`` (works after ``close``); None once the server

@@ -1,5 +1,7 @@
 """Redis adapters (redis-py asyncio client; trio through a trio-asyncio bridge): RuntimeStore and
-PayloadStore, and :func:`acl_rules`, the least-privilege ACL they run under."""
+PayloadStore on a :class:`RedisConnection` (the URL, credentials, TLS and connection keywords —
+:class:`RedisOptions` — defined once), and :func:`acl_rules`, the least-privilege ACL they run
+under."""
 
 from __future__ import annotations
 
@@ -8,6 +10,7 @@ from ._acl import acl_commands, acl_rules
 
 try:
     from ._client import ReplicationUnconfirmed
+    from .connection import RedisConnection, RedisOptions
     from .payload import RedisPayloadStore
     from .runtime_store import RedisRuntimeStore
 except ModuleNotFoundError as _exc:  # redis-py missing: name the extra that installs it
@@ -15,6 +18,8 @@ except ModuleNotFoundError as _exc:  # redis-py missing: name the extra that ins
     raise
 
 __all__ = [
+    "RedisConnection",
+    "RedisOptions",
     "RedisPayloadStore",
     "RedisRuntimeStore",
     "ReplicationUnconfirmed",

@@ -5,7 +5,7 @@
 - redis-py's own retries are off (``Retry(NoBackoff(), 0)``): a re-sent write is not the
   adapter's decision to make; writes are resolved instead (:meth:`RedisConnection.write`).
 - Every redis-py exception is mapped onto ``videoflow_aio.contracts.errors`` (cause chained)
-  in one place, :func:`map_exceptions`.
+  in one table, :func:`errors` (``adapters._errors.map_exceptions``).
 - Security (``_security``): TLS from ``rediss://`` (with redis-py's ``ssl_*`` query options,
   :mod:`._url`) or ``tls=`` (a :class:`TLSConfig` or an ``ssl.SSLContext``), ACL user and
   password from arguments or the URL's user info (the URL kept and printed is stripped of
@@ -35,13 +35,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
+import functools
 import itertools
 import socket
 import ssl
 import uuid
 from collections import Counter
-from collections.abc import Iterator, Mapping, Sequence
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 import anyio
 from redis import exceptions as rexc
@@ -57,6 +58,7 @@ from ...contracts.errors import (
     OutcomeUnknown,
     ValidationError,
 )
+from .._errors import NotSent, ReplyLost, map_exceptions
 from .._security import (
     PROBE_SECONDS,
     Credentials,
@@ -98,16 +100,6 @@ _AUTH_TEXTS = (
 _DENIED_TEXTS = ("no permissions to", "user executing the script can't", "NOPERM")
 
 
-class NotSent(rexc.ConnectionError):
-    """Internal: no connection could be had (refused, TLS, AUTH, pool exhausted); no command
-    was sent. ``security`` is the AuthenticationFailed reason when the server or the TLS
-    stack refused the client, else None."""
-
-    def __init__(self, message: str, security: str | None = None) -> None:
-        super().__init__(message)
-        self.security = security
-
-
 class ReplicationUnconfirmed(OutcomeUnknown):
     """A write applied on the primary, but fewer than ``wanted`` replicas acknowledged it
     within ``wait_timeout`` (``acked`` did): a failover now may lose it. ``reply`` is what
@@ -123,10 +115,8 @@ class ReplicationUnconfirmed(OutcomeUnknown):
         )
 
 
-class ReplyLost(Exception):
-    """Internal: a write was sent and its reply lost (``__cause__`` says how); its outcome is
-    resolved through the request marker."""
-
+if TYPE_CHECKING:
+    from .connection import RedisConnection
 
 _RID_PREFIX = uuid.uuid4().hex[:16]
 _RID_COUNTER = itertools.count()
@@ -170,7 +160,7 @@ class WaitingConnectionPool(ConnectionPool):
         except (rexc.RedisError, OSError) as exc:
             self._slots.release()
             reason = await self._diagnose(exc)
-            raise NotSent(f"{type(exc).__name__}: {exc}", reason) from exc
+            raise NotSent(f"{type(exc).__name__}: {exc}", security=reason) from exc
         except BaseException:
             self._slots.release()
             raise
@@ -389,9 +379,10 @@ def unavailable(exc: BaseException, what: str) -> BackendUnavailable:
     return BackendUnavailable(f"redis {what} failed: {type(exc).__name__}: {exc}", backend="redis")
 
 
-def not_sent(exc: NotSent, what: str) -> BackendUnavailable:
-    """Map a connection that could not be had (nothing sent, nothing applied)."""
-    if exc.security is not None:
+def not_sent(exc: BaseException, what: str) -> BackendUnavailable:
+    """Map a connection that could not be had (a :class:`NotSent`: nothing sent, nothing
+    applied)."""
+    if isinstance(exc, NotSent) and exc.security is not None:
         return AuthenticationFailed(
             f"redis {what}: the connection was refused ({exc.security}): {exc}",
             backend="redis",
@@ -400,9 +391,31 @@ def not_sent(exc: NotSent, what: str) -> BackendUnavailable:
     return BackendUnavailable(f"redis {what}: not sent ({exc})", backend="redis", applied=False)
 
 
-@contextlib.contextmanager
-def map_exceptions(what: str, *, timeout: float, write: bool = False) -> Iterator[None]:
-    """Map what redis-py, the socket and the deadline raise in the block onto the contract.
+def _lost(exc: BaseException, what: str, timeout: float, write: bool) -> BaseException:
+    """A failure after the command may have left: not sent when the pool or the connect
+    failed (redis-py says so only in its text, matched here), else a lost reply for a write,
+    a failed read otherwise."""
+    text = str(exc)
+    refused = isinstance(exc, rexc.ConnectionError) and (
+        _POOL_EXHAUSTED in text or _CONNECT_FAILED in text
+    )
+    if refused or (write and not _CONNECTED.get()):  # (or the deadline passed connecting)
+        return BackendUnavailable(
+            f"redis {what}: not sent ({type(exc).__name__}: {exc})",
+            backend="redis",
+            applied=False,
+        )
+    if write:
+        return ReplyLost(what)
+    if isinstance(exc, rexc.TimeoutError | TimeoutError):
+        return BackendUnavailable(f"redis {what} timed out after {timeout}s", backend="redis")
+    return unavailable(exc, what)
+
+
+@functools.lru_cache(maxsize=256)
+def errors(what: str, *, timeout: float, write: bool = False) -> map_exceptions:
+    """The error table of a Redis call site (``adapters._errors.map_exceptions``), mapping
+    what redis-py, the socket and the deadline raise onto the contract:
 
     - never sent (no pooled connection free in time, none could be opened):
       :class:`BackendUnavailable` with ``applied=False``, or :class:`AuthenticationFailed`
@@ -413,90 +426,42 @@ def map_exceptions(what: str, *, timeout: float, write: bool = False) -> Iterato
       :class:`BackendUnavailable`; for a ``write`` :class:`ReplyLost`, since the request may
       have applied and only its marker can tell.
 
-    Cancellation passes through untouched.
+    Cancellation passes through untouched. One table per (call site, deadline, write): built
+    once, cached.
     """
-    try:
-        yield
-    except NotSent as exc:
-        raise not_sent(exc, what) from exc.__cause__
-    except rexc.ResponseError as exc:
-        raise unavailable(exc, what) from exc
-    except (rexc.RedisError, OSError) as exc:  # TimeoutError is an OSError
-        text = str(exc)
-        if isinstance(exc, rexc.ConnectionError) and (
-            _POOL_EXHAUSTED in text or _CONNECT_FAILED in text
-        ):
-            raise BackendUnavailable(
-                f"redis {what}: not sent ({type(exc).__name__}: {exc})",
-                backend="redis",
-                applied=False,
-            ) from exc
-        if write and not _CONNECTED.get():  # the deadline passed while connecting
-            raise BackendUnavailable(
-                f"redis {what}: not sent ({type(exc).__name__}: {exc})",
-                backend="redis",
-                applied=False,
-            ) from exc
-        if write:
-            raise ReplyLost(what) from exc
-        if isinstance(exc, rexc.TimeoutError | TimeoutError):
-            raise BackendUnavailable(
-                f"redis {what} timed out after {timeout}s", backend="redis"
-            ) from exc
-        raise unavailable(exc, what) from exc
+    return map_exceptions(
+        {
+            NotSent: lambda exc: not_sent(exc, what),
+            rexc.ResponseError: lambda exc: unavailable(exc, what),
+            (rexc.RedisError, OSError): lambda exc: _lost(exc, what, timeout, write),
+        }
+    )
 
 
-class RedisConnection:
-    """A client plus the namespace, deadlines and the resolution protocol for writes."""
+class RedisClient:
+    """One store's client on a :class:`~videoflow_aio.adapters.redis.RedisConnection`: its
+    pool, namespace, deadlines and the resolution protocol for writes."""
 
-    def __init__(
-        self,
-        url: str,
-        *,
-        namespace: str,
-        timeout: float,
-        protocol: int,
-        max_connections: int,
-        outcome_window_seconds: float,
-        tls: TLSConfig | ssl.SSLContext | None = None,
-        username: str | None = None,
-        password: str | Secret | None = None,
-        wait_replicas: int = 0,
-        wait_timeout: float = 1.0,
-    ) -> None:
-        if protocol not in (2, 3):
-            raise ValueError("protocol must be 2 or 3")
-        if (
-            isinstance(wait_replicas, bool)
-            or not isinstance(wait_replicas, int)
-            or wait_replicas < 0
-        ):
-            raise ValidationError(
-                "wait_replicas must be an int >= 0", field="wait_replicas", value=wait_replicas
-            )
-        if not isinstance(wait_timeout, int | float) or not wait_timeout > 0:
-            raise ValidationError(
-                "wait_timeout must be > 0 seconds (WAIT 0 would block forever)",
-                field="wait_timeout",
-                value=wait_timeout,
-            )
-        self.wait_replicas = wait_replicas
+    def __init__(self, connection: RedisConnection, *, namespace: str) -> None:
+        self.connection = connection
+        timeout = connection.timeout
+        wait_timeout = connection.wait_timeout
+        self.wait_replicas = connection.wait_replicas
         self.wait_ms = max(1, round(wait_timeout * 1000))
-        clean, context, hostname, creds = client_settings(url, tls, username, password)
-        self.url = clean  # never the password
-        self.tls = context is not None
-        self.username = creds.username
+        self.url = connection.url  # never the password
+        self.tls = connection.tls_context is not None
+        self.username = connection.username
         self.ns = namespace
         self.timeout = timeout
-        self.window_ms = max(1, int(outcome_window_seconds * 1000))
+        self.window_ms = max(1, int(connection.outcome_window_seconds * 1000))
         self.client = make_client(
-            clean,
-            protocol=protocol,
-            max_connections=max_connections,
+            connection.url,
+            protocol=connection.protocol,
+            max_connections=connection.max_connections,
             timeout=timeout,
-            tls=context,
-            server_hostname=hostname,
-            credentials=creds,
+            tls=connection.tls_context,
+            server_hostname=connection.server_hostname,
+            credentials=connection.credentials,
         )
         self._resolve = self.client.register_script(RESOLVE)
         self.side = Affinity()  # the stores and controls on this client share it (bridged)
@@ -520,7 +485,7 @@ class RedisConnection:
 
     async def read(self, what: str, coro_fn: Any, *args: Any) -> Any:
         """Run a read with the deadline; failures become :class:`BackendUnavailable`."""
-        with map_exceptions(what, timeout=self.timeout):
+        with errors(what, timeout=self.timeout):
             async with self._deadline.guard():
                 return await coro_fn(*args)
 
@@ -551,7 +516,7 @@ class RedisConnection:
         """
         connected = _CONNECTED.set(False)
         try:
-            with map_exceptions(what, timeout=self.timeout, write=True):
+            with errors(what, timeout=self.timeout, write=True):
                 if self.wait_replicas:
                     async with self._deadline_wait.guard():
                         reply, acked = await self._run_and_wait(script, keys, args)
@@ -648,7 +613,7 @@ class RedisConnection:
             return touched, int(acked)
 
         try:
-            with map_exceptions("wait", timeout=self.timeout):
+            with errors("wait", timeout=self.timeout):
                 async with self._deadline_wait.guard():
                     _, acked = await touch_and_wait()
         except BackendUnavailable:
@@ -657,7 +622,7 @@ class RedisConnection:
 
     async def _settle(self, rid: str) -> bytes | None:
         try:
-            with map_exceptions("resolve", timeout=self.timeout):
+            with errors("resolve", timeout=self.timeout):
                 result = await self._resolve(keys=[self.marker(rid)], args=[self.window_ms])
         except BackendUnavailable:
             return None
@@ -665,7 +630,7 @@ class RedisConnection:
 
     async def _resolve_or_unknown(self, what: str, rid: str, cause: BaseException) -> bytes | None:
         try:
-            with map_exceptions("resolve", timeout=self.timeout), anyio.fail_after(self.timeout):
+            with errors("resolve", timeout=self.timeout), anyio.fail_after(self.timeout):
                 result = await self._resolve(keys=[self.marker(rid)], args=[self.window_ms])
         except BackendUnavailable as exc:
             raise OutcomeUnknown(
@@ -674,7 +639,13 @@ class RedisConnection:
                 operation=what,
                 request_id=rid,
                 # the read-back was refused (user deleted, password changed): say so
-                refused=getattr(exc, "reason", None) or getattr(exc, "operation", None),
+                refused=(
+                    exc.reason
+                    if isinstance(exc, AuthenticationFailed)
+                    else exc.operation
+                    if isinstance(exc, AccessDenied)
+                    else None
+                ),
             ) from cause
         if result is None or result is False or result == FENCED:
             return None

@@ -21,10 +21,9 @@ as in the model.
 
 from __future__ import annotations
 
-import ssl
 from collections import Counter
 from types import TracebackType
-from typing import Any
+from typing import Any, Unpack
 
 import anyio
 import msgspec
@@ -68,10 +67,11 @@ from ...contracts.payload import (
     validate_ref,
 )
 from ...observe import ObservationLog
-from .._security import Secret, TLSConfig
+from .._options import connection_of
 from .._trio_bridge import bridged
 from . import _payload_lua as lua
-from ._client import FENCED, RedisConnection, glob_escape, new_request_id
+from ._client import FENCED, RedisClient, glob_escape, new_request_id
+from .connection import DEFAULT_URL, RedisConnection, RedisOptions
 
 _POLICY = {"durable": "noeviction", "evictable": "volatile-lru"}
 _SCAN_COUNT = 1000
@@ -112,7 +112,7 @@ class RedisPayloadStore(PayloadStore):
 
     def __init__(
         self,
-        url: str = "redis://127.0.0.1:6379/0",
+        url: str | RedisConnection = DEFAULT_URL,
         *,
         tier: Tier = "durable",
         max_bytes: int | None = None,
@@ -122,16 +122,8 @@ class RedisPayloadStore(PayloadStore):
         orphan_grace_seconds: float = 60.0,
         intent_grace_seconds: float = 0.0,
         namespace: str = "vfp",
-        timeout: float = 5.0,
-        protocol: int = 3,
-        max_connections: int = 64,
-        outcome_window_seconds: float = 60.0,
-        tls: TLSConfig | ssl.SSLContext | None = None,
-        username: str | None = None,
-        password: str | Secret | None = None,
         check_policy: bool = True,
-        wait_replicas: int = 0,
-        wait_timeout: float = 1.0,
+        **options: Unpack[RedisOptions],
     ) -> None:
         if tier not in TIERS:
             raise ValidationError(f"tier must be one of {TIERS}", field="tier", value=tier)
@@ -155,19 +147,7 @@ class RedisPayloadStore(PayloadStore):
         self.orphan_grace_seconds = float(orphan_grace_seconds)
         self.intent_grace_seconds = validate_grace(intent_grace_seconds, "intent_grace_seconds")
         self.log = log
-        self._conn = RedisConnection(
-            url,
-            namespace=namespace,
-            timeout=timeout,
-            protocol=protocol,
-            max_connections=max_connections,
-            outcome_window_seconds=outcome_window_seconds,
-            wait_replicas=wait_replicas,
-            wait_timeout=wait_timeout,
-            tls=tls,
-            username=username,
-            password=password,
-        )
+        self._conn = RedisClient(connection_of(RedisConnection, url, options), namespace=namespace)
         self._side = self._conn.side
         ns = self.ns = namespace
         try:

@@ -8,10 +8,9 @@ request marker (on Cluster they would need one hash slot).
 
 from __future__ import annotations
 
-import ssl
 from collections import Counter
 from types import TracebackType
-from typing import Any
+from typing import Any, Unpack
 
 from ...contracts.errors import BackendUnavailable, ValidationError
 from ...contracts.runtime_store import (
@@ -25,10 +24,11 @@ from ...contracts.runtime_store import (
     make_version,
     version_number,
 )
-from .._security import Secret, TLSConfig
+from .._options import connection_of
 from .._trio_bridge import bridged
 from . import _rts_lua
-from ._client import RedisConnection, new_request_id
+from ._client import RedisClient, new_request_id
+from .connection import DEFAULT_URL, RedisConnection, RedisOptions
 
 _PAGE = 500
 _PAGE_BYTES = 4 << 20  # a scan page stops after the value that reaches this many bytes
@@ -64,32 +64,12 @@ class RedisRuntimeStore(RuntimeStore):
 
     def __init__(
         self,
-        url: str = "redis://127.0.0.1:6379/0",
+        url: str | RedisConnection = DEFAULT_URL,
         *,
         namespace: str = "vf",
-        timeout: float = 5.0,
-        protocol: int = 3,
-        max_connections: int = 64,
-        outcome_window_seconds: float = 60.0,
-        wait_replicas: int = 0,
-        wait_timeout: float = 1.0,
-        tls: TLSConfig | ssl.SSLContext | None = None,
-        username: str | None = None,
-        password: str | Secret | None = None,
+        **options: Unpack[RedisOptions],
     ) -> None:
-        self._conn = RedisConnection(
-            url,
-            namespace=namespace,
-            timeout=timeout,
-            protocol=protocol,
-            max_connections=max_connections,
-            outcome_window_seconds=outcome_window_seconds,
-            wait_replicas=wait_replicas,
-            wait_timeout=wait_timeout,
-            tls=tls,
-            username=username,
-            password=password,
-        )
+        self._conn = RedisClient(connection_of(RedisConnection, url, options), namespace=namespace)
         self._side = self._conn.side
         ns = namespace
         self._hash = f"{ns}:rs:k:"

@@ -13,7 +13,7 @@ Runs under asyncio and trio: aetcd is built on grpc.aio, so under trio the adapt
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ...testing.servers import EtcdServer
 from .._capabilities import CapabilityStruct
@@ -21,6 +21,9 @@ from .._case import Case
 from .._harness import Skip
 from .._provider import register_provider
 from .._server_provider import MAIN, ServerProvider, Startable
+
+if TYPE_CHECKING:
+    from ...adapters.etcd import EtcdConnection, EtcdOptions
 
 
 class EtcdProvider(ServerProvider):
@@ -51,11 +54,17 @@ class EtcdProvider(ServerProvider):
 
         if options:
             raise Skip(f"etcd runtime store takes no options {sorted(options)}")
-        return EtcdRuntimeStore(self.url(), namespace=namespace, **self.connection_options())
+        return EtcdRuntimeStore(self.connection(), namespace=namespace)
 
-    def connection_options(self) -> dict[str, Any]:
-        """Constructor options every store gets (TLS, credentials: ``etcd-secure``)."""
+    def connection_options(self) -> EtcdOptions:
+        """The connection settings of every store (TLS, credentials: ``etcd-secure``)."""
         return {}
+
+    def connection(self) -> EtcdConnection:
+        """The connection every store of this provider is opened on."""
+        from ...adapters.etcd import EtcdConnection
+
+        return EtcdConnection(self.url(), **self.connection_options())
 
 
 register_provider("etcd", EtcdProvider)

@@ -43,11 +43,12 @@ class EtcdClusterProvider(ClusterProvider, EtcdProvider):
         return self.cluster_controls(MAIN)
 
     async def open_backend(self, case: Case, namespace: str, options: dict[str, Any]) -> Any:
-        from ...adapters.etcd import EtcdRuntimeStore
+        from ...adapters.etcd import EtcdConnection, EtcdRuntimeStore
 
         if options:
             raise Skip(f"etcd runtime store takes no options {sorted(options)}")
-        return EtcdRuntimeStore(self.url(), namespace=namespace, timeout=STORE_TIMEOUT)
+        connection = EtcdConnection(self.url(), timeout=STORE_TIMEOUT)
+        return EtcdRuntimeStore(connection, namespace=namespace)
 
 
 register_provider("etcd-cluster", EtcdClusterProvider)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING
 
 import anyio
 
@@ -22,6 +22,9 @@ from .._provider import register_provider
 from .._server_provider import MAIN
 from ._secure import ROOT, Secured, env_url, trustme_missing
 from .etcd import EtcdProvider
+
+if TYPE_CHECKING:
+    from ...adapters.etcd import EtcdOptions
 
 
 class SecureEtcdProvider(EtcdProvider):
@@ -71,8 +74,13 @@ class SecureEtcdProvider(EtcdProvider):
     def namespace_for(self, case: Case) -> str:
         return f"{ROOT}/{case.id}-{uuid.uuid4().hex[:8]}"
 
-    def connection_options(self) -> dict[str, Any]:
-        return self.secured.client_options(client_cert=self.secured.certs is not None)
+    def connection_options(self) -> EtcdOptions:
+        options = self.secured.client_options(client_cert=self.secured.certs is not None)
+        return {
+            "tls": options["tls"],
+            "username": options["username"],
+            "password": options["password"],
+        }
 
 
 register_provider("etcd-secure", SecureEtcdProvider)

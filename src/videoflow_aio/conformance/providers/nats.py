@@ -40,7 +40,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequenc
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import anyio.to_thread
@@ -69,6 +69,10 @@ _JS_OPTIONS = (
 _IGNORED = ("persistent",)  # JetStream is persistent: the option the model needs for it
 _CORE_OPTIONS = ("client_queue_limit", "max_payload_bytes")
 RECONNECT_WITHIN = 10.0
+
+
+if TYPE_CHECKING:
+    from ...adapters.nats import NatsConnection
 
 
 class NatsControls:
@@ -102,10 +106,7 @@ class NatsControls:
             raise Skip("core NATS keeps nothing an administrator could purge or delete")
         names = b.names
         admin = JetStreamAdmin(
-            b.servers,
-            stream_prefix=names.stream_prefix,
-            subject_prefix=names.subject_prefix,
-            **self._provider.connection_options(),
+            b.connection, stream_prefix=names.stream_prefix, subject_prefix=names.subject_prefix
         )
         try:
             await act(admin)
@@ -205,10 +206,12 @@ class NatsProvider(ServerProvider):
     def contracts(self) -> frozenset[str]:
         return frozenset({"messaging"})
 
-    def connection_options(self) -> dict[str, Any]:
-        """Constructor options every backend and admin gets (TLS, credentials:
-        ``nats-secure``)."""
-        return {}
+    def connection(self) -> NatsConnection:
+        """The connection every backend of this provider is made on (TLS, credentials:
+        ``nats-secure``); its admins take the backend's."""
+        from ...adapters.nats import NatsConnection
+
+        return NatsConnection(self.url())
 
     def subject_for(self, namespace: str) -> str:
         """The subject prefix of a backend in ``namespace`` (``nats-secure``: under the root
@@ -293,19 +296,16 @@ class NatsProvider(ServerProvider):
         from ...adapters.nats import CoreNatsMessagingBackend
 
         backend: Any
-        subjects, secured = self.subject_for(namespace), self.connection_options()
+        subjects, connection = self.subject_for(namespace), self.connection()
         if core:
-            backend = CoreNatsMessagingBackend(
-                self.url(), subject_prefix=subjects, **options, **secured
-            )
+            backend = CoreNatsMessagingBackend(connection, subject_prefix=subjects, **options)
         else:
             backend = self.jetstream_class()(
-                self.url(),
+                connection,
                 stream_prefix=namespace,
                 subject_prefix=subjects,
                 request_timeout=max(1.0, 20 * self.scale),
                 **options,
-                **secured,
             )
         self._made[id(backend)] = (core, options)
         self.case_backends.append(backend)

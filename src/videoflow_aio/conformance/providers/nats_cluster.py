@@ -26,6 +26,7 @@ import anyio
 import anyio.to_thread
 import msgspec
 
+from ...adapters.nats._wire import StreamInfo
 from ...contracts.messaging import (
     ChannelId,
     ChannelSpec,
@@ -90,8 +91,8 @@ async def _consumers_purged(admin: Any, channel_id: ChannelId) -> None:
                 await anyio.sleep(0.01)
 
 
-def _leader_of(info: dict[str, Any] | None) -> str:
-    return str(((info or {}).get("cluster") or {}).get("leader") or "")
+def _leader_of(info: StreamInfo | None) -> str:
+    return "" if info is None or info.cluster is None else info.cluster.leader
 
 
 def replicated_backend(urls: Sequence[str], replicas: int, **options: Any) -> Any:

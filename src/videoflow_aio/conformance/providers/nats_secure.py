@@ -16,13 +16,16 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING
 
 from ...testing.servers import NatsServer, Server
 from .._provider import register_provider
 from .._server_provider import MAIN
 from ._secure import ROOT, Secured, env_url, trustme_missing
 from .nats import NatsProvider
+
+if TYPE_CHECKING:
+    from ...adapters.nats import NatsConnection
 
 
 class SecureNatsProvider(NatsProvider):
@@ -69,8 +72,10 @@ class SecureNatsProvider(NatsProvider):
         super().close()
         self.secured.remove()
 
-    def connection_options(self) -> dict[str, Any]:
-        return self.secured.client_options()
+    def connection(self) -> NatsConnection:
+        from ...adapters.nats import NatsConnection
+
+        return NatsConnection(self.url(), **self.secured.client_options())
 
     def subject_for(self, namespace: str) -> str:
         root = f"{ROOT}."

@@ -18,7 +18,7 @@ controls: see ``adapters.redis._payload_controls``; ``fail_reads`` and
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ...contracts.errors import IncompatibleProfile
 from ...contracts.payload import TIERS
@@ -31,6 +31,10 @@ from .._provider import register_provider
 from .._server_provider import MAIN, ServerProvider, Startable
 
 EVICTABLE = "evictable"
+
+
+if TYPE_CHECKING:
+    from ...adapters.redis import RedisConnection, RedisOptions
 
 
 class RedisProvider(ServerProvider):
@@ -81,10 +85,16 @@ class RedisProvider(ServerProvider):
         """Where a store of ``role`` connects (the replicated provider: the current primary)."""
         return self.url(role)
 
-    def connection_options(self) -> dict[str, Any]:
-        """Constructor options every store gets (TLS, credentials: ``redis-secure``; WAIT:
+    def connection_options(self) -> RedisOptions:
+        """The connection settings of every store (TLS, credentials: ``redis-secure``; WAIT:
         ``redis-replicated``)."""
         return {}
+
+    def connection(self, url: str) -> RedisConnection:
+        """The connection a store on ``url`` is opened on."""
+        from ...adapters.redis import RedisConnection
+
+        return RedisConnection(url, **self.connection_options())
 
     async def open_backend(self, case: Case, namespace: str, options: dict[str, Any]) -> Any:
         from ...adapters.redis import RedisPayloadStore, RedisRuntimeStore
@@ -95,13 +105,13 @@ class RedisProvider(ServerProvider):
             if options:
                 raise Skip(f"redis runtime store takes no options {sorted(options)}")
             return RedisRuntimeStore(
-                await self.store_url(MAIN), namespace=namespace, **self.connection_options()
+                self.connection(await self.store_url(MAIN)), namespace=namespace
             )
         tier = options.get("tier", "durable")
         url = await self.store_url(EVICTABLE if tier == "evictable" else MAIN)
         try:
             store = RedisPayloadStore(
-                url, namespace=namespace, store_id="redis", **options, **self.connection_options()
+                self.connection(url), namespace=namespace, store_id="redis", **options
             )
         except TypeError as exc:
             raise Skip(f"RedisPayloadStore cannot be configured with {options}: {exc}") from exc

@@ -14,7 +14,7 @@ it uses that server, without member controls. Real payload controls as in ``redi
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ...testing.clusters import RedisReplicaSet
 from ...testing.servers import RedisServer
@@ -26,6 +26,10 @@ from .redis import EVICTABLE, RedisProvider
 
 WAIT_REPLICAS = 1
 WAIT_TIMEOUT = 2.0
+
+
+if TYPE_CHECKING:
+    from ...adapters.redis import RedisOptions
 
 
 class _PayloadClusterControls(ClusterControls):
@@ -73,9 +77,12 @@ class RedisReplicatedProvider(ClusterProvider, RedisProvider):
     async def store_url(self, role: str) -> str:
         return await self.primary_url(role)
 
-    def connection_options(self) -> dict[str, Any]:
-        wait = {"wait_replicas": WAIT_REPLICAS, "wait_timeout": WAIT_TIMEOUT}
-        return super().connection_options() | wait
+    def connection_options(self) -> RedisOptions:
+        return {
+            **super().connection_options(),
+            "wait_replicas": WAIT_REPLICAS,
+            "wait_timeout": WAIT_TIMEOUT,
+        }
 
 
 register_provider("redis-replicated", RedisReplicatedProvider)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ...testing.servers import RedisServer, Server
 from .._case import Case
@@ -20,6 +20,9 @@ from .._provider import register_provider
 from .._server_provider import MAIN
 from ._secure import ROOT, Secured, env_url, trustme_missing
 from .redis import EVICTABLE, RedisProvider
+
+if TYPE_CHECKING:
+    from ...adapters.redis import RedisOptions
 
 
 class SecureRedisProvider(RedisProvider):
@@ -77,8 +80,13 @@ class SecureRedisProvider(RedisProvider):
     def namespace_for(self, case: Case) -> str:
         return f"{ROOT}:{case.id}-{uuid.uuid4().hex[:8]}"
 
-    def connection_options(self) -> dict[str, Any]:
-        return self.secured.client_options()
+    def connection_options(self) -> RedisOptions:
+        options = self.secured.client_options()
+        return {
+            "tls": options["tls"],
+            "username": options["username"],
+            "password": options["password"],
+        }
 
     def controls(self, contract: str) -> frozenset[str] | None:
         if not self.secured.passwords:  # a given server: no operator credentials

@@ -1,0 +1,214 @@
+"""Owned background tasks: ``adapters._tasks.TaskOwner`` and the backends that spawn into it.
+
+No adapter leaves a task running after ``aclose`` (checked with ``asyncio.all_tasks``), and an
+error in a background task is seen: counted and logged, and an unexpected one raised by
+``aclose``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from typing import Any
+
+import anyio
+import pytest
+
+from _nats_helpers import backend
+from videoflow_aio.adapters._tasks import BackgroundTaskFailed, TaskOwner
+from videoflow_aio.adapters.etcd import EtcdRuntimeStore
+from videoflow_aio.adapters.nats import _api
+from videoflow_aio.adapters.nats._api import NotSent
+from videoflow_aio.contracts.messaging import Accepted, make_channel, make_envelope
+from videoflow_aio.testing.servers import ServerProcess
+
+pytestmark = [pytest.mark.anyio]
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"  # the adapters' engines are asyncio libraries
+
+
+def _others() -> set[asyncio.Task[Any]]:
+    """Pending tasks other than this test's and the runner's (anyio's pytest plugin runs the
+    test in a task of its own runner task)."""
+    return {
+        t
+        for t in asyncio.all_tasks()
+        if t is not asyncio.current_task()
+        and not t.done()
+        and "_call_in_runner_task" not in repr(t.get_coro())
+    }
+
+
+# -- TaskOwner ----------------------------------------------------------------------------------
+async def test_aclose_cancels_plain_tasks_and_awaits_kept_ones() -> None:
+    owner = TaskOwner("t", timeout=5.0)
+    release = asyncio.Event()
+    wrote: list[str] = []
+
+    async def write() -> None:
+        await release.wait()
+        wrote.append("index")
+
+    async def nudge() -> None:
+        await asyncio.Event().wait()  # never set: only a cancel ends it
+
+    owner.spawn(write(), name="write", keep=True)
+    plain = owner.spawn(nudge(), name="nudge")
+    await asyncio.sleep(0)
+    asyncio.get_running_loop().call_soon(release.set)
+    await owner.aclose()
+    assert wrote == ["index"]
+    assert plain.cancelled()
+    assert len(owner) == 0
+    assert not _others()
+
+
+async def test_a_kept_task_past_the_timeout_is_cancelled() -> None:
+    owner = TaskOwner("t", timeout=0.01)
+    kept = owner.spawn(asyncio.Event().wait(), name="stuck", keep=True)
+    await owner.aclose()
+    assert kept.cancelled() and not _others()
+
+
+async def test_an_unexpected_error_is_counted_logged_and_raised_by_aclose(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    owner = TaskOwner("t", timeout=1.0)
+
+    async def boom() -> None:
+        raise RuntimeError("boom")
+
+    owner.spawn(boom(), name="b")
+    await asyncio.sleep(0)
+    await asyncio.sleep(0)
+    assert owner.failures == 1 and "boom" in owner.errors[-1]
+    assert "boom" in caplog.text
+    with pytest.raises(BackgroundTaskFailed, match="boom"):
+        await owner.aclose()
+    await owner.aclose()  # raised once
+
+
+async def test_a_noted_error_is_counted_not_raised() -> None:
+    owner = TaskOwner("t", timeout=1.0)
+    owner.note("index write", NotSent("gone"))
+    assert owner.failures == 1 and owner.errors == ["index write: NotSent: gone"]
+    await owner.aclose()
+
+
+async def test_an_awaited_task_leaves_its_error_to_its_caller() -> None:
+    owner = TaskOwner("t", timeout=1.0)
+
+    async def boom() -> None:
+        raise RuntimeError("boom")
+
+    with pytest.raises(RuntimeError):
+        await owner.spawn(boom(), name="rpc", awaited=True)
+    assert owner.failures == 0
+    await owner.aclose()
+
+
+async def test_aclose_is_shielded_from_its_callers_cancel() -> None:
+    owner = TaskOwner("t", timeout=5.0)
+    release = asyncio.Event()
+    kept = owner.spawn(release.wait(), name="w", keep=True)
+    with anyio.CancelScope() as scope:
+        scope.cancel()
+        asyncio.get_running_loop().call_soon(release.set)
+        await owner.aclose()
+    assert kept.done() and not kept.cancelled()
+
+
+# -- NATS: the index write the publish path leaves behind ---------------------------------------
+async def _publish_one(b: Any) -> None:
+    ch = make_channel("f", "r", "n", "work", retention="limits")
+    await b.ensure_channel(ch, f"op-{uuid.uuid4().hex}")
+    out = await b.publish(make_envelope(ch.channel, "p1"), anyio.current_time() + 5)
+    assert isinstance(out, Accepted)
+
+
+@pytest.mark.server
+@pytest.mark.vtime(False)
+async def test_nats_aclose_awaits_the_index_write_in_flight(
+    nats_srv: ServerProcess, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The linger timer's index write (a task) is in flight at ``aclose``: it is awaited (it
+    records an acknowledged publication) and no task is left."""
+    started, release = anyio.Event(), anyio.Event()
+    landed: list[str] = []
+    real = _api.publish
+
+    async def held(nc: Any, subject: str, payload: bytes, *a: Any, **kw: Any) -> None:
+        started.set()
+        await release.wait()
+        await real(nc, subject, payload, *a, **kw)
+        landed.append(subject)
+
+    b = backend(nats_srv)
+    await _publish_one(b)
+    monkeypatch.setattr(_api, "publish", held)
+    with anyio.fail_after(5):
+        await started.wait()  # the 20 ms linger passed: the index write runs in a task
+    asyncio.get_running_loop().call_later(0.01, release.set)
+    await b.aclose()
+    assert len(landed) == 1
+    assert not _others()
+    await b.drop_namespace()
+    await b.aclose()
+
+
+@pytest.mark.server
+@pytest.mark.vtime(False)
+async def test_nats_a_failed_index_write_is_surfaced(
+    nats_srv: ServerProcess, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A lost index write is counted (``background_errors``); an unexpected error in the
+    task is raised by ``aclose``."""
+    calls = 0
+
+    async def failing(*a: Any, **kw: Any) -> None:
+        nonlocal calls
+        calls += 1
+        if calls == 1:
+            raise NotSent("connection gone")
+        raise RuntimeError("bug in the index write")
+
+    b = backend(nats_srv)
+    await _publish_one(b)
+    monkeypatch.setattr(_api, "publish", failing)
+    with anyio.fail_after(5):
+        while not b.background_errors:  # noqa: ASYNC110 - the linger timer is real time
+            await anyio.sleep(0.005)
+    assert "NotSent: connection gone" in b.background_errors[-1]
+    ch = make_channel("f", "r", "n", "work", retention="limits")
+    out = await b.publish(make_envelope(ch.channel, "p2"), anyio.current_time() + 5)
+    assert isinstance(out, Accepted)
+    with anyio.fail_after(5):
+        while len(b.background_errors) < 2:  # noqa: ASYNC110
+            await anyio.sleep(0.005)
+    monkeypatch.undo()
+    with pytest.raises(BackgroundTaskFailed, match="bug in the index write"):
+        await b.aclose()
+    assert not _others()
+    await b.drop_namespace()
+    await b.aclose()
+
+
+# -- etcd: the RPC a cancelled caller leaves ----------------------------------------------------
+@pytest.mark.server
+@pytest.mark.vtime(False)
+async def test_etcd_aclose_leaves_no_task(etcd_srv: ServerProcess) -> None:
+    store = EtcdRuntimeStore(etcd_srv.url, namespace=f"t-{uuid.uuid4().hex[:8]}", timeout=2.0)
+    assert await store.cas("a", None, b"1")
+    with anyio.CancelScope() as scope:
+        async with anyio.create_task_group() as tg:
+            for _ in range(4):
+                tg.start_soon(store.get, "a")
+                tg.start_soon(store.cas, "b", None, b"2")
+            await anyio.lowlevel.checkpoint()
+            scope.cancel()
+    await store.drop_namespace()
+    await store.aclose()
+    assert not _others()
