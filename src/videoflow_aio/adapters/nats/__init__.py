@@ -23,6 +23,7 @@ from ._permissions import (
 )
 
 try:
+    from ._wire import StreamInfo
     from .admin import JetStreamAdmin
     from .connection import NatsAuthOptions, NatsConnection
     from .core import CoreNatsMessagingBackend
@@ -37,6 +38,7 @@ __all__ = [
     "JetStreamMessagingBackend",
     "NatsAuthOptions",
     "NatsConnection",
+    "StreamInfo",
     "core_permissions",
     "jetstream_permissions",
     "merge_permissions",

@@ -26,7 +26,7 @@ import anyio
 import anyio.to_thread
 import msgspec
 
-from ...adapters.nats._wire import StreamInfo
+from ...adapters.nats import StreamInfo
 from ...contracts.messaging import (
     ChannelId,
     ChannelSpec,
