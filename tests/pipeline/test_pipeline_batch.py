@@ -10,21 +10,13 @@ import anyio
 import pytest
 
 from _pipeline_helpers import CancelAt, Trigger, feed, three_stage
+from videoflow_aio import pipeline as vp
 from videoflow_aio.contracts import Known
 from videoflow_aio.contracts.errors import ValidationError
 from videoflow_aio.contracts.messaging import Delivery
 from videoflow_aio.memory.messaging import MemoryMessagingBackend
 from videoflow_aio.memory.payload import MemoryPayloadStore
-from videoflow_aio.pipeline import (
-    BadHandler,
-    BatchWorker,
-    GiveUp,
-    ItemResult,
-    Output,
-    Publisher,
-    RetryLater,
-    batch_worker,
-)
+from videoflow_aio.pipeline import BatchWorker, ItemResult, batch_worker
 
 pytestmark = pytest.mark.anyio
 
@@ -39,7 +31,7 @@ async def test_batches_fill_to_max_items_or_wait_at_most_max_wait() -> None:
         sizes.append((anyio.current_time(), len(ds)))
         assert all(x == b"J" for x in datas)
         await anyio.sleep(0.010 + 0.001 * len(ds))  # a fixed cost plus a per-item cost
-        return [[Output(body=d.envelope.publication_id.encode())] for d in ds]
+        return [[vp.Output(body=d.envelope.publication_id.encode())] for d in ds]
 
     w = batch_worker(b, pipe, "decode", infer, max_items=4, max_wait_seconds=0.005, payload=store)
     async with anyio.create_task_group() as tg:
@@ -47,7 +39,7 @@ async def test_batches_fill_to_max_items_or_wait_at_most_max_wait() -> None:
         # a burst of 10 at once, then 3 frames 100 ms apart (each waits 5 ms, then goes alone)
         await feed(b, pipe, 10, every=0.0, data=b"J", payload=store, eos=False)
         await anyio.sleep(1)
-        pub = Publisher(b, pipe.channels["cams"], payload=store, readers=("decode",))
+        pub = vp.Publisher(b, pipe.channels["cams"], payload=store, readers=("decode",))
         for i in range(3):
             await pub.send(f"g{i}", data=b"J")
             await anyio.sleep(0.1)
@@ -73,9 +65,9 @@ async def test_each_item_is_settled_with_its_own_outcome() -> None:
             pid = d.envelope.publication_id
             attempts[pid] = attempts.get(pid, 0) + 1
             if pid == "f1":
-                out.append(GiveUp("unreadable frame"))
+                out.append(vp.GiveUp("unreadable frame"))
             elif pid == "f2" and attempts[pid] == 1:
-                out.append(RetryLater("later", 0.1))
+                out.append(vp.RetryLater("later", 0.1))
             else:
                 out.append([b"ok"])
         return out
@@ -112,7 +104,7 @@ async def test_a_batch_with_the_wrong_number_of_results_is_a_bad_handler() -> No
         return [None]
 
     await feed(b, pipe, 3, every=0.0)
-    with pytest.raises(BadHandler, match="1 results for 3 items"):
+    with pytest.raises(vp.BadHandler, match="1 results for 3 items"):
         await batch_worker(b, pipe, "decode", infer, max_items=8).run()
 
 

@@ -4,7 +4,9 @@ crashes and cancellation."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from typing import Any
 
 import anyio
 import pytest
@@ -17,6 +19,7 @@ from videoflow_aio.memory.messaging import MemoryMessagingBackend
 from videoflow_aio.memory.payload import MemoryPayloadStore
 from videoflow_aio.pipeline import (
     Handler,
+    JoinHandler,
     JoinWorker,
     Node,
     Output,
@@ -98,55 +101,64 @@ async def test_a_join_fires_once_per_frame_after_the_slowest_branch() -> None:
     assert store.object_count() == 0  # both branches' payloads released by the join
 
 
-async def manual(b: MessagingBackend, **kw: object) -> tuple[Pipeline, Publisher, Publisher]:
-    nodes = [Node(name="a"), Node(name="b"), Node(name="j", inputs=("a", "b"), **kw)]  # type: ignore[arg-type]
-    pipe = await ensure_pipeline(b, "flow", "r1", nodes)
-    return pipe, Publisher(b, pipe.channels["a"]), Publisher(b, pipe.channels["b"])
+class Rig:
+    """A join ``j`` of sources ``a`` and ``b``: publishers, and a default handler that
+    records each call's publication ids."""
+
+    def __init__(self, b: MemoryMessagingBackend, pipe: Pipeline) -> None:
+        self.b, self.pipe = b, pipe
+        self.pa, self.pb = Publisher(b, pipe.channels["a"]), Publisher(b, pipe.channels["b"])
+        self.fired: list[tuple[str, ...]] = []
+
+    async def fuse(self, ds: Sequence[Delivery], datas: Sequence[bytes | None]) -> None:
+        self.fired.append(tuple(d.envelope.publication_id for d in ds))
+
+    async def eos(self) -> None:
+        await self.pa.send("eos@a", kind="eos")
+        await self.pb.send("eos@b", kind="eos")
+
+    @asynccontextmanager
+    async def running(
+        self, handler: JoinHandler | None = None, **kw: Any
+    ) -> AsyncIterator[JoinWorker]:
+        """The join worker, running; end of stream is sent when the block ends."""
+        w = join_worker(self.b, self.pipe, "j", handler or self.fuse, **kw)
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(w.run)
+            yield w
+            await self.eos()
+
+
+async def rig(**kw: Any) -> Rig:
+    b = MemoryMessagingBackend()
+    nodes = [Node(name="a"), Node(name="b"), Node(name="j", inputs=("a", "b"), **kw)]
+    return Rig(b, await ensure_pipeline(b, "flow", "r1", nodes))
 
 
 async def test_parts_out_of_order_join_by_event_id_without_blocking() -> None:
-    b = MemoryMessagingBackend()
-    pipe, pa, pb = await manual(b)
-    got: list[tuple[str, ...]] = []
-
-    async def fuse(ds: Sequence[Delivery], datas: Sequence[bytes | None]) -> None:
-        got.append(tuple(d.envelope.publication_id for d in ds))
-
-    w = join_worker(b, pipe, "j", fuse)
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(w.run)
+    j = await rig()
+    async with j.running() as w:
         for i in range(5):
-            await pa.send(f"a{i}", event_id=f"e{i}")
+            await j.pa.send(f"a{i}", event_id=f"e{i}")
         for i in reversed(range(5)):
-            await pb.send(f"b{i}", event_id=f"e{i}")
-        await pa.send("eos@a", kind="eos")
-        await pb.send("eos@b", kind="eos")
-    assert got == [(f"a{i}", f"b{i}") for i in reversed(range(5))]
+            await anyio.sleep(0.1)  # each part is received before the next is sent
+            await j.pb.send(f"b{i}", event_id=f"e{i}")
+    assert j.fired == [(f"a{i}", f"b{i}") for i in reversed(range(5))]
     assert w.counters.joined == 5 and w.waiting() == {}
 
 
 async def test_join_timeout_drops_the_frame_with_a_reason() -> None:
-    b = MemoryMessagingBackend()
-    pipe, pa, pb = await manual(b)
-    fired: list[str] = []
-
-    async def fuse(ds: Sequence[Delivery], datas: Sequence[bytes | None]) -> None:
-        fired.append(ds[0].envelope.event_id)
-
-    w = join_worker(b, pipe, "j", fuse, join_timeout_seconds=2.0)
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(w.run)
-        await pa.send("a0", event_id="e0")
+    j = await rig()
+    async with j.running(join_timeout_seconds=2.0) as w:
+        await j.pa.send("a0", event_id="e0")
         await anyio.sleep(1.0)
         assert w.waiting() == {"e0": ("flow.r1.b",)}
         await anyio.sleep(1.5)
         assert w.waiting() == {}  # dropped at t = 2
-        await pb.send("b0", event_id="e0")  # too late: settled as its frame was
-        await pa.send("a1", event_id="e1")
-        await pb.send("b1", event_id="e1")
-        await pa.send("eos@a", kind="eos")
-        await pb.send("eos@b", kind="eos")
-    assert fired == ["e1"]
+        await j.pb.send("b0", event_id="e0")  # too late: settled as its frame was
+        await j.pa.send("a1", event_id="e1")
+        await j.pb.send("b1", event_id="e1")
+    assert j.fired == [("a1", "b1")]
     c = w.counters
     assert (c.join_timeouts, c.terminal, c.join_duplicates, c.joined) == (1, 2, 1, 1)
 
@@ -155,25 +167,15 @@ async def test_a_duplicate_part_does_not_fire_twice() -> None:
     """A frame sent twice on one input (new publication id, same event id): while the frame
     waits, the newer part replaces the older; after it joined, the late copy is settled as
     the frame was."""
-    b = MemoryMessagingBackend()
-    pipe, pa, pb = await manual(b)
-    fired: list[tuple[str, ...]] = []
-
-    async def fuse(ds: Sequence[Delivery], datas: Sequence[bytes | None]) -> None:
-        fired.append(tuple(d.envelope.publication_id for d in ds))
-
-    w = join_worker(b, pipe, "j", fuse)
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(w.run)
-        await pa.send("a0", event_id="e0")
-        await pa.send("a0-again", event_id="e0")
+    j = await rig()
+    async with j.running() as w:
+        await j.pa.send("a0", event_id="e0")
+        await j.pa.send("a0-again", event_id="e0")
         await anyio.sleep(1)
-        await pb.send("b0", event_id="e0")
+        await j.pb.send("b0", event_id="e0")
         await anyio.sleep(1)
-        await pb.send("b0-late", event_id="e0")
-        await pa.send("eos@a", kind="eos")
-        await pb.send("eos@b", kind="eos")
-    assert fired == [("a0-again", "b0")]
+        await j.pb.send("b0-late", event_id="e0")
+    assert j.fired == [("a0-again", "b0")]
     c = w.counters
     assert (c.joined, c.join_duplicates, c.completed, c.terminal) == (1, 2, 3, 1)
 
@@ -181,73 +183,50 @@ async def test_a_duplicate_part_does_not_fire_twice() -> None:
 async def test_redelivered_parts_after_an_expired_lease_join_once() -> None:
     """A slow join handler on a short lease: the renewal task keeps parked and handled
     parts leased, so nothing redelivers and the frame joins once."""
-    b = MemoryMessagingBackend()
-    pipe, pa, pb = await manual(b, ack_wait_seconds=1.0)
-    fired: list[str] = []
+    j = await rig(ack_wait_seconds=1.0)
 
-    async def fuse(ds: Sequence[Delivery], datas: Sequence[bytes | None]) -> None:
-        fired.append(ds[0].envelope.event_id)
+    async def slow(ds: Sequence[Delivery], datas: Sequence[bytes | None]) -> None:
+        await j.fuse(ds, datas)
         await anyio.sleep(5)
 
-    w = join_worker(b, pipe, "j", fuse)
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(w.run)
-        await pa.send("a0", event_id="e0")
+    async with j.running(slow) as w:
+        await j.pa.send("a0", event_id="e0")
         await anyio.sleep(10)  # parked ten leases long
-        await pb.send("b0", event_id="e0")
-        await pa.send("eos@a", kind="eos")
-        await pb.send("eos@b", kind="eos")
-    assert fired == ["e0"]
+        await j.pb.send("b0", event_id="e0")
+    assert j.fired == [("a0", "b0")]
     assert w.counters.redelivered == 0 and w.counters.renewals > 10
 
 
 async def test_a_retried_join_forms_again_and_fires_once_more() -> None:
-    b = MemoryMessagingBackend()
-    pipe, pa, pb = await manual(b)
-    calls = 0
+    j = await rig()
 
-    async def fuse(ds: Sequence[Delivery], datas: Sequence[bytes | None]) -> None:
-        nonlocal calls
-        calls += 1
-        if calls == 1:
+    async def flaky(ds: Sequence[Delivery], datas: Sequence[bytes | None]) -> None:
+        await j.fuse(ds, datas)
+        if len(j.fired) == 1:
             raise RetryLater("GPU busy", 0.5)
 
-    w = join_worker(b, pipe, "j", fuse)
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(w.run)
-        await pa.send("a0", event_id="e0")
-        await pb.send("b0", event_id="e0")
-        await pa.send("eos@a", kind="eos")
-        await pb.send("eos@b", kind="eos")
+    async with j.running(flaky) as w:
+        await j.pa.send("a0", event_id="e0")
+        await j.pb.send("b0", event_id="e0")
     c = w.counters
-    assert (calls, c.joined, c.retried, c.completed, c.redelivered) == (2, 1, 2, 2, 2)
+    assert (len(j.fired), c.joined, c.retried, c.completed, c.redelivered) == (2, 1, 2, 2, 2)
 
 
 async def test_frames_missing_a_part_are_dropped_at_end_of_stream() -> None:
-    b = MemoryMessagingBackend()
-    pipe, pa, pb = await manual(b)
-
-    async def fuse(ds: Sequence[Delivery], datas: Sequence[bytes | None]) -> None:
-        return None
-
-    w = join_worker(b, pipe, "j", fuse)
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(w.run)
-        await pa.send("a0", event_id="e0")
-        await pa.send("a1", event_id="e1")
-        await pb.send("b1", event_id="e1")
-        await pa.send("eos@a", kind="eos")
-        await pb.send("eos@b", kind="eos")
+    j = await rig()
+    async with j.running() as w:
+        await j.pa.send("a0", event_id="e0")
+        await j.pa.send("a1", event_id="e1")
+        await j.pb.send("b1", event_id="e1")
     c = w.counters
     assert (c.joined, c.join_incomplete, c.terminal) == (1, 1, 1)
-    for sub in pipe.subscriptions["j"]:
-        obs = await b.observe_subscription(sub)
+    for sub in j.pipe.subscriptions["j"]:
+        obs = await j.b.observe_subscription(sub)
         assert isinstance(obs, Known) and obs.value.pending == obs.value.leased == 0
 
 
 async def test_a_replica_crash_mid_join_lets_the_parts_redeliver_and_join_again() -> None:
-    b = MemoryMessagingBackend()
-    pipe, pa, pb = await manual(b, ack_wait_seconds=2.0)
+    j = await rig(ack_wait_seconds=2.0)
     fired: list[float] = []
     started = anyio.Event()
 
@@ -256,19 +235,15 @@ async def test_a_replica_crash_mid_join_lets_the_parts_redeliver_and_join_again(
         started.set()
         await anyio.sleep(1)
 
-    w = join_worker(b, pipe, "j", fuse)
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(w.run)
-        await pa.send("a0", event_id="e0")
-        await pb.send("b0", event_id="e0")
+    async with j.running(fuse) as w:
+        await j.pa.send("a0", event_id="e0")
+        await j.pb.send("b0", event_id="e0")
         await started.wait()
         firing = [i for i, busy in enumerate(w.busy()) if busy]
         assert len(firing) == 1
         w.crash(firing[0])
         await w.wait_dead(firing[0])
         w.restart(firing[0])
-        await pa.send("eos@a", kind="eos")
-        await pb.send("eos@b", kind="eos")
     c = w.counters
     assert len(fired) == 2 and fired[1] >= fired[0] + 2.0  # after the leases expired
     assert (c.joined, c.completed, c.crashes, c.redelivered) == (1, 2, 1, 2)
@@ -278,28 +253,19 @@ async def test_a_replica_crash_mid_join_lets_the_parts_redeliver_and_join_again(
 async def test_a_join_cancelled_at_any_contract_call_settles_nothing_undone(at: int) -> None:
     """Cancel the join worker at its ``at``-th contract call, then run a fresh worker: the
     frame joins exactly once in all (a handler call may repeat only if nothing settled)."""
-    b = MemoryMessagingBackend()
-    pipe, pa, pb = await manual(b, ack_wait_seconds=2.0)
-    settled: list[str] = []
-
-    async def fuse(ds: Sequence[Delivery], datas: Sequence[bytes | None]) -> list[bytes]:
-        settled.append(ds[0].envelope.event_id)
-        return [b"out"]
-
-    await pa.send("a0", event_id="e0")
-    await pb.send("b0", event_id="e0")
+    j = await rig(ack_wait_seconds=2.0)
+    await j.pa.send("a0", event_id="e0")
+    await j.pb.send("b0", event_id="e0")
     with anyio.CancelScope() as scope:
-        trig = Trigger(scope, at, "before")
-        await JoinWorker(CancelAt(b, trig), pipe.subscriptions["j"], fuse).run()  # type: ignore[arg-type]
-    await pa.send("eos@a", kind="eos")
-    await pb.send("eos@b", kind="eos")
-    w = join_worker(b, pipe, "j", fuse)
+        proxy = CancelAt(j.b, Trigger(scope, at, "before"))
+        await JoinWorker(proxy, j.pipe.subscriptions["j"], j.fuse).run()  # type: ignore[arg-type]
+    await j.eos()
     with anyio.fail_after(100):
-        await w.run()
-    for sub in pipe.subscriptions["j"]:
-        obs = await b.observe_subscription(sub)
+        await join_worker(j.b, j.pipe, "j", j.fuse).run()
+    for sub in j.pipe.subscriptions["j"]:
+        obs = await j.b.observe_subscription(sub)
         assert isinstance(obs, Known) and obs.value.pending == obs.value.leased == 0
-    assert 1 <= len(settled) <= 2 and set(settled) == {"e0"}
+    assert 1 <= len(j.fired) <= 2 and set(j.fired) == {("a0", "b0")}
 
 
 def test_join_arguments_are_checked() -> None:

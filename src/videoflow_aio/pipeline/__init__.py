@@ -18,7 +18,7 @@ See ``docs/pipeline.md``.
 
 from __future__ import annotations
 
-from ._batch import BatchHandler, BatchWorker, ItemResult, batch_worker
+from ._batch import BatchHandler, BatchOptions, BatchWorker, ItemResult, batch_worker
 from ._errors import (
     BadHandler,
     HandlerCancelled,
@@ -27,7 +27,7 @@ from ._errors import (
     PipelineStalled,
     StageStopped,
 )
-from ._join import JoinCounters, JoinHandler, JoinWorker, join_worker
+from ._join import JoinCounters, JoinHandler, JoinOptions, JoinWorker, join_worker
 from ._policy import ExceptionPolicy, GiveUp, RetryLater
 from ._publish import (
     PAYLOAD_HEADER,
@@ -48,6 +48,7 @@ from ._worker import (
     StageCounters,
     StageOptions,
     StageWorker,
+    WorkerOptions,
     run_stage,
     stage_wiring,
     stage_worker,
@@ -59,6 +60,7 @@ __all__ = [
     "SENT_AT_HEADER",
     "BadHandler",
     "BatchHandler",
+    "BatchOptions",
     "BatchWorker",
     "ExceptionPolicy",
     "GiveUp",
@@ -68,6 +70,7 @@ __all__ = [
     "ItemResult",
     "JoinCounters",
     "JoinHandler",
+    "JoinOptions",
     "JoinWorker",
     "LatencyHistogram",
     "Node",
@@ -83,6 +86,7 @@ __all__ = [
     "StageOptions",
     "StageStopped",
     "StageWorker",
+    "WorkerOptions",
     "batch_worker",
     "deadline_in",
     "decode_ref",

@@ -22,7 +22,6 @@ from typing import Unpack
 
 from ..contracts.errors import BackendUnavailable, ValidationError
 from ..contracts.messaging import (
-    ChannelId,
     Delivery,
     MessagingBackend,
     SettleOutcome,
@@ -39,10 +38,13 @@ from ._worker import (
     Output,
     StageOptions,
     StageWorker,
+    WorkerOptions,
     _Replica,
     stage_wiring,
 )
 
+Inputs = SubscriptionId | Sequence[SubscriptionId]
+"""The data subscription(s) a worker serves."""
 ItemResult = Sequence[Output | bytes] | Exception | None
 BatchHandler = Callable[
     [Sequence[Delivery], Sequence[bytes | None]], Awaitable[Sequence[ItemResult] | None]
@@ -61,16 +63,12 @@ class BatchWorker(StageWorker):
     def __init__(
         self,
         backend: MessagingBackend,
-        subscription: SubscriptionId | Sequence[SubscriptionId],
+        subscription: Inputs,
         handler: BatchHandler,
         *,
         max_items: int = 8,
         max_wait_seconds: float = 0.005,
-        name: str | None = None,
-        output: ChannelId | None = None,
-        readers: Sequence[str] = (),
-        eos: Sequence[SubscriptionId] = (),
-        **options: Unpack[StageOptions],
+        **options: Unpack[WorkerOptions],
     ) -> None:
         if "batch" in options:
             raise ValidationError(
@@ -92,10 +90,6 @@ class BatchWorker(StageWorker):
             backend,
             subscription,
             handler,  # type: ignore[arg-type]  # called by _batch with the whole batch
-            name=name,
-            output=output,
-            readers=readers,
-            eos=eos,
             **options,
         )
         self.batch_handler = handler
@@ -191,28 +185,25 @@ class BatchWorker(StageWorker):
         return _COMPLETED
 
 
+class BatchOptions(StageOptions, total=False):
+    """:class:`StageOptions` with a :class:`BatchWorker`'s own (``max_items``,
+    ``max_wait_seconds``)."""
+
+    max_items: int
+    max_wait_seconds: float
+
+
 def batch_worker(
     backend: MessagingBackend,
     pipeline: Pipeline,
     stage: str,
     handler: BatchHandler,
-    *,
-    max_items: int = 8,
-    max_wait_seconds: float = 0.005,
-    **options: Unpack[StageOptions],
+    **options: Unpack[BatchOptions],
 ) -> BatchWorker:
     """A :class:`BatchWorker` for ``stage`` of ``pipeline``, wired as
     :func:`~videoflow_aio.pipeline.stage_worker` wires one."""
     subs, wiring = stage_wiring(pipeline, stage)
-    return BatchWorker(
-        backend,
-        subs,
-        handler,
-        max_items=max_items,
-        max_wait_seconds=max_wait_seconds,
-        **wiring,
-        **options,
-    )
+    return BatchWorker(backend, subs, handler, **wiring, **options)
 
 
-__all__ = ["BatchHandler", "BatchWorker", "ItemResult", "batch_worker"]
+__all__ = ["BatchHandler", "BatchOptions", "BatchWorker", "ItemResult", "batch_worker"]

@@ -37,11 +37,9 @@ from typing import Any, Unpack
 
 import anyio
 
-from .. import faults
 from ..contracts import Known
 from ..contracts.errors import ValidationError
 from ..contracts.messaging import (
-    ChannelId,
     Delivery,
     MessagingBackend,
     Retry,
@@ -50,14 +48,15 @@ from ..contracts.messaging import (
     Terminal,
 )
 from ..contracts.payload import ImmutablePayloadRef
-from ._publish import PAYLOAD_HEADER
 from ._topology import Pipeline
 from ._worker import (
     _COMPLETED,
+    PayloadRead,
     Result,
     StageCounters,
     StageOptions,
     StageWorker,
+    WorkerOptions,
     _optional_seconds,
     _Replica,
     stage_wiring,
@@ -125,20 +124,12 @@ class JoinWorker(StageWorker):
         *,
         join_timeout_seconds: float | None = None,
         join_memory: int = DEFAULT_JOIN_MEMORY,
-        name: str | None = None,
-        output: ChannelId | None = None,
-        readers: Sequence[str] = (),
-        eos: Sequence[SubscriptionId] = (),
-        **options: Unpack[StageOptions],
+        **options: Unpack[WorkerOptions],
     ) -> None:
         super().__init__(
             backend,
             subscription,
             handler,  # type: ignore[arg-type]  # called by _fire with the join's parts
-            name=name,
-            output=output,
-            readers=readers,
-            eos=eos,
             **options,
         )
         if len(self.subscriptions) < 2:
@@ -165,6 +156,7 @@ class JoinWorker(StageWorker):
         self._waiting: dict[str, _Waiting] = {}
         self._finished: OrderedDict[str, SettleOutcome] = OrderedDict()
         self._wake: anyio.Event | None = None
+        self._parts = True
 
     def waiting(self) -> dict[str, tuple[str, ...]]:
         """Per frame still waiting: the inputs (channel names) whose part it lacks."""
@@ -174,16 +166,9 @@ class JoinWorker(StageWorker):
         return [self._expire] if self.join_timeout is not None else []
 
     # -- parts -----------------------------------------------------------------------------
-    async def _one(self, r: _Replica, d: Delivery) -> None:
+    async def _part(self, r: _Replica, d: Delivery, read: PayloadRead) -> None:
+        data, ref, outcome = read
         env = d.envelope
-        headers = env.headers
-        raw = headers.get(PAYLOAD_HEADER) if headers else None
-        if raw is not None and self.payload is not None:
-            data, ref, outcome = await self._read_payload(raw)
-        else:
-            data, ref, outcome = None, None, _COMPLETED
-        if faults.active():  # the replica dies holding the part, mid-message
-            await faults.reach("pipeline.handle.before", stage=self.name, replica=r.index)
         key = env.event_id or env.publication_id
         done = self._finished.get(key)
         if done is not None:
@@ -323,28 +308,32 @@ class JoinWorker(StageWorker):
         return True
 
 
+class JoinOptions(StageOptions, total=False):
+    """:class:`StageOptions` with a :class:`JoinWorker`'s own (``join_timeout_seconds``,
+    ``join_memory``)."""
+
+    join_timeout_seconds: float | None
+    join_memory: int
+
+
 def join_worker(
     backend: MessagingBackend,
     pipeline: Pipeline,
     stage: str,
     handler: JoinHandler,
-    *,
-    join_timeout_seconds: float | None = None,
-    join_memory: int = DEFAULT_JOIN_MEMORY,
-    **options: Unpack[StageOptions],
+    **options: Unpack[JoinOptions],
 ) -> JoinWorker:
     """A :class:`JoinWorker` for ``stage`` of ``pipeline`` (a stage with two or more
     inputs), wired as :func:`~videoflow_aio.pipeline.stage_worker` wires one."""
     subs, wiring = stage_wiring(pipeline, stage)
-    return JoinWorker(
-        backend,
-        subs,
-        handler,
-        join_timeout_seconds=join_timeout_seconds,
-        join_memory=join_memory,
-        **wiring,
-        **options,
-    )
+    return JoinWorker(backend, subs, handler, **wiring, **options)
 
 
-__all__ = ["DEFAULT_JOIN_MEMORY", "JoinCounters", "JoinHandler", "JoinWorker", "join_worker"]
+__all__ = [
+    "DEFAULT_JOIN_MEMORY",
+    "JoinCounters",
+    "JoinHandler",
+    "JoinOptions",
+    "JoinWorker",
+    "join_worker",
+]

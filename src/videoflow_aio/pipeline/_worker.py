@@ -88,6 +88,8 @@ class Output(msgspec.Struct, frozen=True, kw_only=True):
 
 
 Result = Sequence[Output | bytes] | None
+PayloadRead = tuple[bytes | None, ImmutablePayloadRef | None, SettleOutcome]
+"""A delivery's payload bytes, their ref, and the outcome so far (``Completed``: go on)."""
 Handler = Callable[[Delivery, bytes | None], Awaitable[Result]]
 """``await handler(delivery, payload_bytes_or_None)`` → outputs to forward (or None)."""
 Observer = Callable[[Delivery, float], None]
@@ -124,6 +126,16 @@ class StageOptions(TypedDict, total=False):
     obligation_seconds: float
     handler_timeout_seconds: float | None
     idle_limit_seconds: float | None
+
+
+class WorkerOptions(StageOptions, total=False):
+    """:class:`StageOptions` plus the wiring keywords (``name``, ``output``, ``readers``,
+    ``eos``): what a :class:`StageWorker` subclass passes on to it."""
+
+    name: str | None
+    output: ChannelId | None
+    readers: Sequence[str]
+    eos: Sequence[SubscriptionId]
 
 
 @dataclass(slots=True)
@@ -304,6 +316,7 @@ class StageWorker:
         self.finished = False
         self._replicas = [_Replica(i, subs[i // replicas]) for i in range(replicas * len(subs))]
         self._holders: list[_Replica] = list(self._replicas)  # whose leases are renewed
+        self._parts = False  # a JoinWorker's replicas hand each delivery to _part
         self._tg: anyio.abc.TaskGroup | None = None
         self._now: Clock = anyio.current_time
         self._sleep: Sleep = anyio.sleep
@@ -489,9 +502,16 @@ class StageWorker:
             data, ref, outcome = None, None, _COMPLETED
         if _faults_active():  # the replica dies holding the message, mid-message
             await faults.reach("pipeline.handle.before", stage=self.name, replica=r.index)
+        if self._parts:  # a join: the part waits for the frame's others
+            await self._part(r, d, (data, ref, outcome))
+            return
         if outcome is _COMPLETED:
             outcome = (await self._invoke(self.handler, (d, data), d, env))[1]
         await self._settle(r, d, outcome, ref)
+
+    async def _part(self, r: _Replica, d: Delivery, read: PayloadRead) -> None:
+        """A join's handling of one part (with ``_parts`` set), its payload read."""
+        raise NotImplementedError
 
     async def _invoke(
         self,
@@ -591,9 +611,7 @@ class StageWorker:
                 stage=self.name,
             )
 
-    async def _read_payload(
-        self, raw: str
-    ) -> tuple[bytes | None, ImmutablePayloadRef | None, SettleOutcome]:
+    async def _read_payload(self, raw: str) -> PayloadRead:
         """The bytes an envelope references, or the outcome to settle it with instead."""
         assert self.payload is not None
         try:
@@ -938,6 +956,7 @@ __all__ = [
     "StageOptions",
     "StageWorker",
     "Wiring",
+    "WorkerOptions",
     "run_stage",
     "stage_wiring",
     "stage_worker",
