@@ -46,6 +46,8 @@ from ._worker import (
 Inputs = SubscriptionId | Sequence[SubscriptionId]
 """The data subscription(s) a worker serves."""
 ItemResult = Sequence[Output | bytes] | Exception | None
+"""One item's result from a batch handler: its outputs (or None), or the exception to settle
+it by."""
 BatchHandler = Callable[
     [Sequence[Delivery], Sequence[bytes | None]], Awaitable[Sequence[ItemResult] | None]
 ]

@@ -93,6 +93,7 @@ class Empirical(msgspec.Struct, frozen=True, kw_only=True):
 
 
 Service = Const | Exp | LogNormal | Empirical
+"""A stage's service-time model (``service = { dist = ... }``)."""
 
 
 def _per_item(t: dict[str, Any], per_item_ms: float) -> dict[str, Any]:
@@ -182,6 +183,7 @@ class Trace(msgspec.Struct, frozen=True, kw_only=True):
 
 
 Arrival = Periodic | Poisson | Schedule | Trace
+"""A source's arrival process (its ``[[source]]`` keys)."""
 
 
 def _common(streams: int, nbytes: int, t: dict[str, Any]) -> dict[str, Any]:
