@@ -10,7 +10,8 @@ workers; per-stage and end-to-end latency, throughput, redeliveries, drops, util
 
 One pipeline definition for both: ``Scenario.from_pipeline(nodes, service=..., arrival=...)``
 takes the production :class:`~videoflow_aio.pipeline.Node` objects; ``simulate(scenario)``,
-``scenario.to_toml()``, ``Scenario.from_toml(path)``.
+``scenario.to_toml()``, ``Scenario.from_toml(path)``; ``run_scenario(scenario, handlers)`` runs
+the user's real handlers on the toolkit's workers, their compute modelled by ``await work()``.
 
 Command line: ``videoflow-aio simulate SPEC.toml [--json out.json] [--plot out.png]``.
 See ``docs/simulate.md``.
@@ -51,6 +52,7 @@ from ._theory import (
     mmc_response_quantile,
     mmc_response_tail,
 )
+from ._work import run_scenario, work
 
 __all__ = [
     "Arrival",
@@ -98,9 +100,11 @@ __all__ = [
     "parse_spec",
     "parse_sweep",
     "results_table",
+    "run_scenario",
     "sampler",
     "simulate",
     "t_quantile",
     "to_json",
     "warnings_for",
+    "work",
 ]
