@@ -24,11 +24,10 @@ DIAMOND = (
 )
 
 
-def test_real_handlers_with_modelled_compute_join_and_batch() -> None:
-    """Constant service times, frames 100 ms apart: a lone frame waits max_wait (5 ms) for
-    a batch, costs 8 + 1 ms, the join waits for it (depth takes 4 ms) and takes 1 ms: every
-    frame's end-to-end latency is exactly 15 ms; outputs are the handlers' own."""
-    sc = Scenario.from_pipeline(
+def fused_diamond() -> Scenario:
+    """detect batched (8 ms + 1 ms per item, max_wait 5 ms), depth 4 ms, fuse a 1-ms join;
+    frames 100 ms apart for 3 s."""
+    return Scenario.from_pipeline(
         DIAMOND,
         service={
             "detect": sim.Const(value_ms=8, per_item_ms=1),
@@ -42,6 +41,13 @@ def test_real_handlers_with_modelled_compute_join_and_batch() -> None:
         },
         duration_seconds=3.0,
     )
+
+
+def test_real_handlers_with_modelled_compute_join_and_batch() -> None:
+    """Constant service times, frames 100 ms apart: a lone frame waits max_wait (5 ms) for
+    a batch, costs 8 + 1 ms, the join waits for it (depth takes 4 ms) and takes 1 ms: every
+    frame's end-to-end latency is exactly 15 ms; outputs are the handlers' own."""
+    sc = fused_diamond()
     fused: list[tuple[bytes, ...]] = []
 
     async def detect(ds: Sequence[Delivery], datas: Sequence[bytes | None]) -> list[object]:
@@ -115,20 +121,7 @@ def test_a_join_after_a_batched_branch_agrees_with_the_simulator() -> None:
     """The same scenario on the production path (run_scenario) and in the simulator: the
     same per-frame latency (15 ms, as above) and counts. Skipped while the simulator does
     not read the ``join``/``batch`` spec keys."""
-    sc = Scenario.from_pipeline(
-        DIAMOND,
-        service={
-            "detect": sim.Const(value_ms=8, per_item_ms=1),
-            "depth": sim.Const(value_ms=4),
-            "fuse": sim.Const(value_ms=1),
-        },
-        arrival=sim.Periodic(rate_hz=10),
-        stages={
-            "detect": Stage(batch=sim.Batch(max_items=4, max_wait_ms=5)),
-            "fuse": Stage(join="all"),
-        },
-        duration_seconds=3.0,
-    )
+    sc = fused_diamond()
     try:
         sc.to_spec()
     except SpecError as exc:
