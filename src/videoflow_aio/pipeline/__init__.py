@@ -5,6 +5,10 @@ contracts, so the same stage code runs on the memory model (virtual time) and on
 * :class:`StageWorker` / :func:`run_stage` serve a stage: receive, handle, forward (keeping
   ``event_ts``), settle, renew long leases, stop on ``eos``; cancellation-safe.
   :func:`stage_worker` wires one from a :class:`Pipeline`.
+* :class:`JoinWorker` / :func:`join_worker`: a fusion stage — one part per input for each
+  frame (by event id), handled once, forwarded once; optional join timeout.
+* :class:`BatchWorker` / :func:`batch_worker`: a stage whose handler takes batches of up to
+  ``max_items``, waiting at most ``max_wait_seconds`` for a fuller one; settled per item.
 * :class:`Publisher` publishes with relative timeouts, payload bytes and idempotent retries;
   :func:`deadline_in` turns a relative timeout into the contracts' absolute deadline.
 * :class:`LatencyHistogram` keeps latency statistics in constant memory.
@@ -14,6 +18,7 @@ See ``docs/pipeline.md``.
 
 from __future__ import annotations
 
+from ._batch import BatchHandler, BatchOptions, BatchWorker, ItemResult, batch_worker
 from ._errors import (
     BadHandler,
     HandlerCancelled,
@@ -22,6 +27,7 @@ from ._errors import (
     PipelineStalled,
     StageStopped,
 )
+from ._join import JoinCounters, JoinHandler, JoinOptions, JoinWorker, join_worker
 from ._policy import ExceptionPolicy, GiveUp, RetryLater
 from ._publish import (
     PAYLOAD_HEADER,
@@ -42,7 +48,9 @@ from ._worker import (
     StageCounters,
     StageOptions,
     StageWorker,
+    WorkerOptions,
     run_stage,
+    stage_wiring,
     stage_worker,
 )
 
@@ -53,11 +61,19 @@ __all__ = [
     "PAYLOAD_HEADER",
     "SENT_AT_HEADER",
     "BadHandler",
+    "BatchHandler",
+    "BatchOptions",
+    "BatchWorker",
     "ExceptionPolicy",
     "GiveUp",
     "Handler",
     "HandlerCancelled",
     "HandlerTimeout",
+    "ItemResult",
+    "JoinCounters",
+    "JoinHandler",
+    "JoinOptions",
+    "JoinWorker",
     "LatencyHistogram",
     "Node",
     "Observer",
@@ -72,13 +88,17 @@ __all__ = [
     "StageOptions",
     "StageStopped",
     "StageWorker",
+    "WorkerOptions",
+    "batch_worker",
     "deadline_in",
     "decode_ref",
     "encode_ref",
     "ensure_pipeline",
+    "join_worker",
     "loop_clock",
     "plan_pipeline",
     "run_stage",
     "sent_at",
+    "stage_wiring",
     "stage_worker",
 ]

@@ -29,7 +29,7 @@ import asyncio
 import functools
 import inspect
 import math
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, TypedDict, Unpack
 
@@ -88,6 +88,8 @@ class Output(msgspec.Struct, frozen=True, kw_only=True):
 
 
 Result = Sequence[Output | bytes] | None
+PayloadRead = tuple[bytes | None, ImmutablePayloadRef | None, SettleOutcome]
+"""A delivery's payload bytes, their ref, and the outcome so far (``Completed``: go on)."""
 Handler = Callable[[Delivery, bytes | None], Awaitable[Result]]
 """``await handler(delivery, payload_bytes_or_None)`` → outputs to forward (or None)."""
 Observer = Callable[[Delivery, float], None]
@@ -124,6 +126,16 @@ class StageOptions(TypedDict, total=False):
     obligation_seconds: float
     handler_timeout_seconds: float | None
     idle_limit_seconds: float | None
+
+
+class WorkerOptions(StageOptions, total=False):
+    """:class:`StageOptions` plus the wiring keywords (``name``, ``output``, ``readers``,
+    ``eos``): what a :class:`StageWorker` subclass passes on to it."""
+
+    name: str | None
+    output: ChannelId | None
+    readers: Sequence[str]
+    eos: Sequence[SubscriptionId]
 
 
 @dataclass(slots=True)
@@ -303,6 +315,8 @@ class StageWorker:
         self.draining = False
         self.finished = False
         self._replicas = [_Replica(i, subs[i // replicas]) for i in range(replicas * len(subs))]
+        self._holders: list[_Replica] = list(self._replicas)  # whose leases are renewed
+        self._parts = False  # a JoinWorker's replicas hand each delivery to _part
         self._tg: anyio.abc.TaskGroup | None = None
         self._now: Clock = anyio.current_time
         self._sleep: Sleep = anyio.sleep
@@ -333,6 +347,8 @@ class StageWorker:
                     r.alive = True  # from now: crash() before its first step still applies
                     tg.start_soon(self._replica, r)
                 tg.start_soon(self._renew_leases)
+                for task in self._more_tasks():
+                    tg.start_soon(task)
                 if self.eos:
                     tg.start_soon(self._finish_on_eos)
         except BaseExceptionGroup as group:
@@ -346,6 +362,10 @@ class StageWorker:
                 stage=self.name,
             )
         return self.counters
+
+    def _more_tasks(self) -> list[Callable[[], Coroutine[Any, Any, None]]]:
+        """Tasks a subclass runs beside the replicas (in the same task group)."""
+        return []
 
     def stop(self) -> None:
         """Stop every task now (cancellation: held leases expire and redeliver)."""
@@ -438,7 +458,6 @@ class StageWorker:
         now = self._now
         poll = self.poll_seconds
         counters = self.counters
-        leases = r.leases
         one = self._one
         while True:
             try:
@@ -450,20 +469,27 @@ class StageWorker:
             if not got:
                 continue
             started = now()
-            r.busy = True
-            counters.received += len(got)
-            for d in got:
-                leases[d.sequence] = d
-                if d.attempt > 1:
-                    counters.redelivered += 1
-            if self._lease_seconds is None:
-                self._learn_lease(got[0], started)
-            if r.crash_pending:
-                raise SimulatedCrash(f"{self.name}[{r.index}] crash")
+            self._take(r, got, started)
             for d in got:
                 await one(r, d)
             r.busy = False
             counters.busy_seconds[r.index] += now() - started
+
+    def _take(self, r: _Replica, got: list[Delivery], now: float) -> None:
+        """Book deliveries ``r`` just received: it is busy and holds their leases (a crash
+        pending for ``r`` strikes here, mid-message)."""
+        counters = self.counters
+        r.busy = True
+        counters.received += len(got)
+        leases = r.leases
+        for d in got:
+            leases[d.sequence] = d
+            if d.attempt > 1:
+                counters.redelivered += 1
+        if self._lease_seconds is None:
+            self._learn_lease(got[0], now)
+        if r.crash_pending:
+            raise SimulatedCrash(f"{self.name}[{r.index}] crash")
 
     async def _one(self, r: _Replica, d: Delivery) -> None:
         """Serve one delivery and settle it (inline: this runs for every message)."""
@@ -476,36 +502,68 @@ class StageWorker:
             data, ref, outcome = None, None, _COMPLETED
         if _faults_active():  # the replica dies holding the message, mid-message
             await faults.reach("pipeline.handle.before", stage=self.name, replica=r.index)
+        if self._parts:  # a join: the part waits for the frame's others
+            await self._part(r, d, (data, ref, outcome))
+            return
         if outcome is _COMPLETED:
-            pending: Any = _UNSET
-            try:
-                pending = self.handler(d, data)
-                if self.handler_timeout is None:
+            outcome = (await self._invoke(self.handler, (d, data), d, env))[1]
+        await self._settle(r, d, outcome, ref)
+
+    async def _part(self, r: _Replica, d: Delivery, read: PayloadRead) -> None:
+        """A join's handling of one part (with ``_parts`` set), its payload read."""
+        raise NotImplementedError
+
+    async def _invoke(
+        self,
+        fn: Callable[..., Any],
+        args: tuple[Any, ...],
+        d: Delivery,
+        env: Envelope | None,
+    ) -> tuple[object, SettleOutcome]:
+        """Call ``fn(*args)`` under the handler deadline and, when ``env`` is given, forward
+        its outputs as ``env``'s; the result and the outcome to settle with (``Completed``,
+        or what the policy says for an exception, judged on ``d``)."""
+        pending: Any = _UNSET
+        result: object = None
+        try:
+            pending = fn(*args)
+            if self.handler_timeout is None:
+                result = await pending
+            else:
+                with anyio.CancelScope(deadline=self._now() + self.handler_timeout) as scope:
                     result = await pending
-                else:
-                    with anyio.CancelScope(deadline=self._now() + self.handler_timeout) as scope:
-                        result = await pending
-                    if scope.cancelled_caught:
-                        raise HandlerTimeout(
-                            f"handler of {self.name!r} ran past {self.handler_timeout:g} s"
-                        )
-                if result is not None:
-                    if type(result) is not list and type(result) is not tuple:
-                        self._check_result(result)
-                    if result:
-                        await self._forward(env, result)
-            except BadHandler:
-                raise
-            except Exception as exc:
-                if type(exc) is TypeError and pending is not _UNSET:
-                    self._check_awaitable(pending)
-                outcome = self.policy.outcome(exc, d)
-            except asyncio.CancelledError:
-                if not self._asyncio or _cancelling():
-                    raise  # the worker itself is being cancelled
-                outcome = self.policy.outcome(
-                    HandlerCancelled(f"handler of {self.name!r} raised CancelledError"), d
-                )
+                if scope.cancelled_caught:
+                    raise HandlerTimeout(
+                        f"handler of {self.name!r} ran past {self.handler_timeout:g} s"
+                    )
+            if env is not None and result is not None:
+                if type(result) is not list and type(result) is not tuple:
+                    self._check_result(result)
+                if result:
+                    await self._forward(env, result)  # type: ignore[arg-type]
+        except BadHandler:
+            raise
+        except Exception as exc:
+            if type(exc) is TypeError and pending is not _UNSET:
+                self._check_awaitable(pending)
+            return None, self.policy.outcome(exc, d)
+        except asyncio.CancelledError:
+            if not self._asyncio or _cancelling():
+                raise  # the worker itself is being cancelled
+            return None, self.policy.outcome(
+                HandlerCancelled(f"handler of {self.name!r} raised CancelledError"), d
+            )
+        return result, _COMPLETED
+
+    async def _settle(
+        self,
+        r: _Replica,
+        d: Delivery,
+        outcome: SettleOutcome,
+        ref: ImmutablePayloadRef | None,
+    ) -> None:
+        """Settle ``d`` (held in ``r.leases``) with ``outcome``, count it, and release its
+        payload obligation once ``Completed`` is confirmed."""
         token = d.token
         settlement_id = f"{d.sequence}:{token.lease_id}"
         settle = self.backend.settle
@@ -513,7 +571,7 @@ class StageWorker:
         if type(answer) is SettleUnknown:  # idempotent by settlement id: ask once more
             answer = await settle(token, outcome, settlement_id)
         seq = d.sequence
-        del r.leases[seq]
+        r.leases.pop(seq, None)
         if r.deadlines:
             r.deadlines.pop(seq, None)
         counters = self.counters
@@ -553,9 +611,7 @@ class StageWorker:
                 stage=self.name,
             )
 
-    async def _read_payload(
-        self, raw: str
-    ) -> tuple[bytes | None, ImmutablePayloadRef | None, SettleOutcome]:
+    async def _read_payload(self, raw: str) -> PayloadRead:
         """The bytes an envelope references, or the outcome to settle it with instead."""
         assert self.payload is not None
         try:
@@ -626,7 +682,7 @@ class StageWorker:
         while True:
             await self._sleep(lease / 4)
             now = self._now()
-            for r in self._replicas:
+            for r in self._holders:
                 if not r.leases:
                     continue
                 for seq, d in list(r.leases.items()):
@@ -852,6 +908,23 @@ def stage_worker(
     :func:`~videoflow_aio.pipeline.ensure_pipeline`), wired as it says: the stage's input
     and end-of-stream subscriptions, its output channel and that channel's readers. The
     keyword arguments are the worker's."""
+    subs, wiring = stage_wiring(pipeline, stage)
+    return StageWorker(backend, subs, handler, **wiring, **options)
+
+
+class Wiring(TypedDict):
+    """The keyword arguments that wire a worker to its stage of a :class:`Pipeline`."""
+
+    name: str
+    output: ChannelId | None
+    readers: Sequence[str]
+    eos: Sequence[SubscriptionId]
+
+
+def stage_wiring(pipeline: Pipeline, stage: str) -> tuple[tuple[SubscriptionId, ...], Wiring]:
+    """``stage``'s input subscriptions and the keyword arguments that wire a worker to it
+    (name, output channel, its readers, end-of-stream subscriptions); ValidationError for
+    something that is not a Pipeline or a stage of it."""
     if not isinstance(pipeline, Pipeline):
         raise ValidationError(
             "pipeline must be a Pipeline (from ensure_pipeline)", field="pipeline", value=pipeline
@@ -862,16 +935,13 @@ def stage_worker(
             field="stage",
             value=stage,
         )
-    return StageWorker(
-        backend,
-        pipeline.subscriptions[stage],
-        handler,
+    wiring = Wiring(
         name=stage,
         output=pipeline.output(stage),
         readers=pipeline.readers[stage],
         eos=pipeline.eos_subscriptions[stage],
-        **options,
     )
+    return pipeline.subscriptions[stage], wiring
 
 
 __all__ = [
@@ -885,6 +955,9 @@ __all__ = [
     "StageCounters",
     "StageOptions",
     "StageWorker",
+    "Wiring",
+    "WorkerOptions",
     "run_stage",
+    "stage_wiring",
     "stage_worker",
 ]

@@ -8,6 +8,11 @@ workers; per-stage and end-to-end latency, throughput, redeliveries, drops, util
     point = simulate(spec, replications=8, slo=["end_to_end.p99<=200ms"])  # PointResult
     answer = simulate(spec, sweep="stage.detect.replicas=9..14", slo=[...])  # SweepResult
 
+One pipeline definition for both: ``Scenario.from_pipeline(nodes, service=..., arrival=...)``
+takes the production :class:`~videoflow_aio.pipeline.Node` objects; ``simulate(scenario)``,
+``scenario.to_toml()``, ``Scenario.from_toml(path)``; ``run_scenario(scenario, handlers)`` runs
+the user's real handlers on the toolkit's workers, their compute modelled by ``await work()``.
+
 Command line: ``videoflow-aio simulate SPEC.toml [--json out.json] [--plot out.png]``.
 See ``docs/simulate.md``.
 """
@@ -21,6 +26,21 @@ from ._dist import lognormal_params, sampler
 from ._executor import DaskCluster, Executor, InProcess, LocalProcesses, make_executor
 from ._overrides import apply_overrides, parse_set
 from ._report import faults_table, results_table, to_json
+from ._scenario import (
+    Arrival,
+    Batch,
+    Const,
+    Empirical,
+    Exp,
+    LogNormal,
+    Periodic,
+    Poisson,
+    Scenario,
+    Schedule,
+    Service,
+    Stage,
+    Trace,
+)
 from ._screen import StageLoad, offered_loads, warnings_for
 from ._slo import Slo, SloCheck, parse_slo
 from ._spec import SimError, SimSpec, SpecError, load_spec, parse_spec
@@ -32,22 +52,36 @@ from ._theory import (
     mmc_response_quantile,
     mmc_response_tail,
 )
+from ._work import run_scenario, work
 
 __all__ = [
+    "Arrival",
+    "Batch",
+    "Const",
     "DaskCluster",
+    "Empirical",
     "Executor",
+    "Exp",
     "InProcess",
     "Interval",
     "LocalProcesses",
+    "LogNormal",
+    "Periodic",
     "Plan",
     "PointResult",
+    "Poisson",
+    "Scenario",
+    "Schedule",
+    "Service",
     "SimError",
     "SimSpec",
     "Slo",
     "SloCheck",
     "SpecError",
+    "Stage",
     "StageLoad",
     "SweepResult",
+    "Trace",
     "apply_overrides",
     "erlang_c",
     "faults_table",
@@ -66,9 +100,11 @@ __all__ = [
     "parse_spec",
     "parse_sweep",
     "results_table",
+    "run_scenario",
     "sampler",
     "simulate",
     "t_quantile",
     "to_json",
     "warnings_for",
+    "work",
 ]

@@ -11,6 +11,7 @@ from ._executor import Executor, make_executor
 from ._overrides import apply_overrides
 from ._probe import ProgressCallback
 from ._run import simulate as simulate_once
+from ._scenario import Scenario
 from ._slo import Slo, parse_slo
 from ._spec import SimSpec
 
@@ -19,12 +20,14 @@ Sweep = str | tuple[str, Sequence[Any]]
 
 
 @overload
-def simulate(spec: SimSpec, *, progress: ProgressCallback | None = None) -> dict[str, Any]: ...
+def simulate(
+    spec: SimSpec | Scenario, *, progress: ProgressCallback | None = None
+) -> dict[str, Any]: ...
 
 
 @overload
 def simulate(
-    spec: SimSpec,
+    spec: SimSpec | Scenario,
     *,
     progress: ProgressCallback | None = None,
     replications: int | None = None,
@@ -40,7 +43,7 @@ def simulate(
 
 @overload
 def simulate(
-    spec: SimSpec,
+    spec: SimSpec | Scenario,
     *,
     progress: ProgressCallback | None = None,
     replications: int | None = None,
@@ -55,7 +58,7 @@ def simulate(
 
 
 def simulate(
-    spec: SimSpec,
+    spec: SimSpec | Scenario,
     *,
     progress: ProgressCallback | None = None,
     replications: int | None = None,
@@ -67,7 +70,7 @@ def simulate(
     overrides: Sequence[tuple[str, Any]] = (),
     executor: Executor | str | int | None = None,
 ) -> Any:
-    """Simulate ``spec``.
+    """Simulate ``spec`` (a :class:`Scenario` is simulated as its :meth:`~Scenario.to_spec`).
 
     Without any capacity argument: one run, the JSON-ready dict of ``docs/simulate.md``
     (``progress(virtual, total)`` is called as it runs). With ``replications``,
@@ -80,6 +83,8 @@ def simulate(
     process per CPU), a number of local processes, or None (this process). The results do
     not depend on the executor.
     """
+    if isinstance(spec, Scenario):
+        spec = spec.to_spec()
     spec = apply_overrides(spec, overrides)
     if isinstance(slo, str | Slo):
         slo = [slo]
