@@ -8,6 +8,12 @@ MAX_SPEC_FILE_BYTES = 16 << 20
 """The largest spec file read (16 MiB): a spec is a page of TOML, not a data set."""
 MAX_SAMPLE_FILE_BYTES = 64 << 20
 """The largest empirical sample file read (64 MiB); it is read in chunks, never past this."""
+MAX_TRACE_FILE_BYTES = 64 << 20
+"""The largest arrival trace file read (``arrival = "trace"``, 64 MiB), in chunks."""
+MAX_TRACE_FRAMES = 10_000_000
+"""The most timestamps an arrival trace may hold."""
+MAX_SCHEDULE_STEPS = 100_000
+"""The most steps of a source's ``rate_schedule``."""
 MAX_SAMPLES = 1_000_000
 """The most samples an empirical distribution may hold (file and ``samples_ms`` together)."""
 MAX_TOML_DEPTH = 64
@@ -58,9 +64,12 @@ __all__ = [
     "MAX_REPLICAS",
     "MAX_SAMPLES",
     "MAX_SAMPLE_FILE_BYTES",
+    "MAX_SCHEDULE_STEPS",
     "MAX_SECONDS",
     "MAX_SEED",
     "MAX_SPEC_FILE_BYTES",
     "MAX_STREAMS",
     "MAX_TOML_DEPTH",
+    "MAX_TRACE_FILE_BYTES",
+    "MAX_TRACE_FRAMES",
 ]

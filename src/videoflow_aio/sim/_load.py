@@ -80,16 +80,44 @@ def stage_handler(
     sample: Callable[[], float],
     slow: SlowDown,
     output: list[Output | bytes] | None,
+    per_item: float = 0.0,
 ) -> Callable[[Delivery, bytes | None], Any]:
-    """The simulated work: sleep one service time (times the slow-down factor), then hand
-    the stage's output (if it has one) to the worker to forward."""
+    """The simulated work: sleep one service time (plus ``per_item`` seconds; times the
+    slow-down factor), then hand the stage's output (if it has one) to the worker to
+    forward."""
     sleep = loop_clock()[1]
 
     async def handle(d: Delivery, data: bytes | None) -> list[Output | bytes] | None:
         await sleep(sample() * slow.factor)
         return output
 
+    async def handle_per_item(d: Delivery, data: bytes | None) -> list[Output | bytes] | None:
+        await sleep((sample() + per_item) * slow.factor)
+        return output
+
+    return handle_per_item if per_item else handle
+
+
+def batch_handler(
+    sample: Callable[[], float],
+    per_item: float,
+    slow: SlowDown,
+    output: list[Output | bytes] | None,
+    batch_of: dict[int, int],
+) -> Callable[[Delivery, bytes | None], Any]:
+    """Batched service: the first message of a batch of ``n`` (``batch_of``, filled by the
+    stage's :class:`~videoflow_aio.sim._batching.StageBackend`) sleeps one draw of the
+    batch's fixed cost plus ``n × per_item`` seconds (times the slow-down factor); the
+    others of the batch are served at once after it."""
+    sleep = loop_clock()[1]
+
+    async def handle(d: Delivery, data: bytes | None) -> list[Output | bytes] | None:
+        n = batch_of.pop(id(d), 0)
+        if n:
+            await sleep((sample() + per_item * n) * slow.factor)
+        return output
+
     return handle
 
 
-__all__ = ["generate", "stage_handler"]
+__all__ = ["batch_handler", "generate", "stage_handler"]

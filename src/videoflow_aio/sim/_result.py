@@ -4,6 +4,7 @@ messaging model's own ledger say once the run is over, as the JSON-ready dict do
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from ..contracts import Known
@@ -12,6 +13,7 @@ from ..pipeline import LatencyHistogram, Pipeline, Publisher, StageWorker
 from ..pipeline._stats import DEFAULT_PRECISION_BITS
 from ._dist import mean_seconds
 from ._e2e import FrameLedger
+from ._join import JoinBackend
 from ._probe import Probe
 from ._record import StageRecorder
 from ._spec import FaultSpec, SimSpec
@@ -67,6 +69,7 @@ async def build_result(
     publishers: dict[str, Publisher],
     source_counts: dict[str, dict[str, int]],
     probe: Probe,
+    joins: Mapping[str, JoinBackend],
     gpu: dict[str, dict[str, Any]],
     faults: list[dict[str, Any]],
     bins: tuple[float, int],
@@ -93,8 +96,10 @@ async def build_result(
         rec = recorders[st.name]
         redeliveries += ledger["redelivered"]
         losses += ledger["dropped"] + ledger["unresolved"]
+        join = joins.get(st.name)
         stages[st.name] = {
             "latency_ms": rec.stage.summary(1000.0),
+            "waiting_ms": rec.waiting.summary(1000.0),
             "throughput_hz": rec.stage.count / window,
             "redeliveries": ledger["redelivered"],
             "dropped": ledger["dropped"],
@@ -110,6 +115,20 @@ async def build_result(
             "payload_failures": c.payload_failures,
             "replicas": st.replicas,
             "batch": st.batch,
+            "batch_service": None
+            if st.batch_service is None
+            else {
+                "max_items": st.batch_service.max_items,
+                "max_wait_ms": st.batch_service.max_wait_ms,
+                "per_item_ms": st.service.per_item_ms,
+            },
+            "join": None
+            if join is None
+            else {
+                "timed_out": join.timed_out,
+                "incomplete": join.incomplete,
+                "timeout_ms": st.join_timeout_ms,
+            },
             "service_mean_ms": mean_seconds(st.service) * 1000.0,
             "gpu": gpu.get(st.name),
         }
@@ -135,6 +154,7 @@ async def build_result(
             "throughput_hz": e2e.count / window,
             "redeliveries": redeliveries,
             "dropped": frames.dropped,
+            "dropped_reasons": dict(frames.reasons),
             "unresolved": frames.unresolved,
             "unfinished": frames.unfinished,
             "utilization": busy_total / replica_seconds if replica_seconds else None,

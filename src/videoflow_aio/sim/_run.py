@@ -12,11 +12,11 @@ import gc
 import math
 import random
 import time
-from typing import Any
+from typing import Any, cast
 
 import anyio
 
-from ..contracts.messaging import ChannelId
+from ..contracts.messaging import ChannelId, MessagingBackend
 from ..memory.allocation import MemoryAllocationBackend
 from ..memory.messaging import MemoryMessagingBackend
 from ..memory.payload import MemoryPayloadStore
@@ -26,6 +26,7 @@ from ..pipeline import (
     Output,
     Pipeline,
     Publisher,
+    StageOptions,
     StageWorker,
     ensure_pipeline,
     loop_clock,
@@ -33,11 +34,13 @@ from ..pipeline import (
 )
 from ..vtime import VirtualClock
 from ..vtime import run as vrun
+from ._batching import StageBackend
 from ._dist import sampler
 from ._e2e import FrameLedger, LossLedger, owed_settles
 from ._faults import FaultContext, SlowDown, StallablePayloadStore, run_fault
 from ._gpu import node_fixture, reserve_gpus
-from ._load import generate, stage_handler
+from ._join import JoinBackend
+from ._load import batch_handler, generate, stage_handler
 from ._probe import Probe, ProgressCallback, run_probe
 from ._record import StageRecorder
 from ._result import build_result, fault_report
@@ -113,39 +116,91 @@ def _workers(
     bins: tuple[float, int],
     frames: _Frames,
     ledger: FrameLedger,
-) -> tuple[dict[str, StageWorker], dict[str, StageRecorder], dict[str, SlowDown]]:
+) -> tuple[
+    dict[str, StageWorker],
+    dict[str, StageRecorder],
+    dict[str, SlowDown],
+    dict[str, JoinBackend],
+]:
     window = (spec.run.warmup_seconds, spec.run.duration_seconds)
     workers: dict[str, StageWorker] = {}
     recorders: dict[str, StageRecorder] = {}
     slowdowns: dict[str, SlowDown] = {}
+    joins: dict[str, JoinBackend] = {}
     for st in spec.stages:
         sink = not pipe.readers[st.name]
-        rec = recorders[st.name] = StageRecorder(
-            start, window, *bins, frames=ledger if sink else None
-        )
         slow = slowdowns[st.name] = SlowDown()
         rng = random.Random(f"{spec.run.seed}/stage/{st.name}")
         data = frames(st.output_bytes)
         output: list[Output | bytes] | None = None
         if not sink:
             output = [Output(data=data)] if data is not None else [b""]
-        workers[st.name] = stage_worker(
-            messaging,
-            pipe,
-            st.name,
-            stage_handler(sampler(st.service, rng), slow, output),
-            replicas=st.replicas,
-            batch=st.batch,
-            payload=store,
-            policy=ExceptionPolicy(retry_delay_seconds=st.retry_delay_seconds),
-            poll_seconds=POLL_SECONDS,
-            observe=rec,
-            payload_ttl_seconds=spec.payload.ttl_seconds,
-            obligation_seconds=spec.payload.obligation_seconds,
-            handler_timeout_seconds=None,  # service times are the spec's, however long
-            idle_limit_seconds=None,  # run.drain_seconds bounds the run instead
+        sample = sampler(st.service, rng)
+        per_item = st.service.per_item_ms / 1000.0
+        rec = recorders[st.name] = StageRecorder(
+            start, window, *bins, frames=ledger if sink else None
         )
-    return workers, recorders, slowdowns
+        options = _options(spec, st, store, rec)
+        if st.join is not None:
+            jb = joins[st.name] = JoinBackend(
+                messaging,
+                st.name,
+                tuple(pipe.subscriptions[st.name]),
+                timeout=None if st.join_timeout_ms is None else st.join_timeout_ms / 1000.0,
+                poll_seconds=POLL_SECONDS,
+                lost=ledger.lost,
+            )
+            jb.received = rec.received
+            worker = StageWorker(
+                cast(MessagingBackend, jb),
+                jb.subscription,
+                stage_handler(sample, slow, output, per_item),
+                name=st.name,
+                output=pipe.output(st.name),
+                readers=pipe.readers[st.name],
+                eos=pipe.eos_subscriptions[st.name],
+                **options,
+            )
+            jb.draining = lambda w=worker: w.draining  # type: ignore[misc]
+        else:
+            wait = None if st.batch_service is None else st.batch_service.max_wait_ms / 1000.0
+            sb = StageBackend(messaging, max_wait=wait)
+            sb.received = rec.received
+            handler = (
+                stage_handler(sample, slow, output, per_item)
+                if st.batch_service is None
+                else batch_handler(sample, per_item, slow, output, sb.batch_of)
+            )
+            worker = stage_worker(cast(MessagingBackend, sb), pipe, st.name, handler, **options)
+        workers[st.name] = worker
+    return workers, recorders, slowdowns, joins
+
+
+def _options(spec: SimSpec, st: StageSpec, store: Any, rec: StageRecorder) -> StageOptions:
+    """The stage worker's options for stage ``st``."""
+    return StageOptions(
+        replicas=st.replicas,
+        batch=st.batch,
+        payload=store,
+        policy=ExceptionPolicy(retry_delay_seconds=st.retry_delay_seconds),
+        poll_seconds=POLL_SECONDS,
+        observe=rec,
+        payload_ttl_seconds=spec.payload.ttl_seconds,
+        obligation_seconds=spec.payload.obligation_seconds,
+        handler_timeout_seconds=None,  # service times are the spec's, however long
+        idle_limit_seconds=None,  # run.drain_seconds bounds the run instead
+    )
+
+
+async def _run_stage(worker: StageWorker, join: JoinBackend | None) -> None:
+    """Run one stage's worker (and a join stage's pumps, until the worker returns)."""
+    if join is None:
+        await worker.run()
+        return
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(join.run)
+        await worker.run()
+        tg.cancel_scope.cancel()
 
 
 async def _simulate(
@@ -177,7 +232,7 @@ async def _simulate(
     ledger.start_at(start)
     end = start + run.duration_seconds
     frames = _Frames()
-    workers, recorders, slowdowns = _workers(
+    workers, recorders, slowdowns, joins = _workers(
         spec, pipe, messaging, store, start, bins, frames, ledger
     )
     publishers = {
@@ -212,8 +267,8 @@ async def _simulate(
     async with anyio.create_task_group() as tg:
         stages = anyio.create_task_group()
         async with stages:
-            for w in workers.values():
-                stages.start_soon(w.run)
+            for name, w in workers.items():
+                stages.start_soon(_run_stage, w, joins.get(name))
             tg.start_soon(
                 run_probe,
                 spec,
@@ -257,6 +312,7 @@ async def _simulate(
         publishers=publishers,
         source_counts=counts,
         probe=probe,
+        joins=joins,
         gpu=gpu,
         faults=faults,
         bins=bins,
