@@ -7,14 +7,15 @@ forwards a frame under ``<frame>@<stage>``, so each stage's output channel carri
 of it (the messaging model deduplicates the others), and a sink settles one copy per input
 that carries it. So a source's frames owe, over the sinks reachable from it, one settle per
 sink input reachable from the source (fan-out to two sinks: 2; a diamond into one sink: 2;
-a diamond feeding a stage that feeds the sink: 1).
+a diamond feeding a stage that feeds the sink: 1; a joining sink settles once per frame).
 
 A frame a stage drops on purpose (a join's timeout: :meth:`FrameLedger.lost`) is
 **dropped** with that reason. A frame that did not complete is **dropped** or
-**unresolved** if the messaging model dropped a message of it or gave up on one (``max_deliver`` attempts, a dead letter) on any
-path, or its source's publish was refused — counted once, by the first loss; else it is
-**unfinished** when the run ends. A message evicted while a replica works on it is still
-forwarded: a loss does not decide a frame's fate while copies of it are alive.
+**unresolved** if the messaging model dropped a message of it or gave up on one
+(``max_deliver`` attempts, a dead letter) on any path, or its source's publish was
+refused — counted once, by the first loss; else it is **unfinished** when the run ends.
+A message evicted while a replica works on it is still forwarded: a loss does not decide
+a frame's fate while copies of it are alive.
 
 Two ledgers: :class:`FrameLedger` knows only completions, which is exact when the model
 lost nothing (its ledger says so at the end); :class:`LossLedger` also follows every copy
