@@ -14,6 +14,8 @@ MAX_TRACE_FRAMES = 10_000_000
 """The most timestamps an arrival trace may hold."""
 MAX_SCHEDULE_STEPS = 100_000
 """The most steps of a source's ``rate_schedule``."""
+MAX_SLO_TARGETS = 100
+"""The most latency targets ``run.slo_ms`` (and ``--slo``) may name."""
 MAX_SAMPLES = 1_000_000
 """The most samples an empirical distribution may hold (file and ``samples_ms`` together)."""
 MAX_TOML_DEPTH = 64
@@ -67,6 +69,7 @@ __all__ = [
     "MAX_SCHEDULE_STEPS",
     "MAX_SECONDS",
     "MAX_SEED",
+    "MAX_SLO_TARGETS",
     "MAX_SPEC_FILE_BYTES",
     "MAX_STREAMS",
     "MAX_TOML_DEPTH",

@@ -8,11 +8,13 @@ difference between two points is not blurred by different draws).
 
 The summary document has the single run's shape; what changes (``docs/simulate.md``):
 
-* ``latency_ms`` figures ``mean, p50, p90, p99, p999``, ``throughput_hz`` and ``utilization``
+* ``latency_ms`` (and ``waiting_ms``) figures ``mean, p50, p90, p99, p999``, each ``slo``
+  entry's ``fraction_over``, ``throughput_hz`` and ``utilization``
   are the **mean over the replications** (each replication's figure is one sample; the
   Student-t interval is on that mean); ``latency_ms.max`` is the largest of any replication;
-* next to them ``latency_ms_ci`` (same keys, each ``[low, high]``; None with one
-  replication), ``throughput_hz_ci`` and ``utilization_ci`` (the stage's mean busy fraction);
+* next to them ``latency_ms_ci``/``waiting_ms_ci`` (same keys, each ``[low, high]``; None
+  with one replication), ``slo[i].fraction_over_ci``, ``throughput_hz_ci`` and
+  ``utilization_ci`` (the stage's mean busy fraction);
 * counts (frames, completed, dropped, redeliveries, events, …) are **totals** over the
   replications; ``series`` and ``faults`` are replication 0's;
 * ``run`` adds ``replications``, ``confidence`` and ``seeds``; ``virtual_seconds`` and
@@ -115,6 +117,30 @@ def _section(
     maxes = [e["latency_ms"]["max"] for e in entries if e["latency_ms"]["max"] is not None]
     lat["max"] = max(maxes) if maxes else None
     base["latency_ms"] = lat
+    if "waiting_ms" in base:
+        waiting = dict(base["waiting_ms"])
+        wci: dict[str, list[float] | None] = {}
+        for f in CI_FIGURES:
+            iv = _interval([e["waiting_ms"][f] for e in entries], confidence)
+            waiting[f] = None if iv is None else iv.estimate
+            wci[f] = None if iv is None else iv.pair()
+        maxes = [e["waiting_ms"]["max"] for e in entries if e["waiting_ms"]["max"] is not None]
+        waiting["max"] = max(maxes) if maxes else None
+        base["waiting_ms"] = waiting
+        base = _insert_after(base, "waiting_ms", "waiting_ms_ci", wci)
+    if base.get("slo"):
+        slo = []
+        for k, entry in enumerate(base["slo"]):
+            iv = _interval([e["slo"][k]["fraction_over"] for e in entries], confidence)
+            intervals[f"over:{entry['target_ms']}"] = iv
+            slo.append(
+                {
+                    "target_ms": entry["target_ms"],
+                    "fraction_over": None if iv is None else iv.estimate,
+                    "fraction_over_ci": None if iv is None else iv.pair(),
+                }
+            )
+        base["slo"] = slo
     thr = mean_interval([e["throughput_hz"] for e in entries], confidence)
     intervals["throughput_hz"] = thr
     base["throughput_hz"] = thr.estimate

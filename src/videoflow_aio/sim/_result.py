@@ -16,6 +16,7 @@ from ._e2e import FrameLedger
 from ._join import JoinBackend
 from ._probe import Probe
 from ._record import StageRecorder
+from ._slo import slo_fractions
 from ._spec import FaultSpec, SimSpec
 
 QUANTILES = (*(round(q / 100, 2) for q in range(1, 100)), 0.995, 0.999, 0.9995, 0.9999)
@@ -100,6 +101,7 @@ async def build_result(
         stages[st.name] = {
             "latency_ms": rec.stage.summary(1000.0),
             "waiting_ms": rec.waiting.summary(1000.0),
+            "slo": slo_fractions(rec.stage, run.slo_ms),
             "throughput_hz": rec.stage.count / window,
             "redeliveries": ledger["redelivered"],
             "dropped": ledger["dropped"],
@@ -151,6 +153,7 @@ async def build_result(
         "stages": stages,
         "end_to_end": {
             "latency_ms": e2e.summary(1000.0),
+            "slo": slo_fractions(e2e, run.slo_ms),
             "throughput_hz": e2e.count / window,
             "redeliveries": redeliveries,
             "dropped": frames.dropped,

@@ -73,6 +73,7 @@ class RunSpec(msgspec.Struct, frozen=True, kw_only=True):
     bin_seconds: float | None = None
     flow_id: str = "sim"
     run_id: str = "run"
+    slo_ms: tuple[float, ...] = ()
 
 
 class PayloadSpec(msgspec.Struct, frozen=True, kw_only=True):
@@ -360,6 +361,7 @@ def _run(raw: Any) -> RunSpec:
             "bin_seconds",
             "flow_id",
             "run_id",
+            "slo_ms",
         ),
     )
     duration = _num(t, "duration_seconds", "run", required=True, strict=True)
@@ -383,7 +385,18 @@ def _run(raw: Any) -> RunSpec:
         bin_seconds=bins,
         flow_id=_str(t, "flow_id", "run", "sim", name=True) or "sim",
         run_id=_str(t, "run_id", "run", "run", name=True) or "run",
+        slo_ms=_slo_targets(t.get("slo_ms", [])),
     )
+
+
+def _slo_targets(raw: Any) -> tuple[float, ...]:
+    """``run.slo_ms``: latency targets (ms) whose exceedance fractions the result reports."""
+    if not isinstance(raw, list) or len(raw) > L.MAX_SLO_TARGETS:
+        raise _fail("run.slo_ms", f"must be an array of at most {L.MAX_SLO_TARGETS} numbers")
+    for k, v in enumerate(raw):
+        if isinstance(v, bool) or not isinstance(v, int | float) or not 0 <= v <= L.MAX_MS:
+            raise _fail(f"run.slo_ms[{k}]", f"must be a number in [0, {L.MAX_MS:g}] ms", v)
+    return tuple(sorted({float(v) for v in raw}))
 
 
 def _service(raw: Any, path: str, base: Path | None) -> ServiceSpec:
