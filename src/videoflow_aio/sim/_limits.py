@@ -12,6 +12,8 @@ MAX_TRACE_FILE_BYTES = 64 << 20
 """The largest arrival trace file read (``arrival = "trace"``, 64 MiB), in chunks."""
 MAX_TRACE_FRAMES = 10_000_000
 """The most timestamps an arrival trace may hold."""
+MAX_BURST_SWITCHES = 10_000_000
+"""The most on/off switches a source's ``burst`` may make over a run (by its means)."""
 MAX_SCHEDULE_STEPS = 100_000
 """The most steps of a source's ``rate_schedule``."""
 MAX_SLO_TARGETS = 100
@@ -54,6 +56,7 @@ MAX_MEMORY_GIB = 1e6
 
 __all__ = [
     "MAX_BATCH",
+    "MAX_BURST_SWITCHES",
     "MAX_COUNT",
     "MAX_FACTOR",
     "MAX_FAULTS",

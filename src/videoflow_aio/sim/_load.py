@@ -7,7 +7,9 @@ time drawn from its distribution.
 
 from __future__ import annotations
 
+import bisect
 import heapq
+import math
 import random
 from collections.abc import Callable
 from typing import Any
@@ -38,6 +40,9 @@ async def generate(
     (a paused channel, a stalled store) delays the frames behind it — they are published
     late, with their capture times.
     """
+    if source.arrival == "trace" or source.rate_schedule or source.burst or source.jitter_ms:
+        await _generate_shaped(source, publisher, rng, start, end, frame, counts, ledger)
+        return
     now, sleep = loop_clock()
     rate = source.rate_hz
     period = 1.0 / rate
@@ -72,6 +77,152 @@ async def generate(
                 ledger.refused(pid)
         nxt = at + expo(rate) if poisson else start + phases[k] + (n + 1) * period
         heapq.heapreplace(heap, (nxt, k, n + 1))
+    counts["frames"] = sent
+    await publisher.send(f"eos@{name}", b"", kind="eos")
+
+
+class RateFunction:
+    """A stream's rate over time (seconds from the start of the load): the source's
+    ``rate_schedule`` (or ``rate_hz``), replaced by ``burst.rate_hz`` while the source's
+    on/off modulation is on. The modulation — off first, then on, … each period drawn
+    from ``burst.dist`` with its mean, from its own ``rng`` — is shared by all the source's
+    streams and drawn lazily as time advances."""
+
+    def __init__(self, source: SourceSpec, rng: random.Random) -> None:
+        self._steps = list(source.rate_schedule) or [(0.0, source.rate_hz)]
+        self._burst = source.burst
+        self._rng = rng
+        self._toggles: list[float] = []  # switch instants: off -> on at even indices
+
+    def _draw(self, mean: float) -> float:
+        assert self._burst is not None
+        if self._burst.dist == "constant":
+            return mean
+        return self._rng.expovariate(1.0 / mean)
+
+    def _toggle_index(self, t: float) -> int:
+        """How many switches happened at or before ``t`` (drawing more as needed)."""
+        burst = self._burst
+        assert burst is not None
+        toggles = self._toggles
+        while not toggles or toggles[-1] <= t:
+            last = toggles[-1] if toggles else 0.0
+            on_next = len(toggles) % 2 == 0
+            toggles.append(
+                last + self._draw(burst.mean_off_seconds if on_next else burst.mean_on_seconds)
+            )
+        return bisect.bisect_right(toggles, t)
+
+    def rate(self, t: float) -> float:
+        if self._burst is not None and self._toggle_index(t) % 2 == 1:
+            return self._burst.rate_hz
+        k = bisect.bisect_right(self._steps, (t, math.inf)) - 1
+        return self._steps[max(k, 0)][1]
+
+    def next_change(self, t: float) -> float:
+        """The first instant after ``t`` where the rate may change (inf: none)."""
+        k = bisect.bisect_right(self._steps, (t, math.inf))
+        nxt = self._steps[k][0] if k < len(self._steps) else math.inf
+        if self._burst is not None:
+            nxt = min(nxt, self._toggles[self._toggle_index(t)])
+        return nxt
+
+    def next_poisson(self, t: float, expo: Callable[[float], float], end: float) -> float:
+        """The next arrival after ``t`` of a Poisson process of this rate (piecewise: at a
+        change the exponential clock restarts, exact by memorylessness); >= ``end`` when
+        none comes before it."""
+        while t < end:
+            r = self.rate(t)
+            change = self.next_change(t)
+            if r > 0:
+                at = t + expo(r)
+                if at < change:
+                    return at
+            t = change
+        return t
+
+    def next_periodic(self, t: float, end: float) -> float:
+        """The next frame of a periodic stream whose last frame was at ``t``: where the
+        rate's integral from ``t`` reaches 1 (one period at a constant rate; across a
+        change, the rest of the period at the new rate); >= ``end`` when none comes
+        before it."""
+        need = 1.0
+        while t < end:
+            r = self.rate(t)
+            change = self.next_change(t)
+            if r > 0:
+                if t + need / r < change:
+                    return t + need / r
+                need -= r * (change - t)
+            t = change
+        return t
+
+
+async def _generate_shaped(
+    source: SourceSpec,
+    publisher: Publisher,
+    rng: random.Random,
+    start: float,
+    end: float,
+    frame: bytes | None,
+    counts: dict[str, int],
+    ledger: FrameLedger,
+) -> None:
+    """:func:`generate` for a trace, a rate schedule, bursts or jitter: per stream the
+    next nominal capture time (seconds from ``start``) from :class:`RateFunction`, each
+    frame captured ``uniform(0, jitter_ms)`` after its nominal time."""
+    now, sleep = loop_clock()
+    duration = end - start
+    name = source.name
+    expo = rng.expovariate
+    jitter = source.jitter_ms / 1000.0
+    uniform = rng.random
+    heap: list[tuple[float, int, int, float]] = []  # (capture, stream, n, nominal)
+    trace = source.trace_seconds
+    fn = RateFunction(source, random.Random(f"{rng.random()}/burst"))
+    poisson = source.arrival == "poisson"
+    if source.arrival == "trace":
+        if trace and trace[0] < duration:
+            heap.append((trace[0], 0, 0, trace[0]))
+    else:
+        for k in range(source.streams):
+            r0 = fn.rate(0.0)
+            if poisson:
+                first = fn.next_poisson(0.0, expo, duration)
+            elif r0 > 0:
+                first = rng.random() / r0
+            else:
+                first = fn.next_change(0.0)
+            if first < duration:
+                heap.append((first + (uniform() * jitter if jitter else 0.0), k, 0, first))
+        heapq.heapify(heap)
+    send = publisher.send
+    sent = 0
+    while heap:
+        rel, k, n, nominal = heap[0]
+        at = start + rel
+        delay = at - now()
+        if delay > 0:
+            await sleep(delay)
+        pid = f"{name}-{k}-{n}"
+        ledger.published(pid, name)
+        outcome = await send(pid, b"", event_ts=at, data=frame)
+        sent += 1
+        if type(outcome) is not Accepted:
+            counts["rejected"] += 1
+            if type(outcome) is Rejected:
+                ledger.refused(pid)
+        if trace:
+            nxt = trace[n + 1] if n + 1 < len(trace) else math.inf
+        elif poisson:
+            nxt = fn.next_poisson(nominal, expo, duration)
+        else:
+            nxt = fn.next_periodic(nominal, duration)
+        if nxt < duration:
+            captured = nxt + uniform() * jitter if jitter else nxt
+            heapq.heapreplace(heap, (captured, k, n + 1, nxt))
+        else:
+            heapq.heappop(heap)
     counts["frames"] = sent
     await publisher.send(f"eos@{name}", b"", kind="eos")
 
@@ -120,4 +271,4 @@ def batch_handler(
     return handle
 
 
-__all__ = ["batch_handler", "generate", "stage_handler"]
+__all__ = ["RateFunction", "batch_handler", "generate", "stage_handler"]

@@ -170,7 +170,7 @@ async def build_result(
                 "frames": source_counts[src.name]["frames"],
                 "rejected": source_counts[src.name]["rejected"],
                 "ambiguous_publishes_retried": publishers[src.name].counters.retried,
-                "rate_hz": src.rate_hz * src.streams,
+                "rate_hz": (src.mean_rate_hz or src.rate_hz) * src.streams,
                 "arrival": src.arrival,
                 "bytes": src.bytes,
             }

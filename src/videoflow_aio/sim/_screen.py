@@ -49,7 +49,7 @@ def _frame_rates(spec: SimSpec) -> dict[str, dict[str, float]]:
     """Per node, the frames a second it emits, by origin source (a set of frames: copies of
     one frame arriving through two paths count once)."""
     rates: dict[str, dict[str, float]] = {
-        s.name: {s.name: s.streams * s.rate_hz} for s in spec.sources
+        s.name: {s.name: s.streams * (s.mean_rate_hz or s.rate_hz)} for s in spec.sources
     }
     pending = list(spec.stages)
     while pending:  # the spec's graph is acyclic (checked by parse_spec)

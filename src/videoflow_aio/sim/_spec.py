@@ -114,6 +114,9 @@ class SourceSpec(msgspec.Struct, frozen=True, kw_only=True):
     trace: str | None = None
     trace_seconds: tuple[float, ...] = ()
     jitter_ms: float = 0.0
+    mean_rate_hz: float = 0.0
+    """Each stream's long-run mean rate (the schedule's average, the bursts' mix, the
+    trace's count over the run): what load checks and screens use."""
 
 
 class BatchSpec(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -543,6 +546,7 @@ def _source(raw: Any, i: int, run: RunSpec, base: Path | None) -> SourceSpec:
             "rate_schedule",
             "burst",
             "trace",
+            "trace_seconds",
             "jitter_ms",
         ),
     )
@@ -553,29 +557,47 @@ def _source(raw: Any, i: int, run: RunSpec, base: Path | None) -> SourceSpec:
     common = dict(name=name, streams=streams, arrival=arrival)
     common["bytes"] = _int(t, "bytes", path, 0, maximum=L.MAX_FRAME_BYTES)
     if arrival == "trace":
-        _keys(t, path, ("name", "streams", "arrival", "bytes", "trace"), 'to arrival = "trace"')
+        allowed = ("name", "streams", "arrival", "bytes", "trace", "trace_seconds")
+        _keys(t, path, allowed, 'to arrival = "trace"')
         if streams != 1:
             raise _fail(f"{path}.streams", 'must be 1 for arrival = "trace"', streams)
-        file = _str(t, "trace", path, required=True)
-        assert file is not None
-        times = _trace_times(file, f"{path}.trace", base)
-        rate = len(times) / run.duration_seconds
-        return SourceSpec(**common, rate_hz=rate, trace=file, trace_seconds=times)  # type: ignore[arg-type]
-    if "trace" in t:
-        raise _fail(f"{path}.trace", 'applies only to arrival = "trace"')
+        if ("trace" in t) == ("trace_seconds" in t):
+            raise _fail(f"{path}.trace", "give trace (a file of timestamps) or trace_seconds")
+        file = _str(t, "trace", path)
+        if file is not None:
+            times = _trace_times(file, f"{path}.trace", base)
+        else:
+            times = _inline_trace(t["trace_seconds"], f"{path}.trace_seconds")
+        rate = sum(1 for x in times if x < run.duration_seconds) / run.duration_seconds
+        return SourceSpec(
+            **common,  # type: ignore[arg-type]
+            rate_hz=rate,
+            mean_rate_hz=rate,
+            trace_seconds=times,
+        )
+    for key in ("trace", "trace_seconds"):
+        if key in t:
+            raise _fail(f"{path}.{key}", 'applies only to arrival = "trace"')
     burst = _convert(t["burst"], BurstSpec, f"{path}.burst") if "burst" in t else None
     schedule = _schedule(t, path) if "rate_schedule" in t else ()
     if schedule and "rate_hz" in t:
         raise _fail(f"{path}.rate_hz", "give rate_hz or rate_schedule, not both")
     if schedule:
-        rate = _average_rate(schedule, run.duration_seconds)
+        rate = mean = _average_rate(schedule, run.duration_seconds)
     else:
         got = _num(t, "rate_hz", path, maximum=math.inf, required=True, strict=burst is None)
         assert got is not None
-        rate = got
+        rate = mean = got
     if burst is not None:
+        switches = 2 * run.duration_seconds / min(burst.mean_on_seconds, burst.mean_off_seconds)
+        if switches > L.MAX_BURST_SWITCHES:
+            raise _fail(
+                f"{path}.burst",
+                f"about {switches:.3g} on/off switches over run.duration_seconds: at most"
+                f" {L.MAX_BURST_SWITCHES:.0e}",
+            )
         on = burst.mean_on_seconds / (burst.mean_on_seconds + burst.mean_off_seconds)
-        rate = rate * (1.0 - on) + burst.rate_hz * on
+        mean = mean * (1.0 - on) + burst.rate_hz * on
     jitter = _num(t, "jitter_ms", path, 0.0, maximum=L.MAX_MS) or 0.0
     if jitter and arrival != "periodic":
         raise _fail(f"{path}.jitter_ms", 'applies only to arrival = "periodic"', jitter)
@@ -585,6 +607,7 @@ def _source(raw: Any, i: int, run: RunSpec, base: Path | None) -> SourceSpec:
         rate_schedule=schedule,
         burst=burst,
         jitter_ms=jitter,
+        mean_rate_hz=mean,
     )
 
 
@@ -627,6 +650,18 @@ def _average_rate(schedule: tuple[tuple[float, float], ...], duration: float) ->
         until = schedule[k + 1][0] if k + 1 < len(schedule) else duration
         total += rate * max(0.0, min(until, duration) - at)
     return total / duration
+
+
+def _inline_trace(raw: Any, path: str) -> tuple[float, ...]:
+    """``trace_seconds = [...]``: capture times inline (as a spec written back holds them)."""
+    if not isinstance(raw, list) or not raw:
+        raise _fail(path, "must be a non-empty array of seconds")
+    if len(raw) > L.MAX_TRACE_FRAMES:
+        raise _fail(path, f"more than {L.MAX_TRACE_FRAMES:,} timestamps", len(raw))
+    for k, v in enumerate(raw):
+        if isinstance(v, bool) or not isinstance(v, int | float) or not 0 <= v <= L.MAX_SECONDS:
+            raise _fail(f"{path}[{k}]", f"must be a number of seconds in [0, {L.MAX_SECONDS:g}]")
+    return tuple(sorted(float(v) for v in raw))
 
 
 def _trace_times(file: str, path: str, base: Path | None) -> tuple[float, ...]:
@@ -937,7 +972,7 @@ def _check_graph(sources: tuple[SourceSpec, ...], stages: tuple[StageSpec, ...])
 
 def _check_load(sources: tuple[SourceSpec, ...], run: RunSpec) -> None:
     """At most :data:`MAX_FRAMES` frames in all: a larger load would run for days."""
-    frames = [s.streams * s.rate_hz * run.duration_seconds for s in sources]
+    frames = [s.streams * max(s.rate_hz, s.mean_rate_hz) * run.duration_seconds for s in sources]
     worst = max(range(len(sources)), key=frames.__getitem__)
     if frames[worst] > MAX_FRAMES:
         raise _fail(
