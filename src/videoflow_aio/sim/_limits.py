@@ -26,6 +26,9 @@ MAX_NAME_CHARS = 200
 """The longest node name (it becomes part of channel and subscription names)."""
 MAX_NODES = 1_000
 """The most ``[[source]]`` plus ``[[stage]]`` (and, separately, ``[[node]]``) tables."""
+MAX_FAILURE_EVENTS = 10_000_000
+"""The most failures and repairs all of one ``[[failure]]``'s processes may make over a
+run (by their means)."""
 MAX_FAULTS = 1_000
 """The most ``[[fault]]`` tables (each one is a timer and a row of the fault table)."""
 MAX_REPLICAS = 10_000
@@ -59,6 +62,7 @@ __all__ = [
     "MAX_BURST_SWITCHES",
     "MAX_COUNT",
     "MAX_FACTOR",
+    "MAX_FAILURE_EVENTS",
     "MAX_FAULTS",
     "MAX_FRAME_BYTES",
     "MAX_MEMORY_GIB",

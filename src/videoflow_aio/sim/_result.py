@@ -73,6 +73,7 @@ async def build_result(
     joins: Mapping[str, JoinBackend],
     gpu: dict[str, dict[str, Any]],
     faults: list[dict[str, Any]],
+    failures: list[dict[str, Any]],
     bins: tuple[float, int],
     times: dict[str, float],
 ) -> tuple[dict[str, Any], int]:
@@ -177,6 +178,7 @@ async def build_result(
             for src in spec.sources
         },
         "faults": faults,
+        "failures": failures,
         "series": {
             "bin_seconds": bin_seconds,
             "t_seconds": [b * bin_seconds for b in range(nbins)],

@@ -37,7 +37,15 @@ from ..vtime import run as vrun
 from ._batching import StageBackend
 from ._dist import sampler
 from ._e2e import FrameLedger, LossLedger, owed_settles
-from ._faults import FaultContext, SlowDown, StallablePayloadStore, run_fault
+from ._faults import (
+    FaultContext,
+    SlowDown,
+    StallablePayloadStore,
+    failure_report,
+    finish_failure_report,
+    run_failure,
+    run_fault,
+)
 from ._gpu import node_fixture, reserve_gpus
 from ._join import JoinBackend
 from ._load import batch_handler, generate, stage_handler
@@ -262,6 +270,7 @@ async def _simulate(
         now=now,
     )
     faults = [fault_report(f) for f in spec.faults]
+    failures = [failure_report(f, _replicas(spec, f.stage)) for f in spec.failures]
     probe = Probe([s.name for s in spec.stages], bins[1])
 
     async with anyio.create_task_group() as tg:
@@ -282,6 +291,10 @@ async def _simulate(
             )
             for f, report in zip(spec.faults, faults, strict=True):
                 tg.start_soon(run_fault, ctx, f, report)
+            for i, (fp, report) in enumerate(zip(spec.failures, failures, strict=True)):
+                for k in range(len(report["events"])):
+                    rng = random.Random(f"{run.seed}/failure/{i}/{k}")
+                    tg.start_soon(run_failure, ctx, fp, k, report, rng, run.duration_seconds)
             async with anyio.create_task_group() as sources:
                 for src in spec.sources:
                     rng = random.Random(f"{run.seed}/source/{src.name}")
@@ -301,6 +314,8 @@ async def _simulate(
         tg.cancel_scope.cancel()
     finished = now()
     ledger.close()
+    for report in failures:
+        finish_failure_report(report, run.duration_seconds)
 
     result, losses = await build_result(
         spec,
@@ -315,6 +330,7 @@ async def _simulate(
         joins=joins,
         gpu=gpu,
         faults=faults,
+        failures=failures,
         bins=bins,
         times={"virtual_seconds": finished - setup_start, "gpu_ready_seconds": start - setup_start},
     )
@@ -330,20 +346,25 @@ async def _release_gpus(alloc: MemoryAllocationBackend, gpu: dict[str, dict[str,
         g["released"] = released.phase
 
 
+def _replicas(spec: SimSpec, stage: str | None) -> int:
+    return spec.stage(stage).replicas if stage is not None else 1
+
+
 def _payload_models(
     spec: SimSpec, clock: VirtualClock
 ) -> tuple[MemoryPayloadStore | None, StallablePayloadStore | None, Any]:
     """``(payload model, its stallable wrapper, the store the workers use)``: no store when
     nothing in the spec carries bytes or faults the payload store."""
     payload_faults = ("pause_payload", "fail_payload_reads")
+    kinds = {f.kind for f in spec.faults} | {f.kind for f in spec.failures}
     if not (
         any(s.bytes for s in spec.sources)
         or any(s.output_bytes for s in spec.stages)
-        or any(f.kind in payload_faults for f in spec.faults)
+        or any(k in payload_faults for k in kinds)
     ):
         return None, None, None
     model = MemoryPayloadStore(clock, tier=spec.payload.tier, max_bytes=spec.payload.max_bytes)
-    if any(f.kind == "pause_payload" for f in spec.faults):
+    if "pause_payload" in kinds:
         stallable = StallablePayloadStore(model)
         return model, stallable, stallable
     return model, None, model

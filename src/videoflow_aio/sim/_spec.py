@@ -936,7 +936,7 @@ def parse_spec(doc: Mapping[str, Any], base: Path | None = None) -> SimSpec:
     _check_load(sources, run)
     _check_nodes(stages, nodes)
     _check_faults(faults, stages, names)
-    _check_failures(failures, stages)
+    _check_failures(failures, stages, run.duration_seconds)
     return SimSpec(
         run=run,
         sources=sources,
@@ -1070,12 +1070,23 @@ def _check_faults(
             )
 
 
-def _check_failures(failures: tuple[FailureSpec, ...], stages: tuple[StageSpec, ...]) -> None:
+def _check_failures(
+    failures: tuple[FailureSpec, ...], stages: tuple[StageSpec, ...], duration: float
+) -> None:
     """Every failure process names a stage that exists."""
-    known = {s.name for s in stages}
+    replicas = {s.name: s.replicas for s in stages}
     for i, f in enumerate(failures):
-        if f.stage is not None and f.stage not in known:
+        if f.stage is not None and f.stage not in replicas:
             raise _fail(f"failure[{i}].stage", f"unknown stage {f.stage!r}", f.stage)
+        n = replicas[f.stage] if f.kind == "crash_replica" and f.stage is not None else 1
+        events = n * duration / min(f.mtbf_seconds, f.mttr_seconds)
+        if events > L.MAX_FAILURE_EVENTS:
+            raise _fail(
+                f"failure[{i}].mtbf_seconds",
+                f"about {events:.3g} failures and repairs over the run: at most"
+                f" {L.MAX_FAILURE_EVENTS:.0e}",
+                f.mtbf_seconds,
+            )
 
 
 def _check_acyclic(stages: tuple[StageSpec, ...]) -> None:
