@@ -177,3 +177,29 @@ def test_a_fork_join_of_two_mm1_branches_matches_flatto_hahn() -> None:
     rho = lam / mu
     assert contains(means, (12 - rho) / 8 / (mu - lam), CONFIDENCE), means
     assert contains(waits, rho / (mu - lam), CONFIDENCE), waits
+
+
+def test_a_join_replica_that_dies_lets_its_copies_redeliver_and_join_again() -> None:
+    stages = _diamond(10, 20, join="all", replicas=2, ack_wait_seconds=2)
+    doc = _spec(stages, duration_seconds=30.0, source={"name": "cam", "rate_hz": 20})
+    doc["stage"][2]["service"] = {"dist": "constant", "value_ms": 40}  # busy: dies holding one
+    doc["fault"] = [{"kind": "crash_replica", "stage": "fuse", "at_seconds": 10}]
+    r = simulate(parse_spec(doc))
+    e2e = r["end_to_end"]
+    assert e2e["completed"] == e2e["frames"] == 600
+    assert r["stages"]["fuse"]["crashes"] == 1
+    assert r["stages"]["fuse"]["redeliveries"] >= 2  # both copies of the frame it held
+    assert e2e["latency_ms"]["max"] > 2000.0  # that frame waited out its lease
+
+
+def test_the_screen_counts_a_batched_stage_at_full_batches() -> None:
+    from videoflow_aio.sim import offered_loads
+
+    stage = {
+        "name": "infer",
+        "inputs": ["cam"],
+        "batch": {"max_items": 8},
+        "service": {"dist": "constant", "value_ms": 30, "per_item_ms": 1},
+    }
+    (load,) = offered_loads(parse_spec(_spec([stage], duration_seconds=10.0)))
+    assert load.utilization == pytest.approx(100 * (0.030 + 8 * 0.001) / 8)
