@@ -178,7 +178,6 @@ async def build_result(
             for src in spec.sources
         },
         "faults": faults,
-        "failures": failures,
         "series": {
             "bin_seconds": bin_seconds,
             "t_seconds": [b * bin_seconds for b in range(nbins)],
@@ -195,6 +194,11 @@ async def build_result(
             },
         },
     }
+    if failures:  # only when the spec has failure processes: the shape is otherwise unchanged
+        result = {k: v for k, v in result.items() if k != "series"} | {
+            "failures": failures,
+            "series": result["series"],
+        }
     return result, losses
 
 
