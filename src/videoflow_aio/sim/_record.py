@@ -135,7 +135,7 @@ class WindowedLatency:
 class StageRecorder:
     """The ``observe`` callback of one stage (see the module docstring)."""
 
-    __slots__ = ("_latency", "_waiting", "frames", "received", "series", "stage", "waiting")
+    __slots__ = ("_latency", "frames", "received", "series", "stage", "waiting")
 
     def __init__(
         self,
@@ -153,8 +153,7 @@ class StageRecorder:
         self.frames = frames  # a sink's: the end-to-end ledger
         # id(delivery) -> when its receive returned (the stage's backend fills it)
         self.received = received if received is not None else {}
-        self._waiting = WindowedLatency(start, window, bin_seconds, nbins)
-        self.waiting = self._waiting.histogram
+        self.waiting = LatencyHistogram()  # no time series: only the window's statistics
 
     def __call__(self, d: Delivery, now: float) -> None:
         env = d.envelope
@@ -166,10 +165,13 @@ class StageRecorder:
         latency = now - sent
         if latency < 0.0:  # a clock other than the one that stamped it: not a latency
             return
-        self._latency.add(ts, latency)
+        lat = self._latency
+        lat.add(ts, latency)
         got = self.received.pop(id(d), None)
         if got is not None and got >= sent:
-            self._waiting.add(ts, got - sent)
+            lo, hi = lat.window
+            if lo <= ts - lat.start < hi:
+                self.waiting.add(got - sent)
         frames = self.frames
         if frames is not None:
             frames.settled(env.event_id or env.publication_id, ts, now)
