@@ -137,12 +137,20 @@ def test_a_trace_larger_than_the_bound_is_refused_unread(
 def test_the_command_exits_2_with_one_line(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    lines = [
+        "[run]",
+        "duration_seconds = 5",
+        "[[source]]",
+        'name = "cam"',
+        "rate_hz = 5",
+        "[[stage]]",
+        'name = "s"',
+        'inputs = ["cam"]',
+        "batch = { max_items = -1 }",
+        'service = { dist = "constant", value_ms = 1 }',
+    ]
     spec = tmp_path / "s.toml"
-    spec.write_text(
-        '[run]\nduration_seconds = 5\n[[source]]\nname = "cam"\nrate_hz = 5\n'
-        '[[stage]]\nname = "s"\ninputs = ["cam"]\nbatch = { max_items = -1 }\n'
-        'service = { dist = "constant", value_ms = 1 }\n'
-    )
+    spec.write_text("\n".join(lines))
     assert main(["simulate", str(spec), "-q"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "stage[0].batch.max_items" in err[0]

@@ -40,10 +40,11 @@ async def generate(
     (a paused channel, a stalled store) delays the frames behind it — they are published
     late, with their capture times.
     """
+    out = _Emitter(source.name, publisher, frame, counts, ledger)
     if source.arrival == "trace" or source.rate_schedule or source.burst or source.jitter_ms:
-        await _generate_shaped(source, publisher, rng, start, end, frame, counts, ledger)
+        await _generate_shaped(source, out, rng, start, end)
+        await out.close()
         return
-    now, sleep = loop_clock()
     rate = source.rate_hz
     period = 1.0 / rate
     poisson = source.arrival == "poisson"
@@ -55,30 +56,53 @@ async def generate(
         first = start + (rng.expovariate(rate) if poisson else phase)
         heap.append((first, k, 0))
     heapq.heapify(heap)
-    name = source.name
-    send = publisher.send
     expo = rng.expovariate
-    sent = 0
-    enter = ledger.published
+    emit = out.emit
     while heap:
         at, k, n = heap[0]
         if at >= end:
             break
-        delay = at - now()
-        if delay > 0:
-            await sleep(delay)
-        pid = f"{name}-{k}-{n}"
-        enter(pid, name)
-        outcome = await send(pid, b"", event_ts=at, data=frame)
-        sent += 1
-        if type(outcome) is not Accepted:
-            counts["rejected"] += 1
-            if type(outcome) is Rejected:
-                ledger.refused(pid)
+        await emit(at, k, n)
         nxt = at + expo(rate) if poisson else start + phases[k] + (n + 1) * period
         heapq.heapreplace(heap, (nxt, k, n + 1))
-    counts["frames"] = sent
-    await publisher.send(f"eos@{name}", b"", kind="eos")
+    await out.close()
+
+
+class _Emitter:
+    """Publishes one source's frames (in the ledger first; counted) and its ``eos``."""
+
+    __slots__ = ("counts", "frame", "ledger", "name", "now", "publisher", "sent", "sleep")
+
+    def __init__(
+        self,
+        name: str,
+        publisher: Publisher,
+        frame: bytes | None,
+        counts: dict[str, int],
+        ledger: FrameLedger,
+    ) -> None:
+        self.name, self.publisher, self.frame = name, publisher, frame
+        self.counts, self.ledger = counts, ledger
+        self.now, self.sleep = loop_clock()
+        self.sent = 0
+
+    async def emit(self, at: float, k: int, n: int) -> None:
+        """Publish frame ``n`` of stream ``k``, captured at ``at``, once that time comes."""
+        delay = at - self.now()
+        if delay > 0:
+            await self.sleep(delay)
+        pid = f"{self.name}-{k}-{n}"
+        self.ledger.published(pid, self.name)
+        outcome = await self.publisher.send(pid, b"", event_ts=at, data=self.frame)
+        self.sent += 1
+        if type(outcome) is not Accepted:
+            self.counts["rejected"] += 1
+            if type(outcome) is Rejected:
+                self.ledger.refused(pid)
+
+    async def close(self) -> None:
+        self.counts["frames"] = self.sent
+        await self.publisher.send(f"eos@{self.name}", b"", kind="eos")
 
 
 class RateFunction:
@@ -159,21 +183,12 @@ class RateFunction:
 
 
 async def _generate_shaped(
-    source: SourceSpec,
-    publisher: Publisher,
-    rng: random.Random,
-    start: float,
-    end: float,
-    frame: bytes | None,
-    counts: dict[str, int],
-    ledger: FrameLedger,
+    source: SourceSpec, out: _Emitter, rng: random.Random, start: float, end: float
 ) -> None:
     """:func:`generate` for a trace, a rate schedule, bursts or jitter: per stream the
     next nominal capture time (seconds from ``start``) from :class:`RateFunction`, each
     frame captured ``uniform(0, jitter_ms)`` after its nominal time."""
-    now, sleep = loop_clock()
     duration = end - start
-    name = source.name
     expo = rng.expovariate
     jitter = source.jitter_ms / 1000.0
     uniform = rng.random
@@ -196,22 +211,9 @@ async def _generate_shaped(
             if first < duration:
                 heap.append((first + (uniform() * jitter if jitter else 0.0), k, 0, first))
         heapq.heapify(heap)
-    send = publisher.send
-    sent = 0
     while heap:
         rel, k, n, nominal = heap[0]
-        at = start + rel
-        delay = at - now()
-        if delay > 0:
-            await sleep(delay)
-        pid = f"{name}-{k}-{n}"
-        ledger.published(pid, name)
-        outcome = await send(pid, b"", event_ts=at, data=frame)
-        sent += 1
-        if type(outcome) is not Accepted:
-            counts["rejected"] += 1
-            if type(outcome) is Rejected:
-                ledger.refused(pid)
+        await out.emit(start + rel, k, n)
         if trace:
             nxt = trace[n + 1] if n + 1 < len(trace) else math.inf
         elif poisson:
@@ -223,8 +225,6 @@ async def _generate_shaped(
             heapq.heapreplace(heap, (captured, k, n + 1, nxt))
         else:
             heapq.heappop(heap)
-    counts["frames"] = sent
-    await publisher.send(f"eos@{name}", b"", kind="eos")
 
 
 def stage_handler(
