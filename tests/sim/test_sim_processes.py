@@ -190,3 +190,15 @@ def test_slo_fractions_of_one_run_are_exact_counts() -> None:
         {"target_ms": 15.0, "fraction_over": 0.0},
     ]
     assert r["stages"]["s"]["slo"][0]["fraction_over"] == 1.0
+
+
+def test_a_fault_at_exactly_the_run_end_is_not_applied() -> None:
+    doc = _doc({"rate_hz": 10}, duration=10.0)
+    doc["stage"][0]["service"] = {"dist": "constant", "value_ms": 200}  # still draining at 10 s
+    doc["fault"] = [
+        {"kind": "crash_replica", "stage": "s", "at_seconds": 9.9},
+        {"kind": "crash_replica", "stage": "s", "at_seconds": 10.0},
+    ]
+    faults = simulate(parse_spec(doc))["faults"]
+    assert "applied_at_seconds" in faults[0]
+    assert "applied_at_seconds" not in faults[1]

@@ -159,9 +159,14 @@ async def _sleep_until(ctx: FaultContext, offset: float) -> None:
         await anyio.sleep(delay)
 
 
-async def run_fault(ctx: FaultContext, spec: FaultSpec, report: dict[str, Any]) -> None:
+async def run_fault(
+    ctx: FaultContext, spec: FaultSpec, report: dict[str, Any], duration: float = float("inf")
+) -> None:
     """Apply one fault at its instant; fill ``report`` with what it did (virtual seconds
-    from the start of the run)."""
+    from the start of the run). A fault due at or after the load's ``duration`` is not
+    applied (the report keeps no ``applied_at_seconds``)."""
+    if spec.at_seconds >= duration:
+        return
     await _sleep_until(ctx, spec.at_seconds)
     report["applied_at_seconds"] = ctx.now() - ctx.start
     await _KINDS[spec.kind](ctx, spec, report)

@@ -290,7 +290,7 @@ async def _simulate(
                 progress,
             )
             for f, report in zip(spec.faults, faults, strict=True):
-                tg.start_soon(run_fault, ctx, f, report)
+                tg.start_soon(run_fault, ctx, f, report, run.duration_seconds)
             for i, (fp, report) in enumerate(zip(spec.failures, failures, strict=True)):
                 for k in range(len(report["events"])):
                     rng = random.Random(f"{run.seed}/failure/{i}/{k}")
