@@ -202,3 +202,36 @@ def test_a_fault_at_exactly_the_run_end_is_not_applied() -> None:
     faults = simulate(parse_spec(doc))["faults"]
     assert "applied_at_seconds" in faults[0]
     assert "applied_at_seconds" not in faults[1]
+
+
+def test_replications_total_join_drops_and_average_availability() -> None:
+    doc = {
+        "run": {"duration_seconds": 60.0},
+        "source": [{"name": "cam", "rate_hz": 5}],
+        "stage": [
+            {"name": "a", "inputs": ["cam"], "service": {"dist": "exponential", "mean_ms": 20}},
+            {"name": "b", "inputs": ["cam"], "service": {"dist": "exponential", "mean_ms": 20}},
+            {
+                "name": "j",
+                "inputs": ["a", "b"],
+                "join": "all",
+                "join_timeout_ms": 30,
+                "service": {"dist": "constant", "value_ms": 0},
+            },
+        ],
+        "failure": [{"stage": "a", "mtbf_seconds": 10, "mttr_seconds": 1}],
+    }
+    singles = [
+        simulate(parse_spec({**doc, "run": {"duration_seconds": 60.0, "seed": s}}))
+        for s in (replication_seed(0, 0), replication_seed(0, 1))
+    ]
+    d = simulate_api(parse_spec(doc), replications=2).document
+    timed_out = sum(r["stages"]["j"]["join"]["timed_out"] for r in singles)
+    assert timed_out > 0 and d["stages"]["j"]["join"]["timed_out"] == timed_out
+    assert d["end_to_end"]["dropped_reasons"] == {"join_timeout": timed_out}
+    f = d["failures"][0]
+    assert f["events"] == [sum(r["failures"][0]["events"][0] for r in singles)]
+    avail = [r["failures"][0]["availability"] for r in singles]
+    assert f["availability"] == pytest.approx(sum(avail) / 2)
+    low, high = f["availability_ci"]
+    assert low <= f["availability"] <= high
