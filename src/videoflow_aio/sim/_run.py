@@ -76,7 +76,9 @@ def pipeline_nodes(spec: SimSpec) -> list[Node]:
     """The spec's sources and stages as pipeline nodes. A node's channel bound comes from
     the stages that read it (the smallest ``max_queue``, the first reader's ``overflow``);
     a stage's subscription allows 4 leases per replica and batch item (at least 64), so a
-    crashed replica's unexpired leases do not starve the others."""
+    crashed replica's unexpired leases do not starve the others; a join's allows its whole
+    ``max_queue`` (it holds copies until their frame is complete: copies that arrive in
+    different orders on two inputs must not exhaust its leases)."""
     readers: dict[str, list[StageSpec]] = {}
     for st in spec.stages:
         for inp in st.inputs:
@@ -92,6 +94,8 @@ def pipeline_nodes(spec: SimSpec) -> list[Node]:
             kw["ack_wait_seconds"] = st.ack_wait_seconds
             kw["max_deliver"] = st.max_deliver
             kw["item_credit"] = max(64, 4 * st.replicas * st.batch)
+            if st.join is not None:  # the join leases whatever its inputs hold: never stuck
+                kw["item_credit"] = max(kw["item_credit"], st.max_queue)  # on reordered copies
         return Node(name=name, inputs=inputs, **kw)
 
     return [node(s.name, (), None) for s in spec.sources] + [
