@@ -12,7 +12,7 @@ from ._overrides import apply_overrides
 from ._probe import ProgressCallback
 from ._run import simulate as simulate_once
 from ._scenario import Scenario
-from ._slo import Slo, parse_slo
+from ._slo import Slo, parse_slo, with_slo_targets
 from ._spec import SimSpec
 
 Sweep = str | tuple[str, Sequence[Any]]
@@ -88,10 +88,11 @@ def simulate(
     spec = apply_overrides(spec, overrides)
     if isinstance(slo, str | Slo):
         slo = [slo]
+    slos = [s if isinstance(s, Slo) else parse_slo(s, [st.name for st in spec.stages]) for s in slo]
+    spec = with_slo_targets(spec, slos)
     capacity = replications is not None or precision is not None or slo or sweep is not None
     if not capacity:
         return simulate_once(spec, progress=progress)
-    slos = [s if isinstance(s, Slo) else parse_slo(s, [st.name for st in spec.stages]) for s in slo]
     question = bool(slos) or sweep is not None
     if precision is None and replications is None and question:
         precision = 0.05  # as the command: a question asked without saying how sure

@@ -33,7 +33,7 @@ from ._replicate import summarise
 from ._report import faults_table, results_table, to_json
 from ._run import simulate
 from ._screen import warnings_for
-from ._slo import Slo, parse_slo
+from ._slo import Slo, parse_slo, with_slo_targets
 from ._spec import SimError, SimSpec, SpecError, load_spec
 
 DEFAULT_REPLICATIONS = 4
@@ -111,6 +111,7 @@ def _request(args: argparse.Namespace) -> Request:
     spec = load_spec(args.spec, _overrides(args))
     spec = apply_overrides(spec, [parse_set(s) for s in args.set])
     slos = [parse_slo(s, [st.name for st in spec.stages]) for s in args.slo]
+    spec = with_slo_targets(spec, slos)
     if not 0.0 < args.confidence < 1.0:
         raise SpecError("--confidence must be between 0 and 1", field="--confidence")
     if args.precision is not None and not 0.0 < args.precision < 1.0:

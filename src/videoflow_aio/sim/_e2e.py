@@ -7,13 +7,15 @@ forwards a frame under ``<frame>@<stage>``, so each stage's output channel carri
 of it (the messaging model deduplicates the others), and a sink settles one copy per input
 that carries it. So a source's frames owe, over the sinks reachable from it, one settle per
 sink input reachable from the source (fan-out to two sinks: 2; a diamond into one sink: 2;
-a diamond feeding a stage that feeds the sink: 1).
+a diamond feeding a stage that feeds the sink: 1; a joining sink settles once per frame).
 
-A frame that did not complete is **dropped** or **unresolved** if the messaging model
-dropped a message of it or gave up on one (``max_deliver`` attempts, a dead letter) on any
-path, or its source's publish was refused — counted once, by the first loss; else it is
-**unfinished** when the run ends. A message evicted while a replica works on it is still
-forwarded: a loss does not decide a frame's fate while copies of it are alive.
+A frame a stage drops on purpose (a join's timeout: :meth:`FrameLedger.lost`) is
+**dropped** with that reason. A frame that did not complete is **dropped** or
+**unresolved** if the messaging model dropped a message of it or gave up on one
+(``max_deliver`` attempts, a dead letter) on any path, or its source's publish was
+refused — counted once, by the first loss; else it is **unfinished** when the run ends.
+A message evicted while a replica works on it is still forwarded: a loss does not decide
+a frame's fate while copies of it are alive.
 
 Two ledgers: :class:`FrameLedger` knows only completions, which is exact when the model
 lost nothing (its ledger says so at the end); :class:`LossLedger` also follows every copy
@@ -41,6 +43,7 @@ def owed_settles(spec: SimSpec) -> dict[str, int]:
             readers.setdefault(inp, []).append(st.name)
     sinks = {st.name for st in spec.stages if st.name not in readers}
     inputs = {st.name: st.inputs for st in spec.stages}
+    joins = {st.name for st in spec.stages if st.join}  # settles one copy for all inputs
     owed: dict[str, int] = {}
     for src in spec.sources:
         reached = {src.name}
@@ -51,7 +54,9 @@ def owed_settles(spec: SimSpec) -> dict[str, int]:
                     reached.add(r)
                     todo.append(r)
         owed[src.name] = sum(
-            sum(1 for i in inputs[t] if i in reached) for t in sinks if t in reached
+            1 if t in joins else sum(1 for i in inputs[t] if i in reached)
+            for t in sinks
+            if t in reached
         )
     return owed
 
@@ -71,6 +76,7 @@ class FrameLedger:
         "histogram",
         "inflight",
         "owed",
+        "reasons",
         "series",
         "unresolved",
     )
@@ -89,6 +95,17 @@ class FrameLedger:
         self.histogram = self._latency.histogram
         self.series = self._latency.series
         self.completed = self.dropped = self.unresolved = 0
+        self.reasons: dict[str, int] = {}
+
+    def lost(self, frame: str, reason: str) -> None:
+        """A stage dropped ``frame`` on purpose (``reason``, e.g. ``join_timeout``): it is
+        counted dropped, once, and its later copies are ignored."""
+        if self._forget(frame):
+            self.dropped += 1
+            self.reasons[reason] = self.reasons.get(reason, 0) + 1
+
+    def _forget(self, frame: str) -> bool:
+        return self.inflight.pop(frame, None) is not None
 
     def start_at(self, start: float) -> None:
         """The load starts at ``start`` (capture times are binned from there)."""
@@ -181,6 +198,9 @@ class LossLedger(FrameLedger):
     @property
     def unfinished(self) -> int:
         return len(self.frames)
+
+    def _forget(self, frame: str) -> bool:
+        return self.frames.pop(frame, None) is not None
 
     def published(self, frame: str, source: str) -> None:
         self.frames[frame] = _Frame(self.owed[source])

@@ -15,10 +15,16 @@ instant and acts through a model control or a worker control.
   ``TransientFailure`` (the worker settles ``Retry``).
 * ``slow_stage``: the stage's service times are multiplied by ``factor`` for
   ``duration_seconds``.
+
+A failure process (``[[failure]]``, :func:`run_failure`) applies the same kinds again and
+again: up for a draw of mean ``mtbf_seconds``, down (the fault in force) for a draw of mean
+``mttr_seconds``; ``crash_replica`` runs one process per replica, each with its own seeded
+RNG.
 """
 
 from __future__ import annotations
 
+import random
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
@@ -40,7 +46,7 @@ from ..contracts.payload import (
 from ..memory.messaging import MemoryMessagingBackend
 from ..memory.payload import MemoryPayloadStore
 from ..pipeline import StageWorker
-from ._spec import FaultSpec
+from ._spec import FailureSpec, FaultSpec
 
 
 class StallablePayloadStore(PayloadStore):
@@ -153,9 +159,14 @@ async def _sleep_until(ctx: FaultContext, offset: float) -> None:
         await anyio.sleep(delay)
 
 
-async def run_fault(ctx: FaultContext, spec: FaultSpec, report: dict[str, Any]) -> None:
+async def run_fault(
+    ctx: FaultContext, spec: FaultSpec, report: dict[str, Any], duration: float = float("inf")
+) -> None:
     """Apply one fault at its instant; fill ``report`` with what it did (virtual seconds
-    from the start of the run)."""
+    from the start of the run). A fault due at or after the load's ``duration`` is not
+    applied (the report keeps no ``applied_at_seconds``)."""
+    if spec.at_seconds >= duration:
+        return
     await _sleep_until(ctx, spec.at_seconds)
     report["applied_at_seconds"] = ctx.now() - ctx.start
     await _KINDS[spec.kind](ctx, spec, report)
@@ -236,4 +247,140 @@ _KINDS: dict[str, Callable[[FaultContext, FaultSpec, dict[str, Any]], Awaitable[
 }
 
 
-__all__ = ["FaultContext", "SlowDown", "StallablePayloadStore", "run_fault"]
+FIRST_TIMES = 100
+"""How many failure instants each replica's process lists in the result."""
+
+
+def failure_report(f: FailureSpec, replicas: int) -> dict[str, Any]:
+    """A failure process as specified; the run fills ``events``, ``down_seconds`` (per
+    replica for ``crash_replica``, else one entry), ``failed_at_seconds`` (the first
+    :data:`FIRST_TIMES` of each) and ``availability``."""
+    n = replicas if f.kind == "crash_replica" else 1
+    return {
+        "kind": f.kind,
+        "stage": f.stage,
+        "mtbf_seconds": f.mtbf_seconds,
+        "mttr_seconds": f.mttr_seconds,
+        "dist": f.dist,
+        "expected_availability": f.mtbf_seconds / (f.mtbf_seconds + f.mttr_seconds),
+        "events": [0] * n,
+        "down_seconds": [0.0] * n,
+        "failed_at_seconds": [[] for _ in range(n)],
+        "availability": None,
+    }
+
+
+async def run_failure(
+    ctx: FaultContext,
+    spec: FailureSpec,
+    index: int,
+    report: dict[str, Any],
+    rng: random.Random,
+    duration: float,
+) -> None:
+    """Run one failure process for the load's ``duration`` (seconds from ``ctx.start``):
+    up times of mean ``mtbf_seconds`` and repairs of mean ``mttr_seconds`` alternate, from
+    the start of the run; a failure due at or after ``duration`` is not applied. Down time
+    is counted inside ``[0, duration)``; ``crash_replica`` kills a replica at once (busy or
+    not: its leases expire and redeliver) and restarts it after the repair."""
+    draw = _draw(spec.dist, rng)
+    t = 0.0  # the instant this process came (back) up, seconds from the start
+    events = report["events"]
+    down = report["down_seconds"]
+    times = report["failed_at_seconds"]
+    while True:
+        t += draw(spec.mtbf_seconds)
+        if t >= duration:
+            return
+        await _sleep_until(ctx, t)
+        repair = draw(spec.mttr_seconds)
+        failed = ctx.now() - ctx.start
+        events[index] += 1
+        if len(times[index]) < FIRST_TIMES:
+            times[index].append(failed)
+        try:
+            await _FAILURES[spec.kind](ctx, spec, index, repair)
+        finally:  # also when the run ends mid-repair
+            t = ctx.now() - ctx.start
+            down[index] += max(0.0, min(t, duration) - min(failed, duration))
+
+
+def _draw(dist: str, rng: random.Random) -> Callable[[float], float]:
+    if dist == "constant":
+        return lambda mean: mean
+    expo = rng.expovariate
+    return lambda mean: expo(1.0 / mean)
+
+
+def finish_failure_report(report: dict[str, Any], duration: float) -> None:
+    """The measured availability: the fraction of ``duration`` × processes not down."""
+    n = len(report["down_seconds"])
+    report["availability"] = 1.0 - sum(report["down_seconds"]) / (duration * n)
+
+
+async def _fail_replica(ctx: FaultContext, spec: FailureSpec, replica: int, repair: float) -> None:
+    assert spec.stage is not None
+    worker = ctx.workers[spec.stage]
+    if not worker.alive()[replica]:
+        return  # down already (another fault): this failure finds nothing to kill
+    worker.crash(replica, mid_message=False)
+    await worker.wait_dead(replica)
+    await anyio.sleep(repair)
+    worker.restart(replica)
+
+
+async def _fail_stage(ctx: FaultContext, spec: FailureSpec, _: int, repair: float) -> None:
+    assert spec.stage is not None
+    worker = ctx.workers[spec.stage]
+    n = len(worker.alive())
+    for i in range(n):
+        worker.crash(i, mid_message=False)
+    await anyio.sleep(repair)
+    for i in range(n):
+        worker.restart(i)
+
+
+async def _fail_acceptance(ctx: FaultContext, spec: FailureSpec, _: int, repair: float) -> None:
+    assert spec.stage is not None
+    channels = ctx.inputs[spec.stage]
+    for ch in channels:
+        ctx.messaging.pause_acceptance(ch)
+    await anyio.sleep(repair)
+    for ch in channels:
+        ctx.messaging.resume_acceptance(ch)
+
+
+async def _fail_payload(ctx: FaultContext, spec: FailureSpec, _: int, repair: float) -> None:
+    assert ctx.stallable is not None
+    ctx.stallable.stall()
+    await anyio.sleep(repair)
+    ctx.stallable.resume()
+
+
+async def _fail_slow(ctx: FaultContext, spec: FailureSpec, _: int, repair: float) -> None:
+    assert spec.stage is not None
+    slow = ctx.slowdowns[spec.stage]
+    slow.factor = spec.factor
+    await anyio.sleep(repair)
+    slow.factor = 1.0
+
+
+_FAILURES: dict[str, Callable[[FaultContext, FailureSpec, int, float], Awaitable[None]]] = {
+    "crash_replica": _fail_replica,
+    "kill_stage": _fail_stage,
+    "pause_acceptance": _fail_acceptance,
+    "pause_payload": _fail_payload,
+    "slow_stage": _fail_slow,
+}
+
+
+__all__ = [
+    "FIRST_TIMES",
+    "FaultContext",
+    "SlowDown",
+    "StallablePayloadStore",
+    "failure_report",
+    "finish_failure_report",
+    "run_failure",
+    "run_fault",
+]

@@ -8,6 +8,16 @@ MAX_SPEC_FILE_BYTES = 16 << 20
 """The largest spec file read (16 MiB): a spec is a page of TOML, not a data set."""
 MAX_SAMPLE_FILE_BYTES = 64 << 20
 """The largest empirical sample file read (64 MiB); it is read in chunks, never past this."""
+MAX_TRACE_FILE_BYTES = 64 << 20
+"""The largest arrival trace file read (``arrival = "trace"``, 64 MiB), in chunks."""
+MAX_TRACE_FRAMES = 10_000_000
+"""The most timestamps an arrival trace may hold."""
+MAX_BURST_SWITCHES = 10_000_000
+"""The most on/off switches a source's ``burst`` may make over a run (by its means)."""
+MAX_SCHEDULE_STEPS = 100_000
+"""The most steps of a source's ``rate_schedule``."""
+MAX_SLO_TARGETS = 100
+"""The most latency targets ``run.slo_ms`` (and ``--slo``) may name."""
 MAX_SAMPLES = 1_000_000
 """The most samples an empirical distribution may hold (file and ``samples_ms`` together)."""
 MAX_TOML_DEPTH = 64
@@ -16,6 +26,9 @@ MAX_NAME_CHARS = 200
 """The longest node name (it becomes part of channel and subscription names)."""
 MAX_NODES = 1_000
 """The most ``[[source]]`` plus ``[[stage]]`` (and, separately, ``[[node]]``) tables."""
+MAX_FAILURE_EVENTS = 10_000_000
+"""The most failures and repairs all of one ``[[failure]]``'s processes may make over a
+run (by their means)."""
 MAX_FAULTS = 1_000
 """The most ``[[fault]]`` tables (each one is a timer and a row of the fault table)."""
 MAX_REPLICAS = 10_000
@@ -46,8 +59,10 @@ MAX_MEMORY_GIB = 1e6
 
 __all__ = [
     "MAX_BATCH",
+    "MAX_BURST_SWITCHES",
     "MAX_COUNT",
     "MAX_FACTOR",
+    "MAX_FAILURE_EVENTS",
     "MAX_FAULTS",
     "MAX_FRAME_BYTES",
     "MAX_MEMORY_GIB",
@@ -58,9 +73,13 @@ __all__ = [
     "MAX_REPLICAS",
     "MAX_SAMPLES",
     "MAX_SAMPLE_FILE_BYTES",
+    "MAX_SCHEDULE_STEPS",
     "MAX_SECONDS",
     "MAX_SEED",
+    "MAX_SLO_TARGETS",
     "MAX_SPEC_FILE_BYTES",
     "MAX_STREAMS",
     "MAX_TOML_DEPTH",
+    "MAX_TRACE_FILE_BYTES",
+    "MAX_TRACE_FRAMES",
 ]

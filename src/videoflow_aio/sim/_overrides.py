@@ -23,7 +23,13 @@ import msgspec
 
 from ._spec import _FAULT_KEYS, SimSpec, SpecError, parse_spec
 
-_ARRAYS = {"source": "sources", "stage": "stages", "node": "nodes", "fault": "faults"}
+_ARRAYS = {
+    "source": "sources",
+    "stage": "stages",
+    "node": "nodes",
+    "fault": "faults",
+    "failure": "failures",
+}
 _TABLES = ("run", "payload", "gpu")
 
 
@@ -37,6 +43,39 @@ def _clean(value: Any) -> Any:
 
 
 def _service_doc(service: dict[str, Any]) -> dict[str, Any]:
+    out = _dist_doc(service)
+    if service.get("per_item_ms"):
+        out["per_item_ms"] = service["per_item_ms"]
+    return out
+
+
+def _source_doc(src: dict[str, Any]) -> dict[str, Any]:
+    """A source's table: the keys its arrival takes (a trace inlined as trace_seconds)."""
+    src.pop("mean_rate_hz", None)
+    src.pop("trace", None)
+    if src.get("arrival") == "trace":
+        for key in ("rate_hz", "rate_schedule", "jitter_ms"):
+            src.pop(key, None)
+    else:
+        src.pop("trace_seconds", None)
+        if src.get("rate_schedule"):
+            src.pop("rate_hz", None)
+        else:
+            src.pop("rate_schedule", None)
+        if not src.get("jitter_ms"):
+            src.pop("jitter_ms", None)
+    return src
+
+
+def _stage_doc(st: dict[str, Any]) -> dict[str, Any]:
+    st["service"] = _service_doc(st["service"])
+    batch = st.pop("batch_service", None)
+    if batch is not None:
+        st["batch"] = batch
+    return st
+
+
+def _dist_doc(service: dict[str, Any]) -> dict[str, Any]:
     dist = service["dist"]
     if dist == "constant":
         return {"dist": dist, "value_ms": service["value_ms"]}
@@ -55,8 +94,9 @@ def to_doc(spec: SimSpec) -> dict[str, Any]:
     for single, plural in _ARRAYS.items():
         items = raw.get(plural, [])
         if single == "stage":
-            for st in items:
-                st["service"] = _service_doc(st["service"])
+            items = [_stage_doc(st) for st in items]
+        if single == "source":
+            items = [_source_doc(src) for src in items]
         if single == "fault":
             items = [
                 {k: v for k, v in f.items() if k in ("at_seconds", "kind", *_FAULT_KEYS[f["kind"]])}

@@ -2,7 +2,9 @@
 
 A :class:`StageRecorder` is a stage worker's ``observe`` callback. For every message settled
 ``Completed`` it takes the stage latency (settle time minus the ``vf-sent-at`` of the
-message, i.e. queueing + service + redeliveries at this stage) and, at sink stages, hands
+message, i.e. queueing + service + redeliveries at this stage), its waiting time (the
+receive that served it minus the same ``vf-sent-at``: queueing, and a batch's collection)
+and, at sink stages, hands
 the frame to the :class:`~videoflow_aio.sim._e2e.FrameLedger`, which takes the end-to-end
 latency once the frame's last owed settle is in. Statistics count the
 messages whose frame was captured inside the measurement window
@@ -133,7 +135,7 @@ class WindowedLatency:
 class StageRecorder:
     """The ``observe`` callback of one stage (see the module docstring)."""
 
-    __slots__ = ("_latency", "frames", "series", "stage")
+    __slots__ = ("_latency", "frames", "received", "series", "stage", "waiting")
 
     def __init__(
         self,
@@ -143,11 +145,15 @@ class StageRecorder:
         nbins: int,
         *,
         frames: FrameLedger | None,
+        received: dict[int, float] | None = None,
     ) -> None:
         self._latency = WindowedLatency(start, window, bin_seconds, nbins)
         self.stage = self._latency.histogram
         self.series = self._latency.series
         self.frames = frames  # a sink's: the end-to-end ledger
+        # id(delivery) -> when its receive returned (the stage's backend fills it)
+        self.received = received if received is not None else {}
+        self.waiting = LatencyHistogram()  # no time series: only the window's statistics
 
     def __call__(self, d: Delivery, now: float) -> None:
         env = d.envelope
@@ -155,10 +161,17 @@ class StageRecorder:
         if ts is None:
             return
         raw = env.headers.get(SENT_AT_HEADER)
-        latency = now - (float(raw) if raw is not None else ts)
+        sent = float(raw) if raw is not None else ts
+        latency = now - sent
         if latency < 0.0:  # a clock other than the one that stamped it: not a latency
             return
-        self._latency.add(ts, latency)
+        lat = self._latency
+        lat.add(ts, latency)
+        got = self.received.pop(id(d), None)
+        if got is not None and got >= sent:
+            lo, hi = lat.window
+            if lo <= ts - lat.start < hi:
+                self.waiting.add(got - sent)
         frames = self.frames
         if frames is not None:
             frames.settled(env.event_id or env.publication_id, ts, now)

@@ -8,11 +8,16 @@ difference between two points is not blurred by different draws).
 
 The summary document has the single run's shape; what changes (``docs/simulate.md``):
 
-* ``latency_ms`` figures ``mean, p50, p90, p99, p999``, ``throughput_hz`` and ``utilization``
+* ``latency_ms`` (and ``waiting_ms``) figures ``mean, p50, p90, p99, p999``, each ``slo``
+  entry's ``fraction_over``, ``throughput_hz`` and ``utilization``
   are the **mean over the replications** (each replication's figure is one sample; the
   Student-t interval is on that mean); ``latency_ms.max`` is the largest of any replication;
-* next to them ``latency_ms_ci`` (same keys, each ``[low, high]``; None with one
-  replication), ``throughput_hz_ci`` and ``utilization_ci`` (the stage's mean busy fraction);
+* next to them ``latency_ms_ci``/``waiting_ms_ci`` (same keys, each ``[low, high]``; None
+  with one replication), ``slo[i].fraction_over_ci``, ``throughput_hz_ci`` and
+  ``utilization_ci`` (the stage's mean busy fraction);
+* a join's ``timed_out``/``incomplete``, ``dropped_reasons`` and each failure process's
+  ``events``/``down_seconds`` are totals too; a failure's ``availability`` is the mean,
+  with ``availability_ci``;
 * counts (frames, completed, dropped, redeliveries, events, …) are **totals** over the
   replications; ``series`` and ``faults`` are replication 0's;
 * ``run`` adds ``replications``, ``confidence`` and ``seeds``; ``virtual_seconds`` and
@@ -115,6 +120,30 @@ def _section(
     maxes = [e["latency_ms"]["max"] for e in entries if e["latency_ms"]["max"] is not None]
     lat["max"] = max(maxes) if maxes else None
     base["latency_ms"] = lat
+    if "waiting_ms" in base:
+        waiting = dict(base["waiting_ms"])
+        wci: dict[str, list[float] | None] = {}
+        for f in CI_FIGURES:
+            iv = _interval([e["waiting_ms"][f] for e in entries], confidence)
+            waiting[f] = None if iv is None else iv.estimate
+            wci[f] = None if iv is None else iv.pair()
+        maxes = [e["waiting_ms"]["max"] for e in entries if e["waiting_ms"]["max"] is not None]
+        waiting["max"] = max(maxes) if maxes else None
+        base["waiting_ms"] = waiting
+        base = _insert_after(base, "waiting_ms", "waiting_ms_ci", wci)
+    if base.get("slo"):
+        slo = []
+        for k, entry in enumerate(base["slo"]):
+            iv = _interval([e["slo"][k]["fraction_over"] for e in entries], confidence)
+            intervals[f"over:{entry['target_ms']}"] = iv
+            slo.append(
+                {
+                    "target_ms": entry["target_ms"],
+                    "fraction_over": None if iv is None else iv.estimate,
+                    "fraction_over_ci": None if iv is None else iv.pair(),
+                }
+            )
+        base["slo"] = slo
     thr = mean_interval([e["throughput_hz"] for e in entries], confidence)
     intervals["throughput_hz"] = thr
     base["throughput_hz"] = thr.estimate
@@ -129,6 +158,17 @@ def _section(
     intervals["utilization"] = uiv
     for c in counts:
         base[c] = sum(e[c] for e in entries)
+    if base.get("join") is not None:
+        join = dict(base["join"])
+        for c in ("timed_out", "incomplete"):
+            join[c] = sum(e["join"][c] for e in entries)
+        base["join"] = join
+    if "dropped_reasons" in base:
+        reasons: dict[str, int] = {}
+        for e in entries:
+            for k, v in e["dropped_reasons"].items():
+                reasons[k] = reasons.get(k, 0) + v
+        base["dropped_reasons"] = reasons
     intervals["dropped_worst"] = Interval(
         float(max(e["dropped"] for e in entries)), None, None, len(entries), confidence
     )
@@ -173,7 +213,26 @@ def summarise(
         sources[name] = s
     out = dict(first)
     out.update(run=run, stages=stages, end_to_end=e2e, sources=sources)
+    if "failures" in first:
+        out["failures"] = [
+            _failure([d["failures"][i] for d in docs], confidence)
+            for i in range(len(first["failures"]))
+        ]
     return out, figures
+
+
+def _failure(entries: Sequence[Mapping[str, Any]], confidence: float) -> dict[str, Any]:
+    """One failure process over the replications: ``events`` and ``down_seconds`` summed
+    per process, ``availability`` the mean with ``availability_ci``; the instants are
+    replication 0's."""
+    base = dict(entries[0])
+    base["events"] = [sum(col) for col in zip(*(e["events"] for e in entries), strict=True)]
+    base["down_seconds"] = [
+        sum(col) for col in zip(*(e["down_seconds"] for e in entries), strict=True)
+    ]
+    iv = mean_interval([e["availability"] for e in entries], confidence)
+    base["availability"] = iv.estimate
+    return _insert_after(base, "availability", "availability_ci", iv.pair())
 
 
 __all__ = [

@@ -4,6 +4,7 @@ messaging model's own ledger say once the run is over, as the JSON-ready dict do
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from ..contracts import Known
@@ -11,8 +12,10 @@ from ..memory.messaging import MemoryMessagingBackend
 from ..pipeline import DEFAULT_PRECISION_BITS, LatencyHistogram, Pipeline, Publisher, StageWorker
 from ._dist import mean_seconds
 from ._e2e import FrameLedger
+from ._join import JoinBackend
 from ._probe import Probe
 from ._record import StageRecorder
+from ._slo import slo_fractions
 from ._spec import FaultSpec, SimSpec
 
 QUANTILES = (*(round(q / 100, 2) for q in range(1, 100)), 0.995, 0.999, 0.9995, 0.9999)
@@ -66,8 +69,10 @@ async def build_result(
     publishers: dict[str, Publisher],
     source_counts: dict[str, dict[str, int]],
     probe: Probe,
+    joins: Mapping[str, JoinBackend],
     gpu: dict[str, dict[str, Any]],
     faults: list[dict[str, Any]],
+    failures: list[dict[str, Any]],
     bins: tuple[float, int],
     times: dict[str, float],
 ) -> tuple[dict[str, Any], int]:
@@ -92,8 +97,11 @@ async def build_result(
         rec = recorders[st.name]
         redeliveries += ledger["redelivered"]
         losses += ledger["dropped"] + ledger["unresolved"]
+        join = joins.get(st.name)
         stages[st.name] = {
             "latency_ms": rec.stage.summary(1000.0),
+            "waiting_ms": rec.waiting.summary(1000.0),
+            "slo": slo_fractions(rec.stage, run.slo_ms),
             "throughput_hz": rec.stage.count / window,
             "redeliveries": ledger["redelivered"],
             "dropped": ledger["dropped"],
@@ -109,6 +117,20 @@ async def build_result(
             "payload_failures": c.payload_failures,
             "replicas": st.replicas,
             "batch": st.batch,
+            "batch_service": None
+            if st.batch_service is None
+            else {
+                "max_items": st.batch_service.max_items,
+                "max_wait_ms": st.batch_service.max_wait_ms,
+                "per_item_ms": st.service.per_item_ms,
+            },
+            "join": None
+            if join is None
+            else {
+                "timed_out": join.timed_out,
+                "incomplete": join.incomplete,
+                "timeout_ms": st.join_timeout_ms,
+            },
             "service_mean_ms": mean_seconds(st.service) * 1000.0,
             "gpu": gpu.get(st.name),
         }
@@ -131,9 +153,11 @@ async def build_result(
         "stages": stages,
         "end_to_end": {
             "latency_ms": e2e.summary(1000.0),
+            "slo": slo_fractions(e2e, run.slo_ms),
             "throughput_hz": e2e.count / window,
             "redeliveries": redeliveries,
             "dropped": frames.dropped,
+            "dropped_reasons": dict(frames.reasons),
             "unresolved": frames.unresolved,
             "unfinished": frames.unfinished,
             "utilization": busy_total / replica_seconds if replica_seconds else None,
@@ -146,7 +170,7 @@ async def build_result(
                 "frames": source_counts[src.name]["frames"],
                 "rejected": source_counts[src.name]["rejected"],
                 "ambiguous_publishes_retried": publishers[src.name].counters.retried,
-                "rate_hz": src.rate_hz * src.streams,
+                "rate_hz": (src.mean_rate_hz or src.rate_hz) * src.streams,
                 "arrival": src.arrival,
                 "bytes": src.bytes,
             }
@@ -169,6 +193,11 @@ async def build_result(
             },
         },
     }
+    if failures:  # only when the spec has failure processes: the shape is otherwise unchanged
+        result = {k: v for k, v in result.items() if k != "series"} | {
+            "failures": failures,
+            "series": result["series"],
+        }
     return result, losses
 
 

@@ -12,11 +12,11 @@ import gc
 import math
 import random
 import time
-from typing import Any
+from typing import Any, cast
 
 import anyio
 
-from ..contracts.messaging import ChannelId
+from ..contracts.messaging import ChannelId, MessagingBackend
 from ..memory.allocation import MemoryAllocationBackend
 from ..memory.messaging import MemoryMessagingBackend
 from ..memory.payload import MemoryPayloadStore
@@ -26,6 +26,7 @@ from ..pipeline import (
     Output,
     Pipeline,
     Publisher,
+    StageOptions,
     StageWorker,
     ensure_pipeline,
     loop_clock,
@@ -33,11 +34,21 @@ from ..pipeline import (
 )
 from ..vtime import VirtualClock
 from ..vtime import run as vrun
+from ._batching import StageBackend
 from ._dist import sampler
 from ._e2e import FrameLedger, LossLedger, owed_settles
-from ._faults import FaultContext, SlowDown, StallablePayloadStore, run_fault
+from ._faults import (
+    FaultContext,
+    SlowDown,
+    StallablePayloadStore,
+    failure_report,
+    finish_failure_report,
+    run_failure,
+    run_fault,
+)
 from ._gpu import node_fixture, reserve_gpus
-from ._load import generate, stage_handler
+from ._join import JoinBackend
+from ._load import batch_handler, generate, stage_handler
 from ._probe import Probe, ProgressCallback, run_probe
 from ._record import StageRecorder
 from ._result import build_result, fault_report
@@ -65,7 +76,9 @@ def pipeline_nodes(spec: SimSpec) -> list[Node]:
     """The spec's sources and stages as pipeline nodes. A node's channel bound comes from
     the stages that read it (the smallest ``max_queue``, the first reader's ``overflow``);
     a stage's subscription allows 4 leases per replica and batch item (at least 64), so a
-    crashed replica's unexpired leases do not starve the others."""
+    crashed replica's unexpired leases do not starve the others; a join's allows its whole
+    ``max_queue`` (it holds copies until their frame is complete: copies that arrive in
+    different orders on two inputs must not exhaust its leases)."""
     readers: dict[str, list[StageSpec]] = {}
     for st in spec.stages:
         for inp in st.inputs:
@@ -81,6 +94,8 @@ def pipeline_nodes(spec: SimSpec) -> list[Node]:
             kw["ack_wait_seconds"] = st.ack_wait_seconds
             kw["max_deliver"] = st.max_deliver
             kw["item_credit"] = max(64, 4 * st.replicas * st.batch)
+            if st.join is not None:  # the join leases whatever its inputs hold: never stuck
+                kw["item_credit"] = max(kw["item_credit"], st.max_queue)  # on reordered copies
         return Node(name=name, inputs=inputs, **kw)
 
     return [node(s.name, (), None) for s in spec.sources] + [
@@ -113,39 +128,91 @@ def _workers(
     bins: tuple[float, int],
     frames: _Frames,
     ledger: FrameLedger,
-) -> tuple[dict[str, StageWorker], dict[str, StageRecorder], dict[str, SlowDown]]:
+) -> tuple[
+    dict[str, StageWorker],
+    dict[str, StageRecorder],
+    dict[str, SlowDown],
+    dict[str, JoinBackend],
+]:
     window = (spec.run.warmup_seconds, spec.run.duration_seconds)
     workers: dict[str, StageWorker] = {}
     recorders: dict[str, StageRecorder] = {}
     slowdowns: dict[str, SlowDown] = {}
+    joins: dict[str, JoinBackend] = {}
     for st in spec.stages:
         sink = not pipe.readers[st.name]
-        rec = recorders[st.name] = StageRecorder(
-            start, window, *bins, frames=ledger if sink else None
-        )
         slow = slowdowns[st.name] = SlowDown()
         rng = random.Random(f"{spec.run.seed}/stage/{st.name}")
         data = frames(st.output_bytes)
         output: list[Output | bytes] | None = None
         if not sink:
             output = [Output(data=data)] if data is not None else [b""]
-        workers[st.name] = stage_worker(
-            messaging,
-            pipe,
-            st.name,
-            stage_handler(sampler(st.service, rng), slow, output),
-            replicas=st.replicas,
-            batch=st.batch,
-            payload=store,
-            policy=ExceptionPolicy(retry_delay_seconds=st.retry_delay_seconds),
-            poll_seconds=POLL_SECONDS,
-            observe=rec,
-            payload_ttl_seconds=spec.payload.ttl_seconds,
-            obligation_seconds=spec.payload.obligation_seconds,
-            handler_timeout_seconds=None,  # service times are the spec's, however long
-            idle_limit_seconds=None,  # run.drain_seconds bounds the run instead
+        sample = sampler(st.service, rng)
+        per_item = st.service.per_item_ms / 1000.0
+        rec = recorders[st.name] = StageRecorder(
+            start, window, *bins, frames=ledger if sink else None
         )
-    return workers, recorders, slowdowns
+        options = _options(spec, st, store, rec)
+        if st.join is not None:
+            jb = joins[st.name] = JoinBackend(
+                messaging,
+                st.name,
+                tuple(pipe.subscriptions[st.name]),
+                timeout=None if st.join_timeout_ms is None else st.join_timeout_ms / 1000.0,
+                poll_seconds=POLL_SECONDS,
+                lost=ledger.lost,
+            )
+            jb.received = rec.received
+            worker = StageWorker(
+                cast(MessagingBackend, jb),
+                jb.subscription,
+                stage_handler(sample, slow, output, per_item),
+                name=st.name,
+                output=pipe.output(st.name),
+                readers=pipe.readers[st.name],
+                eos=pipe.eos_subscriptions[st.name],
+                **options,
+            )
+            jb.draining = lambda w=worker: w.draining  # type: ignore[misc]
+        else:
+            wait = None if st.batch_service is None else st.batch_service.max_wait_ms / 1000.0
+            sb = StageBackend(messaging, max_wait=wait)
+            sb.received = rec.received
+            handler = (
+                stage_handler(sample, slow, output, per_item)
+                if st.batch_service is None
+                else batch_handler(sample, per_item, slow, output, sb.batch_of)
+            )
+            worker = stage_worker(cast(MessagingBackend, sb), pipe, st.name, handler, **options)
+        workers[st.name] = worker
+    return workers, recorders, slowdowns, joins
+
+
+def _options(spec: SimSpec, st: StageSpec, store: Any, rec: StageRecorder) -> StageOptions:
+    """The stage worker's options for stage ``st``."""
+    return StageOptions(
+        replicas=st.replicas,
+        batch=st.batch,
+        payload=store,
+        policy=ExceptionPolicy(retry_delay_seconds=st.retry_delay_seconds),
+        poll_seconds=POLL_SECONDS,
+        observe=rec,
+        payload_ttl_seconds=spec.payload.ttl_seconds,
+        obligation_seconds=spec.payload.obligation_seconds,
+        handler_timeout_seconds=None,  # service times are the spec's, however long
+        idle_limit_seconds=None,  # run.drain_seconds bounds the run instead
+    )
+
+
+async def _run_stage(worker: StageWorker, join: JoinBackend | None) -> None:
+    """Run one stage's worker (and a join stage's pumps, until the worker returns)."""
+    if join is None:
+        await worker.run()
+        return
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(join.run)
+        await worker.run()
+        tg.cancel_scope.cancel()
 
 
 async def _simulate(
@@ -177,7 +244,7 @@ async def _simulate(
     ledger.start_at(start)
     end = start + run.duration_seconds
     frames = _Frames()
-    workers, recorders, slowdowns = _workers(
+    workers, recorders, slowdowns, joins = _workers(
         spec, pipe, messaging, store, start, bins, frames, ledger
     )
     publishers = {
@@ -207,13 +274,14 @@ async def _simulate(
         now=now,
     )
     faults = [fault_report(f) for f in spec.faults]
+    failures = [failure_report(f, _replicas(spec, f.stage)) for f in spec.failures]
     probe = Probe([s.name for s in spec.stages], bins[1])
 
     async with anyio.create_task_group() as tg:
         stages = anyio.create_task_group()
         async with stages:
-            for w in workers.values():
-                stages.start_soon(w.run)
+            for name, w in workers.items():
+                stages.start_soon(_run_stage, w, joins.get(name))
             tg.start_soon(
                 run_probe,
                 spec,
@@ -226,7 +294,11 @@ async def _simulate(
                 progress,
             )
             for f, report in zip(spec.faults, faults, strict=True):
-                tg.start_soon(run_fault, ctx, f, report)
+                tg.start_soon(run_fault, ctx, f, report, run.duration_seconds)
+            for i, (fp, report) in enumerate(zip(spec.failures, failures, strict=True)):
+                for k in range(len(report["events"])):
+                    rng = random.Random(f"{run.seed}/failure/{i}/{k}")
+                    tg.start_soon(run_failure, ctx, fp, k, report, rng, run.duration_seconds)
             async with anyio.create_task_group() as sources:
                 for src in spec.sources:
                     rng = random.Random(f"{run.seed}/source/{src.name}")
@@ -246,6 +318,8 @@ async def _simulate(
         tg.cancel_scope.cancel()
     finished = now()
     ledger.close()
+    for report in failures:
+        finish_failure_report(report, run.duration_seconds)
 
     result, losses = await build_result(
         spec,
@@ -257,8 +331,10 @@ async def _simulate(
         publishers=publishers,
         source_counts=counts,
         probe=probe,
+        joins=joins,
         gpu=gpu,
         faults=faults,
+        failures=failures,
         bins=bins,
         times={"virtual_seconds": finished - setup_start, "gpu_ready_seconds": start - setup_start},
     )
@@ -274,20 +350,25 @@ async def _release_gpus(alloc: MemoryAllocationBackend, gpu: dict[str, dict[str,
         g["released"] = released.phase
 
 
+def _replicas(spec: SimSpec, stage: str | None) -> int:
+    return spec.stage(stage).replicas if stage is not None else 1
+
+
 def _payload_models(
     spec: SimSpec, clock: VirtualClock
 ) -> tuple[MemoryPayloadStore | None, StallablePayloadStore | None, Any]:
     """``(payload model, its stallable wrapper, the store the workers use)``: no store when
     nothing in the spec carries bytes or faults the payload store."""
     payload_faults = ("pause_payload", "fail_payload_reads")
+    kinds = {f.kind for f in spec.faults} | {f.kind for f in spec.failures}
     if not (
         any(s.bytes for s in spec.sources)
         or any(s.output_bytes for s in spec.stages)
-        or any(f.kind in payload_faults for f in spec.faults)
+        or any(k in payload_faults for k in kinds)
     ):
         return None, None, None
     model = MemoryPayloadStore(clock, tier=spec.payload.tier, max_bytes=spec.payload.max_bytes)
-    if any(f.kind == "pause_payload" for f in spec.faults):
+    if "pause_payload" in kinds:
         stallable = StallablePayloadStore(model)
         return model, stallable, stallable
     return model, None, model

@@ -34,8 +34,10 @@ _QUANTILE = {"p50": 0.5, "p90": 0.9, "p99": 0.99, "p999": 0.999}
 @dataclass(frozen=True, slots=True)
 class StageLoad:
     """A stage's offered load: ``arrival_hz`` messages a second over all inputs, the busiest
-    input's ``input_hz``, ``servers`` replicas per input, ``service_mean_ms``,
-    ``utilization`` = busiest input's rate × mean service ÷ servers."""
+    input's ``input_hz``, ``servers`` replicas per input (a join's replicas serve joined
+    frames: the busiest input's rate), ``service_mean_ms`` per message (a batched stage's at
+    full batches, the least it can be), ``utilization`` = busiest input's rate × mean
+    service ÷ servers."""
 
     stage: str
     arrival_hz: float
@@ -49,7 +51,7 @@ def _frame_rates(spec: SimSpec) -> dict[str, dict[str, float]]:
     """Per node, the frames a second it emits, by origin source (a set of frames: copies of
     one frame arriving through two paths count once)."""
     rates: dict[str, dict[str, float]] = {
-        s.name: {s.name: s.streams * s.rate_hz} for s in spec.sources
+        s.name: {s.name: s.streams * (s.mean_rate_hz or s.rate_hz)} for s in spec.sources
     }
     pending = list(spec.stages)
     while pending:  # the spec's graph is acyclic (checked by parse_spec)
@@ -80,7 +82,10 @@ def offered_loads(spec: SimSpec) -> list[StageLoad]:
         per_input = [sum(rates[i].values()) for i in st.inputs]
         extra = crashes.get(st.name, 0) / spec.run.duration_seconds
         busiest = max(per_input) + extra
-        mean = mean_seconds(st.service)
+        mean = mean_seconds(st.service) + st.service.per_item_ms / 1000.0
+        if st.batch_service is not None:  # full batches: the least service per message
+            n = st.batch_service.max_items
+            mean = (mean_seconds(st.service) + n * st.service.per_item_ms / 1000.0) / n
         out.append(
             StageLoad(
                 stage=st.name,

@@ -23,8 +23,12 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+import msgspec
+
+from ..pipeline import LatencyHistogram
+from . import _limits as L
 from ._ci import Interval
-from ._spec import SpecError
+from ._spec import SimSpec, SpecError
 
 LATENCY_FIGURES = ("mean", "p50", "p90", "p99", "p999")
 OTHER_FIGURES = ("throughput_hz", "dropped")
@@ -173,4 +177,47 @@ def figure_of(doc: Mapping[str, Any], slo: Slo) -> Mapping[str, Any]:
     return entry
 
 
-__all__ = ["LATENCY_FIGURES", "Slo", "SloCheck", "combine", "figure_of", "judge", "parse_slo"]
+def with_slo_targets(spec: SimSpec, slos: Sequence[Slo]) -> SimSpec:
+    """``spec`` with the latency objectives' targets added to ``run.slo_ms`` (so each run
+    reports the fraction of messages over each: :func:`fraction_over`)."""
+    targets = {s.target for s in slos if s.latency} | set(spec.run.slo_ms)
+    if len(targets) > L.MAX_SLO_TARGETS:
+        raise SpecError(
+            f"--slo: more than {L.MAX_SLO_TARGETS} latency targets", field="--slo", value=None
+        )
+    if targets == set(spec.run.slo_ms):
+        return spec
+    run = msgspec.structs.replace(spec.run, slo_ms=tuple(sorted(targets)))
+    return msgspec.structs.replace(spec, run=run)
+
+
+def fraction_over(h: LatencyHistogram, target: float) -> float | None:
+    """The fraction of ``h``'s samples above ``target`` (same unit), None when empty.
+    Exact but for samples within the histogram's relative error of ``target`` (a bucket
+    counts as over when its midpoint is)."""
+    if not h.count:
+        return None
+    if target < 0:
+        return 1.0
+    over = sum(n for k, n in h._buckets.items() if h._value_of(k) > target)
+    return over / h.count
+
+
+def slo_fractions(h: LatencyHistogram, targets_ms: Sequence[float]) -> list[dict[str, Any]]:
+    """``[{"target_ms": t, "fraction_over": P(latency > t)}, ...]`` for a histogram in
+    seconds (``fraction_over`` None when nothing was measured)."""
+    return [{"target_ms": t, "fraction_over": fraction_over(h, t / 1000.0)} for t in targets_ms]
+
+
+__all__ = [
+    "LATENCY_FIGURES",
+    "Slo",
+    "SloCheck",
+    "combine",
+    "figure_of",
+    "fraction_over",
+    "judge",
+    "parse_slo",
+    "slo_fractions",
+    "with_slo_targets",
+]

@@ -13,7 +13,7 @@ import stat
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal, cast
+from typing import Annotated, Any, Literal, cast
 
 import msgspec
 
@@ -27,7 +27,10 @@ from . import _limits as L
 Backend = Literal["asyncio", "trio"]
 Authority = Literal["device-plugin", "mig-manager"]
 BACKENDS = ("asyncio", "trio")
-ARRIVALS = ("periodic", "poisson")
+ARRIVALS = ("periodic", "poisson", "trace")
+JOINS = ("all",)
+FAILURE_KINDS = ("crash_replica", "kill_stage", "pause_acceptance", "pause_payload", "slow_stage")
+FAILURE_DISTS = ("exponential", "constant")
 DISTS = ("constant", "exponential", "lognormal", "empirical")
 FAULT_KINDS = (
     "crash_replica",
@@ -70,6 +73,7 @@ class RunSpec(msgspec.Struct, frozen=True, kw_only=True):
     bin_seconds: float | None = None
     flow_id: str = "sim"
     run_id: str = "run"
+    slo_ms: tuple[float, ...] = ()
 
 
 class PayloadSpec(msgspec.Struct, frozen=True, kw_only=True):
@@ -86,6 +90,17 @@ class ServiceSpec(msgspec.Struct, frozen=True, kw_only=True):
     value_ms: float | None = None
     file: str | None = None
     samples_ms: tuple[float, ...] = ()
+    per_item_ms: float = 0.0
+
+
+class BurstSpec(msgspec.Struct, frozen=True, kw_only=True):
+    """A source's on/off modulation: on and off periods alternate (starting off), each
+    drawn from ``dist`` with its mean; while on, each stream sends at ``rate_hz``."""
+
+    rate_hz: Annotated[float, msgspec.Meta(ge=0.0, le=1e9)]
+    mean_on_seconds: Annotated[float, msgspec.Meta(gt=0.0, le=L.MAX_SECONDS)]
+    mean_off_seconds: Annotated[float, msgspec.Meta(gt=0.0, le=L.MAX_SECONDS)]
+    dist: Literal["exponential", "constant"] = "exponential"
 
 
 class SourceSpec(msgspec.Struct, frozen=True, kw_only=True):
@@ -94,6 +109,23 @@ class SourceSpec(msgspec.Struct, frozen=True, kw_only=True):
     streams: int = 1
     arrival: str = "periodic"
     bytes: int = 0
+    rate_schedule: tuple[tuple[float, float], ...] = ()
+    burst: BurstSpec | None = None
+    trace: str | None = None
+    trace_seconds: tuple[float, ...] = ()
+    jitter_ms: float = 0.0
+    mean_rate_hz: float = 0.0
+    """Each stream's long-run mean rate (the schedule's average, the bursts' mix, the
+    trace's count over the run): what load checks and screens use."""
+
+
+class BatchSpec(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """Batched service (``batch = { max_items = 8, max_wait_ms = 5 }``): a replica takes up
+    to ``max_items`` messages, waiting at most ``max_wait_ms`` after the first for a fuller
+    batch, and serves them together."""
+
+    max_items: Annotated[int, msgspec.Meta(ge=1, le=L.MAX_BATCH)]
+    max_wait_ms: Annotated[float, msgspec.Meta(ge=0.0, le=L.MAX_MS)] = 0.0
 
 
 class StageSpec(msgspec.Struct, frozen=True, kw_only=True):
@@ -109,6 +141,9 @@ class StageSpec(msgspec.Struct, frozen=True, kw_only=True):
     max_queue: int = 10000
     overflow: Overflow = "evict_oldest"
     retry_delay_seconds: float = 1.0
+    batch_service: BatchSpec | None = None
+    join: str | None = None
+    join_timeout_ms: float | None = None
 
 
 class NodeSpec(msgspec.Struct, frozen=True, kw_only=True):
@@ -136,6 +171,21 @@ class FaultSpec(msgspec.Struct, frozen=True, kw_only=True):
     factor: float = 1.0
 
 
+class FailureSpec(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """A failure process (``[[failure]]``): up times of mean ``mtbf_seconds`` and repair
+    times of mean ``mttr_seconds`` alternate, drawn from ``dist``; ``crash_replica`` runs
+    one process per replica of ``stage``, the other kinds one per table."""
+
+    mtbf_seconds: Annotated[float, msgspec.Meta(gt=0.0, le=L.MAX_SECONDS)]
+    mttr_seconds: Annotated[float, msgspec.Meta(gt=0.0, le=L.MAX_SECONDS)]
+    kind: Literal[
+        "crash_replica", "kill_stage", "pause_acceptance", "pause_payload", "slow_stage"
+    ] = "crash_replica"
+    stage: str | None = None
+    dist: Literal["exponential", "constant"] = "exponential"
+    factor: Annotated[float, msgspec.Meta(gt=0.0, le=L.MAX_FACTOR)] = 1.0
+
+
 class SimSpec(msgspec.Struct, frozen=True, kw_only=True):
     """A validated simulation spec (``load_spec``/``parse_spec``): the TOML's tables as
     frozen structs — ``[run]``, ``[[source]]``, ``[[stage]]``, ``[[fault]]``, ``[[node]]``,
@@ -145,6 +195,7 @@ class SimSpec(msgspec.Struct, frozen=True, kw_only=True):
     sources: tuple[SourceSpec, ...]
     stages: tuple[StageSpec, ...]
     faults: tuple[FaultSpec, ...] = ()
+    failures: tuple[FailureSpec, ...] = ()
     nodes: tuple[NodeSpec, ...] = ()
     gpu: GpuSpec = GpuSpec()
     payload: PayloadSpec = PayloadSpec()
@@ -274,6 +325,28 @@ def _str(
     return v
 
 
+_AT = " - at `$"
+_MISSING = "Object missing required field `"
+_UNKNOWN = "Object contains unknown field `"
+
+
+def _convert(value: Any, typ: type[Any], path: str) -> Any:
+    """``value`` (a table) as the msgspec Struct ``typ`` (its Meta constraints checked);
+    a SpecError naming the offending key otherwise (one line: msgspec's reason)."""
+    try:
+        return msgspec.convert(value, typ)
+    except msgspec.ValidationError as exc:
+        text = str(exc)
+        reason, _, at = text.partition(_AT)
+        key = at.rstrip("`").lstrip(".")
+        for head in (_MISSING, _UNKNOWN):
+            if reason.startswith(head):
+                key = reason[len(head) :].rstrip("`")
+                reason = "is required" if head == _MISSING else "unknown key"
+        where = f"{path}.{key}" if key else path
+        raise _fail(where, reason.replace("`", ""), value if not key else None) from None
+
+
 # -- sections --------------------------------------------------------------------------------
 
 
@@ -291,6 +364,7 @@ def _run(raw: Any) -> RunSpec:
             "bin_seconds",
             "flow_id",
             "run_id",
+            "slo_ms",
         ),
     )
     duration = _num(t, "duration_seconds", "run", required=True, strict=True)
@@ -314,14 +388,30 @@ def _run(raw: Any) -> RunSpec:
         bin_seconds=bins,
         flow_id=_str(t, "flow_id", "run", "sim", name=True) or "sim",
         run_id=_str(t, "run_id", "run", "run", name=True) or "run",
+        slo_ms=_slo_targets(t.get("slo_ms", [])),
     )
+
+
+def _slo_targets(raw: Any) -> tuple[float, ...]:
+    """``run.slo_ms``: latency targets (ms) whose exceedance fractions the result reports."""
+    if not isinstance(raw, list) or len(raw) > L.MAX_SLO_TARGETS:
+        raise _fail("run.slo_ms", f"must be an array of at most {L.MAX_SLO_TARGETS} numbers")
+    for k, v in enumerate(raw):
+        if isinstance(v, bool) or not isinstance(v, int | float) or not 0 <= v <= L.MAX_MS:
+            raise _fail(f"run.slo_ms[{k}]", f"must be a number in [0, {L.MAX_MS:g}] ms", v)
+    return tuple(sorted({float(v) for v in raw}))
 
 
 def _service(raw: Any, path: str, base: Path | None) -> ServiceSpec:
     t = _table(raw, path)
-    _keys(t, path, ("dist", "mean_ms", "p99_ms", "value_ms", "file", "samples_ms"))
+    _keys(t, path, ("dist", "mean_ms", "p99_ms", "value_ms", "file", "samples_ms", "per_item_ms"))
     dist = _str(t, "dist", path, choices=DISTS, required=True) or ""
-    _keys(t, path, ("dist", *_DIST_KEYS[dist]), f"for dist = {dist!r}")
+    _keys(t, path, ("dist", "per_item_ms", *_DIST_KEYS[dist]), f"for dist = {dist!r}")
+    per_item = _num(t, "per_item_ms", path, 0.0, maximum=L.MAX_MS) or 0.0
+    return msgspec.structs.replace(_service_dist(t, path, base, dist), per_item_ms=per_item)
+
+
+def _service_dist(t: Mapping[str, Any], path: str, base: Path | None, dist: str) -> ServiceSpec:
     if dist == "constant" and "value_ms" in t and "mean_ms" in t:
         raise _fail(f"{path}.mean_ms", "give value_ms or mean_ms for a constant, not both")
     if dist in ("exponential", "lognormal"):
@@ -441,20 +531,164 @@ _DIST_KEYS = {
 }
 
 
-def _source(raw: Any, i: int) -> SourceSpec:
+def _source(raw: Any, i: int, run: RunSpec, base: Path | None) -> SourceSpec:
     path = f"source[{i}]"
     t = _table(raw, path)
-    _keys(t, path, ("name", "streams", "rate_hz", "arrival", "bytes"))
-    name = _str(t, "name", path, required=True, name=True)
-    rate = _num(t, "rate_hz", path, maximum=math.inf, required=True, strict=True)
-    assert name is not None and rate is not None
-    return SourceSpec(
-        name=name,
-        rate_hz=rate,
-        streams=_int(t, "streams", path, 1, minimum=1, maximum=L.MAX_STREAMS),
-        arrival=_str(t, "arrival", path, "periodic", choices=ARRIVALS) or "periodic",
-        bytes=_int(t, "bytes", path, 0, maximum=L.MAX_FRAME_BYTES),
+    _keys(
+        t,
+        path,
+        (
+            "name",
+            "streams",
+            "rate_hz",
+            "arrival",
+            "bytes",
+            "rate_schedule",
+            "burst",
+            "trace",
+            "trace_seconds",
+            "jitter_ms",
+        ),
     )
+    name = _str(t, "name", path, required=True, name=True)
+    assert name is not None
+    arrival = _str(t, "arrival", path, "periodic", choices=ARRIVALS) or "periodic"
+    streams = _int(t, "streams", path, 1, minimum=1, maximum=L.MAX_STREAMS)
+    common = dict(name=name, streams=streams, arrival=arrival)
+    common["bytes"] = _int(t, "bytes", path, 0, maximum=L.MAX_FRAME_BYTES)
+    if arrival == "trace":
+        allowed = ("name", "streams", "arrival", "bytes", "trace", "trace_seconds")
+        _keys(t, path, allowed, 'to arrival = "trace"')
+        if streams != 1:
+            raise _fail(f"{path}.streams", 'must be 1 for arrival = "trace"', streams)
+        if ("trace" in t) == ("trace_seconds" in t):
+            raise _fail(f"{path}.trace", "give trace (a file of timestamps) or trace_seconds")
+        file = _str(t, "trace", path)
+        if file is not None:
+            times = _trace_times(file, f"{path}.trace", base)
+        else:
+            times = _inline_trace(t["trace_seconds"], f"{path}.trace_seconds")
+        rate = sum(1 for x in times if x < run.duration_seconds) / run.duration_seconds
+        return SourceSpec(
+            **common,  # type: ignore[arg-type]
+            rate_hz=rate,
+            mean_rate_hz=rate,
+            trace_seconds=times,
+        )
+    for key in ("trace", "trace_seconds"):
+        if key in t:
+            raise _fail(f"{path}.{key}", 'applies only to arrival = "trace"')
+    burst = _convert(t["burst"], BurstSpec, f"{path}.burst") if "burst" in t else None
+    schedule = _schedule(t, path) if "rate_schedule" in t else ()
+    if schedule and "rate_hz" in t:
+        raise _fail(f"{path}.rate_hz", "give rate_hz or rate_schedule, not both")
+    if schedule:
+        rate = mean = _average_rate(schedule, run.duration_seconds)
+    else:
+        got = _num(t, "rate_hz", path, maximum=math.inf, required=True, strict=burst is None)
+        assert got is not None
+        rate = mean = got
+    if burst is not None:
+        switches = 2 * run.duration_seconds / min(burst.mean_on_seconds, burst.mean_off_seconds)
+        if switches > L.MAX_BURST_SWITCHES:
+            raise _fail(
+                f"{path}.burst",
+                f"about {switches:.3g} on/off switches over run.duration_seconds: at most"
+                f" {L.MAX_BURST_SWITCHES:.0e}",
+            )
+        on = burst.mean_on_seconds / (burst.mean_on_seconds + burst.mean_off_seconds)
+        mean = mean * (1.0 - on) + burst.rate_hz * on
+    jitter = _num(t, "jitter_ms", path, 0.0, maximum=L.MAX_MS) or 0.0
+    if jitter and arrival != "periodic":
+        raise _fail(f"{path}.jitter_ms", 'applies only to arrival = "periodic"', jitter)
+    return SourceSpec(
+        **common,  # type: ignore[arg-type]
+        rate_hz=rate,
+        rate_schedule=schedule,
+        burst=burst,
+        jitter_ms=jitter,
+        mean_rate_hz=mean,
+    )
+
+
+def _schedule(t: Mapping[str, Any], path: str) -> tuple[tuple[float, float], ...]:
+    """``rate_schedule = [[t0, rate0], [t1, rate1], ...]``: seconds from the run's start
+    (the first 0, strictly increasing) and each stream's rate (Hz, >= 0) from then on."""
+    where = f"{path}.rate_schedule"
+    raw = t["rate_schedule"]
+    if not isinstance(raw, list) or not raw:
+        raise _fail(where, "must be a non-empty array of [seconds, rate_hz] pairs")
+    if len(raw) > L.MAX_SCHEDULE_STEPS:
+        raise _fail(where, f"more than {L.MAX_SCHEDULE_STEPS:,} steps", len(raw))
+    out: list[tuple[float, float]] = []
+    for k, pair in enumerate(raw):
+        bad = not isinstance(pair, list) or len(pair) != 2
+        if not bad:
+            at, rate = pair
+            bad = any(
+                isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v)
+                for v in pair
+            )
+        if bad:
+            raise _fail(f"{where}[{k}]", "must be a pair [seconds, rate_hz] of finite numbers")
+        if not 0 <= at <= L.MAX_SECONDS or not 0 <= rate <= 1e9:
+            raise _fail(f"{where}[{k}]", "seconds must be in [0, 1e9] and rate_hz in [0, 1e9]")
+        if (k == 0 and at != 0) or (out and at <= out[-1][0]):
+            raise _fail(
+                f"{where}[{k}]", "the first step starts at 0 and each later one after the last"
+            )
+        out.append((float(at), float(rate)))
+    if all(r == 0 for _, r in out):
+        raise _fail(where, "every rate is 0: the source would send nothing")
+    return tuple(out)
+
+
+def _average_rate(schedule: tuple[tuple[float, float], ...], duration: float) -> float:
+    """The schedule's mean rate over ``[0, duration)``."""
+    total = 0.0
+    for k, (at, rate) in enumerate(schedule):
+        until = schedule[k + 1][0] if k + 1 < len(schedule) else duration
+        total += rate * max(0.0, min(until, duration) - at)
+    return total / duration
+
+
+def _inline_trace(raw: Any, path: str) -> tuple[float, ...]:
+    """``trace_seconds = [...]``: capture times inline (as a spec written back holds them)."""
+    if not isinstance(raw, list) or not raw:
+        raise _fail(path, "must be a non-empty array of seconds")
+    if len(raw) > L.MAX_TRACE_FRAMES:
+        raise _fail(path, f"more than {L.MAX_TRACE_FRAMES:,} timestamps", len(raw))
+    for k, v in enumerate(raw):
+        if isinstance(v, bool) or not isinstance(v, int | float) or not 0 <= v <= L.MAX_SECONDS:
+            raise _fail(f"{path}[{k}]", f"must be a number of seconds in [0, {L.MAX_SECONDS:g}]")
+    return tuple(sorted(float(v) for v in raw))
+
+
+def _trace_times(file: str, path: str, base: Path | None) -> tuple[float, ...]:
+    """A trace: capture times in seconds from the run's start, one per line (``#``
+    comments), sorted. A bad line is named by its line number, never quoted."""
+    where = Path(file) if base is None else base / file
+    data = _read_capped(where, L.MAX_TRACE_FILE_BYTES)
+    if isinstance(data, str):
+        raise _fail(path, data, file)
+    times: list[float] = []
+    for n, raw in enumerate(data.splitlines(), 1):
+        try:
+            line = raw.decode("utf-8").split("#", 1)[0].strip()
+            if not line:
+                continue
+            v = float(line)
+        except (UnicodeDecodeError, ValueError):
+            raise _fail(path, f"{where}:{n}: not a number of seconds", file) from None
+        if not 0 <= v <= L.MAX_SECONDS:
+            raise _fail(path, f"{where}:{n}: must be in [0, {L.MAX_SECONDS:g}] seconds", file)
+        if len(times) >= L.MAX_TRACE_FRAMES:
+            raise _fail(path, f"{where}: more than {L.MAX_TRACE_FRAMES:,} timestamps", file)
+        times.append(v)
+    if not times:
+        raise _fail(path, f"{where}: no timestamps", file)
+    times.sort()
+    return tuple(times)
 
 
 def _stage(raw: Any, i: int, base: Path | None) -> StageSpec:
@@ -476,6 +710,9 @@ def _stage(raw: Any, i: int, base: Path | None) -> StageSpec:
             "max_queue",
             "overflow",
             "retry_delay_seconds",
+            "join",
+            "join_timeout_ms",
+            "per_item_ms",
         ),
     )
     name = _str(t, "name", path, required=True, name=True)
@@ -485,12 +722,35 @@ def _stage(raw: Any, i: int, base: Path | None) -> StageSpec:
         raise _fail(f"{path}.inputs", "must be a non-empty array of node names", inputs)
     if "service" not in t:
         raise _fail(f"{path}.service", "is required")
+    service = _service(t["service"], f"{path}.service", base)
+    if "per_item_ms" in t:  # also accepted beside the service table
+        if service.per_item_ms:
+            raise _fail(f"{path}.per_item_ms", "given both here and in service: give it once")
+        per_item = _num(t, "per_item_ms", path, 0.0, maximum=L.MAX_MS) or 0.0
+        service = msgspec.structs.replace(service, per_item_ms=per_item)
+    batch_service: BatchSpec | None = None
+    if isinstance(t.get("batch"), Mapping):
+        batch_service = _convert(t["batch"], BatchSpec, f"{path}.batch")
+        batch = batch_service.max_items
+    else:
+        batch = _int(t, "batch", path, 1, minimum=1, maximum=L.MAX_BATCH)
+    join = _str(t, "join", path, choices=JOINS)
+    timeout = _num(t, "join_timeout_ms", path, None, maximum=L.MAX_MS, strict=True)
+    if join is not None and len(inputs) < 2:
+        raise _fail(f"{path}.join", "needs a stage with at least two inputs", join)
+    if timeout is not None and join is None:
+        raise _fail(f"{path}.join_timeout_ms", 'applies only with join = "all"', timeout)
+    if join is not None and batch_service is not None:
+        raise _fail(f"{path}.batch", "a join stage cannot batch its service (not supported)")
     return StageSpec(
         name=name,
         inputs=tuple(inputs),
-        service=_service(t["service"], f"{path}.service", base),
+        service=service,
         replicas=_int(t, "replicas", path, 1, minimum=1, maximum=L.MAX_REPLICAS),
-        batch=_int(t, "batch", path, 1, minimum=1, maximum=L.MAX_BATCH),
+        batch=batch,
+        batch_service=batch_service,
+        join=join,
+        join_timeout_ms=timeout,
         ack_wait_seconds=_num(t, "ack_wait_seconds", path, 30.0, strict=True) or 30.0,
         max_deliver=_int(t, "max_deliver", path, 5, minimum=1, allow=(-1,)),
         gpu=_str(t, "gpu", path),
@@ -572,6 +832,21 @@ def _fault(raw: Any, i: int) -> FaultSpec:
     )
 
 
+def _failure(raw: Any, i: int) -> FailureSpec:
+    path = f"failure[{i}]"
+    f: FailureSpec = _convert(_table(raw, path), FailureSpec, path)
+    if f.kind == "pause_payload":
+        if f.stage is not None:
+            raise _fail(f"{path}.stage", "does not apply to kind = 'pause_payload'", f.stage)
+    elif f.stage is None:
+        raise _fail(f"{path}.stage", f"is required for {f.kind}")
+    if f.factor != 1.0 and f.kind != "slow_stage":
+        raise _fail(f"{path}.factor", "applies only to kind = 'slow_stage'", f.factor)
+    if f.stage is not None:
+        _str({"stage": f.stage}, "stage", path, name=True)
+    return f
+
+
 _FAULT_KEYS = {
     "crash_replica": ("stage", "replica", "restart_after_seconds"),
     "kill_stage": ("stage", "restart_after_seconds"),
@@ -642,12 +917,15 @@ def parse_spec(doc: Mapping[str, Any], base: Path | None = None) -> SimSpec:
     if not isinstance(doc, Mapping):
         raise _fail("spec", "must be a table (a decoded TOML document)", type(doc).__name__)
     _check_depth(doc)
-    _keys(doc, "", ("run", "source", "stage", "fault", "node", "gpu", "payload"))
+    _keys(doc, "", ("run", "source", "stage", "fault", "failure", "node", "gpu", "payload"))
     run = _run(doc.get("run"))
-    sources = tuple(_source(s, i) for i, s in enumerate(_array(doc, "source", L.MAX_NODES)))
+    sources = tuple(
+        _source(s, i, run, base) for i, s in enumerate(_array(doc, "source", L.MAX_NODES))
+    )
     stages = tuple(_stage(s, i, base) for i, s in enumerate(_array(doc, "stage", L.MAX_NODES)))
     nodes = tuple(_node(n, i) for i, n in enumerate(_array(doc, "node", L.MAX_NODES)))
     faults = tuple(_fault(f, i) for i, f in enumerate(_array(doc, "fault", L.MAX_FAULTS)))
+    failures = tuple(_failure(f, i) for i, f in enumerate(_array(doc, "failure", L.MAX_FAULTS)))
     if len(sources) + len(stages) > L.MAX_NODES:
         raise _fail("stage", f"more than {L.MAX_NODES:,} sources and stages in all")
     if not sources:
@@ -658,11 +936,13 @@ def parse_spec(doc: Mapping[str, Any], base: Path | None = None) -> SimSpec:
     _check_load(sources, run)
     _check_nodes(stages, nodes)
     _check_faults(faults, stages, names)
+    _check_failures(failures, stages, run.duration_seconds)
     return SimSpec(
         run=run,
         sources=sources,
         stages=stages,
         faults=faults,
+        failures=failures,
         nodes=nodes,
         gpu=_gpu(doc.get("gpu")),
         payload=_payload(doc.get("payload")),
@@ -692,7 +972,7 @@ def _check_graph(sources: tuple[SourceSpec, ...], stages: tuple[StageSpec, ...])
 
 def _check_load(sources: tuple[SourceSpec, ...], run: RunSpec) -> None:
     """At most :data:`MAX_FRAMES` frames in all: a larger load would run for days."""
-    frames = [s.streams * s.rate_hz * run.duration_seconds for s in sources]
+    frames = [s.streams * max(s.rate_hz, s.mean_rate_hz) * run.duration_seconds for s in sources]
     worst = max(range(len(sources)), key=frames.__getitem__)
     if frames[worst] > MAX_FRAMES:
         raise _fail(
@@ -790,6 +1070,25 @@ def _check_faults(
             )
 
 
+def _check_failures(
+    failures: tuple[FailureSpec, ...], stages: tuple[StageSpec, ...], duration: float
+) -> None:
+    """Every failure process names a stage that exists."""
+    replicas = {s.name: s.replicas for s in stages}
+    for i, f in enumerate(failures):
+        if f.stage is not None and f.stage not in replicas:
+            raise _fail(f"failure[{i}].stage", f"unknown stage {f.stage!r}", f.stage)
+        n = replicas[f.stage] if f.kind == "crash_replica" and f.stage is not None else 1
+        events = n * duration / min(f.mtbf_seconds, f.mttr_seconds)
+        if events > L.MAX_FAILURE_EVENTS:
+            raise _fail(
+                f"failure[{i}].mtbf_seconds",
+                f"about {events:.3g} failures and repairs over the run: at most"
+                f" {L.MAX_FAILURE_EVENTS:.0e}",
+                f.mtbf_seconds,
+            )
+
+
 def _check_acyclic(stages: tuple[StageSpec, ...]) -> None:
     inputs = {s.name: s.inputs for s in stages}
     state: dict[str, int] = {}
@@ -833,6 +1132,9 @@ def load_spec(path: str | Path, run_overrides: Mapping[str, Any] | None = None) 
 
 __all__ = [
     "MAX_FRAMES",
+    "BatchSpec",
+    "BurstSpec",
+    "FailureSpec",
     "FaultSpec",
     "GpuSpec",
     "NodeSpec",
