@@ -40,7 +40,15 @@ from ._publish import (
 )
 from ._stats import DEFAULT_PRECISION_BITS, LatencyHistogram
 from ._time import deadline_in, loop_clock
-from ._topology import EOS_SUFFIX, NAME_FORBIDDEN, Node, Pipeline, ensure_pipeline, plan_pipeline
+from ._topology import (
+    EOS_SUFFIX,
+    NAME_FORBIDDEN,
+    Node,
+    Pipeline,
+    ensure_pipeline,
+    order_nodes,
+    plan_pipeline,
+)
 from ._worker import (
     Handler,
     Observer,
@@ -96,6 +104,7 @@ __all__ = [
     "ensure_pipeline",
     "join_worker",
     "loop_clock",
+    "order_nodes",
     "plan_pipeline",
     "run_stage",
     "sent_at",

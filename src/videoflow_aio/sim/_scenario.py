@@ -30,7 +30,7 @@ from typing import Any, Literal
 import msgspec
 
 from ..contracts.errors import ValidationError
-from ..pipeline._topology import Node, order_nodes
+from ..pipeline import Node, order_nodes
 from . import _limits as L
 from ._spec import SimSpec, SpecError, _read_capped, parse_spec
 from ._toml import dumps

@@ -34,8 +34,8 @@ from ..pipeline import (
     Publisher,
     StageWorker,
     ensure_pipeline,
+    stage_wiring,
 )
-from ..pipeline._worker import stage_wiring
 from ..vtime import run as vrun
 from ._dist import Sampler, sampler
 from ._scenario import Batch, Periodic, Poisson, Scenario, Service, Stage
