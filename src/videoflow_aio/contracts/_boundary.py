@@ -40,8 +40,10 @@ _WRAPPED = "__vf_boundary__"
 def _make_wrapper(impl: Callable[..., Any], hints: dict[str, Any], is_async: bool) -> Any:
     """A function with ``impl``'s signature that checks its arguments, then calls ``impl``."""
     params = list(inspect.signature(impl).parameters.values())[1:]  # after self
-    if any(p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD) for p in params):
-        return None  # *args / **kwargs: nothing sensible to check against
+    if any(p.kind is p.VAR_POSITIONAL for p in params):
+        return None  # *args: nothing sensible to check against
+    if any(p.kind is p.VAR_KEYWORD for p in params):
+        return _keywords_wrapper(impl, params, hints, is_async)
     names = Names()
     sig_parts, call_parts = _signature_parts(params, names)
     checked = _checked_params(params, hints)
@@ -68,6 +70,60 @@ def _make_wrapper(impl: Callable[..., Any], hints: dict[str, Any], is_async: boo
         setattr(wrapper, attr, getattr(impl, attr, None))
     wrapper.__annotations__ = dict(getattr(impl, "__annotations__", {}))  # get_type_hints
     wrapper.__wrapped__ = impl
+    setattr(wrapper, _WRAPPED, True)
+    return wrapper
+
+
+def _keywords_wrapper(
+    impl: Callable[..., Any], params: list[inspect.Parameter], hints: dict[str, Any], is_async: bool
+) -> Any:
+    """For ``**options: Unpack[SomeTypedDict]`` (a constructor taking a connection's
+    keywords): a plain wrapper checking the named parameters and each keyword given against
+    the TypedDict's hints. Not compiled: such signatures are constructors, not hot paths.
+    None for a bare ``**kwargs``."""
+    var_kw = next(p for p in params if p.kind is p.VAR_KEYWORD)
+    hint = hints.get(var_kw.name)
+    if typing.get_origin(hint) is not typing.Unpack:
+        return None  # a bare **kwargs: nothing sensible to check against
+    options = typing.get_args(hint)[0]
+    try:
+        option_hints = typing.get_type_hints(options, include_extras=True)
+    except Exception:  # a hint that does not resolve
+        return None
+    named = dict(_checked_params([p for p in params if p is not var_kw], hints))
+    keywords = {k: spec_for(h) for k, h in option_hints.items()}
+    signature = inspect.signature(impl)
+
+    def check(args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+        try:
+            bound = signature.bind(None, *args, **kwargs)  # None: self
+        except TypeError:
+            return  # a wrong call: the implementation raises Python's own TypeError
+        for name, value in bound.arguments.items():
+            if name == var_kw.name:
+                for key, given in value.items():
+                    spec = keywords.get(key)
+                    if spec is not None:
+                        spec.check(given, key)
+            elif name in named:
+                named[name].check(value, name)
+
+    if is_async:
+
+        async def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
+            check(args, kwargs)
+            return await impl(self, *args, **kwargs)
+
+    else:
+
+        def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:  # type: ignore[misc]
+            check(args, kwargs)
+            return impl(self, *args, **kwargs)
+
+    for attr in ("__module__", "__qualname__", "__doc__", "__name__"):
+        setattr(wrapper, attr, getattr(impl, attr, None))
+    wrapper.__annotations__ = dict(getattr(impl, "__annotations__", {}))
+    wrapper.__wrapped__ = impl  # type: ignore[attr-defined]
     setattr(wrapper, _WRAPPED, True)
     return wrapper
 
