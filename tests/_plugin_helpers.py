@@ -21,6 +21,11 @@ NO_LOOPTIME = (
 )
 
 
+#: what a sample project's run never needs: the cache, and hypothesis' plugin (its import is
+#: about a second of each subprocess run's ~3 s of start-up; no sample project uses it)
+LEAN = ("-p", "no:cacheprovider", "-p", "no:hypothesispytest")
+
+
 @dataclass(frozen=True)
 class Outcome:
     """One test's result: passed, failed, error or skipped, and the message if any (an
@@ -71,7 +76,7 @@ def run_pytest(
     """``python -m pytest`` in ``root``; outcomes from a JUnit XML report."""
     report = root / f"report-{os.getpid()}-{len(list(root.glob('report-*')))}.xml"
     proc = subprocess.run(
-        [str(python), "-m", "pytest", "-p", "no:cacheprovider", f"--junitxml={report}", *args],
+        [str(python), "-m", "pytest", *LEAN, f"--junitxml={report}", *args],
         cwd=root,
         env={**environ_for(python), "PYTHONDONTWRITEBYTECODE": "1", **(env or {})},
         capture_output=True,

@@ -42,6 +42,13 @@ from videoflow_aio.vtime import current_clock
 
 pytest_plugins = ["pytester"]
 
+
+@pytest.fixture(autouse=True)
+def _lean_subprocess_runs(monkeypatch: pytest.MonkeyPatch) -> None:
+    """pytester's subprocess runs load no hypothesis plugin (about a second of each run's
+    start-up; no sample project here uses it)."""
+    monkeypatch.setenv("PYTEST_ADDOPTS", "-p no:hypothesispytest")
+
 both = pytest.mark.parametrize("backend", BACKENDS)
 
 

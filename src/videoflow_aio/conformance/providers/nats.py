@@ -191,6 +191,10 @@ def _all_stopped(pid: int) -> bool:
 class NatsProvider(ServerProvider):
     """Runs the messaging cases on nats-server."""
 
+    request_timeout_floor = 1.0
+    """The least a JetStream API request waits for its reply (the cases' scaled 20 s
+    otherwise)."""
+
     name = "nats"
     client_modules = ("nats",)
 
@@ -304,7 +308,7 @@ class NatsProvider(ServerProvider):
                 connection,
                 stream_prefix=namespace,
                 subject_prefix=subjects,
-                request_timeout=max(1.0, 20 * self.scale),
+                request_timeout=max(self.request_timeout_floor, 20 * self.scale),
                 **options,
             )
         self._made[id(backend)] = (core, options)
