@@ -7,6 +7,7 @@ import time
 
 import anyio
 import anyio.lowlevel
+import anyio.to_thread
 import pytest
 
 from _vtime_helpers import BACKENDS, unqueued_seconds
@@ -92,6 +93,34 @@ async def test_spinning_never_outruns_a_worker_thread(vclock: VirtualClock) -> N
             while not done.is_set():
                 await anyio.lowlevel.checkpoint()
     assert vclock.monotonic() == 1000.0
+
+
+def test_a_finished_threads_result_reaches_its_task_before_a_spin_jump() -> None:
+    """The race behind a 1-in-300 failure of the test above: the thread ended and reported
+    (anyio's worker is idle again) and the spin count hit its threshold in the round before
+    the waiting task ran — the clock jumped to the spinner's deadline. A thread that ended
+    since the last jump attempt now gives its result a whole threshold to arrive."""
+
+    def work() -> None:
+        time.sleep(0.002)  # the deliberate real blocking call inside a worker thread
+
+    async def main(clock: VirtualClock) -> float:
+        done = anyio.Event()
+
+        async def worker() -> None:
+            await anyio.to_thread.run_sync(work)
+            done.set()
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(worker)
+            with anyio.move_on_after(1):
+                while not done.is_set():
+                    await anyio.lowlevel.checkpoint()
+        return clock.monotonic()
+
+    for _ in range(300):
+        clock = VirtualClock(spin_threshold=50)
+        assert vtime.run(main, clock, backend="asyncio", clock=clock) == 1000.0
 
 
 async def test_manual_mode_spinning_stops_at_the_advance_horizon(vclock: VirtualClock) -> None:

@@ -151,6 +151,7 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
         self._vt_heap: list[tuple[float, int, asyncio.TimerHandle]] = []
         self._vt_seq = 0
         self._vt_spin_from: asyncio.TimerHandle | None = None  # the head when spinning began
+        self._vt_spin_threads: tuple[int, int, int] = (0, 0, 0)  # worker threads then
         self._vt_cancelled = 0
         self._vt_threads = 0
         self._vt_serving = 0  # from_thread calls being served (their threads wait on us)
@@ -297,6 +298,14 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
         finally:
             self._vt_threads -= 1
 
+    def _vt_thread_state(self) -> tuple[int, int, int]:
+        """Worker threads started, anyio's pool and its idle part: a thread that finished
+        changes it (its result may still be on its way to the task that waits for it)."""
+        run_vars = self._vt_anyio_vars
+        workers = run_vars.get(_threadpool_workers) if run_vars else None
+        idle = run_vars.get(_threadpool_idle_workers) if run_vars else None
+        return (self._vt_threads, len(workers) if workers else 0, len(idle) if idle else 0)
+
     def _vt_threads_busy(self) -> bool:
         """A worker thread is doing work (not merely waiting for the loop)."""
         working = self._vt_threads - self._vt_serving
@@ -422,8 +431,12 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
         head = self._vt_spin_head()
         if head is None:
             return now
-        if head is not self._vt_spin_from:
-            self._vt_spin_from = head  # a new head: it must stay the head a whole threshold
+        threads = self._vt_thread_state()
+        if head is not self._vt_spin_from or threads != self._vt_spin_threads:
+            # a new head must stay the head a whole threshold; and a worker thread that
+            # ended meanwhile gets a whole threshold for its result to reach its task
+            self._vt_spin_from = head
+            self._vt_spin_threads = threads
             return now
         when = heap[0][0]
         if (
@@ -469,6 +482,7 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
                 elif spins == 0:
                     spins = 1
                     self._vt_spin_from = self._vt_spin_head()
+                    self._vt_spin_threads = self._vt_thread_state()
                 else:
                     spins += 1
                     since = self._vt_spin_from
