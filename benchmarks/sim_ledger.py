@@ -3,6 +3,8 @@
     .venv/bin/python benchmarks/sim_ledger.py [--spec examples/camera-farm.toml]
                                               [--duration 120] [--runs 1]
 
+(``--duration`` at or below the spec's warm-up runs a quarter of it as warm-up.)
+
 Every row runs the spec's sources and stages (faults and GPUs left out) for the same virtual
 duration, drawing arrivals and service times from the same seeded streams, and prints
 simulated messages (frames × stages) per CPU second of this process, its ratio to the SimPy
@@ -207,7 +209,10 @@ def main() -> None:
     p.add_argument("--spec", type=Path, default=ROOT / "examples" / "camera-farm.toml")
     p.add_argument("--duration", type=float, default=120.0, help="virtual seconds")
     args = p.parse_args()
-    spec = load_spec(args.spec, {"duration_seconds": args.duration})
+    run = {"duration_seconds": args.duration}
+    if load_spec(args.spec).run.warmup_seconds >= args.duration:  # a short run: a quarter
+        run["warmup_seconds"] = args.duration / 4  # of it as warm-up (the spec's is longer)
+    spec = load_spec(args.spec, run)
     spec = spec.__class__(
         run=spec.run,
         sources=spec.sources,

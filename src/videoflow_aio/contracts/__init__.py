@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from ._base import Known, Observed, Unknown
+from ._boundary import unchecked
 from .allocation import (
     AcceleratorAllocationBackend,
     AllocationCapabilities,
@@ -155,4 +156,5 @@ __all__ = [
     "make_channel",
     "make_envelope",
     "make_subscription",
+    "unchecked",
 ]

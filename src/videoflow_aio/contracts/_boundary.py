@@ -266,4 +266,23 @@ def _install(cls: type[Boundary]) -> None:
             _wrap(cls, name, obj, _hints_of(obj))
 
 
-__all__ = ["Boundary"]
+def unchecked(method: Any) -> Any:
+    """The implementation behind ``method``, a bound boundary-checked method, without the
+    check (``method`` itself when it is not one: a plain callable, a wrapper put on an
+    instance, …); it behaves exactly as ``method`` does for arguments the check accepts.
+
+    Only for calls from inside the library whose arguments cannot be wrong: values the
+    provider itself handed out (a ``DeliveryToken`` from its ``receive``), Structs the library
+    just built (checked in their ``__post_init__``), or arguments a checked call of the same
+    method already accepted and that cannot have changed since. Bad input from outside must
+    keep reaching the checked method.
+    """
+    func = getattr(method, "__func__", None)
+    impl = getattr(func, "__wrapped__", None)
+    owner = getattr(method, "__self__", None)
+    if impl is None or owner is None or not getattr(func, _WRAPPED, False):
+        return method
+    return impl.__get__(owner, type(owner))
+
+
+__all__ = ["Boundary", "unchecked"]
