@@ -49,6 +49,7 @@ def _lean_subprocess_runs(monkeypatch: pytest.MonkeyPatch) -> None:
     start-up; no sample project here uses it)."""
     monkeypatch.setenv("PYTEST_ADDOPTS", "-p no:hypothesispytest")
 
+
 both = pytest.mark.parametrize("backend", BACKENDS)
 
 

@@ -158,9 +158,11 @@ async def test_a_crashed_replica_leaves_its_whole_batch_to_redeliver() -> None:
         await anyio.sleep(1)
 
     w = batch_worker(b, pipe, "decode", infer, max_items=8, max_wait_seconds=0.01, replicas=2)
+    # all three are queued before either replica receives: the first receive takes them all
+    # (fed while the replicas wait, the two could split them, as trio's random order did)
+    await feed(b, pipe, 3, every=0.0, eos=False)
     async with anyio.create_task_group() as tg:
         tg.start_soon(w.run)
-        await feed(b, pipe, 3, every=0.0, eos=False)
         await anyio.sleep(0.5)
         busy = [i for i, x in enumerate(w.busy()) if x]
         w.crash(busy[0])
