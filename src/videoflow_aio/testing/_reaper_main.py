@@ -29,10 +29,12 @@ def start_time(pid: int) -> str:
     return fields[19] if fields is not None and len(fields) > 19 else ""
 
 
-def _stat(pid: int) -> list[str] | None:
-    """The fields of ``/proc/<pid>/stat`` after the command name (state first), or None."""
+def _stat(pid: int, task: int | None = None) -> list[str] | None:
+    """The fields of ``/proc/<pid>/stat`` (or of its thread ``task``) after the command
+    name (state first), or None."""
+    path = f"/proc/{pid}/stat" if task is None else f"/proc/{pid}/task/{task}/stat"
     try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
+        with open(path, "rb") as f:
             stat = f.read().decode("ascii", "replace")
     except OSError:
         return None
@@ -40,7 +42,9 @@ def _stat(pid: int) -> list[str] | None:
 
 
 def gone(pid: int) -> bool:
-    """True when ``pid`` no longer runs (absent, or a zombie nobody reaped yet)."""
+    """True when ``pid`` no longer runs: absent, or a zombie nobody reaped yet whose every
+    thread has ended too (a killed leader shows as a zombie while a multi-threaded server's
+    other threads are still exiting, and one of them may still write into its directory)."""
     fields = _stat(pid)
     if fields is None:
         try:
@@ -50,7 +54,18 @@ def gone(pid: int) -> bool:
         except OSError:
             return False
         return False
-    return fields[:1] in (["Z"], ["X"])
+    if fields[:1] not in (["Z"], ["X"]):
+        return False
+    try:
+        tasks = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return True
+    for task in tasks:
+        if task.isdigit():
+            state = _stat(pid, int(task))
+            if state is not None and state[:1] not in (["Z"], ["X"]):
+                return False
+    return True
 
 
 def group_members(pgid: int) -> list[int]:
