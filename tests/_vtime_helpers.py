@@ -9,17 +9,32 @@ import time
 BACKENDS = ("asyncio", "trio")
 
 
+def _schedstat() -> tuple[float, float] | None:
+    """Seconds this thread has spent on a CPU and runnable in a queue (Linux), or None."""
+    try:
+        with open("/proc/thread-self/schedstat") as f:
+            on_cpu, queued = (int(x) for x in f.read().split()[:2])
+    except (OSError, ValueError):
+        return None
+    return on_cpu / 1e9, queued / 1e9
+
+
 def unqueued_seconds() -> float:
     """A wall clock that stops while this thread waits for a CPU (runnable, queued): what a
     "takes no real time" bound should read on a loaded machine. Linux's schedstat gives the
     queued time; elsewhere it is the plain wall clock."""
     wall = time.perf_counter()  # wall-clock: the point of the tests that use it
-    try:
-        with open("/proc/thread-self/schedstat") as f:
-            queued = int(f.read().split()[1])
-    except (OSError, IndexError, ValueError):
-        return wall
-    return wall - queued / 1e9
+    stat = _schedstat()
+    return wall if stat is None else wall - stat[1]
+
+
+def blocked_seconds() -> float:
+    """Wall seconds this thread has spent neither running nor waiting for a CPU: asleep (a
+    real wait). Linux's schedstat splits the rest into time on a CPU and time runnable in a
+    queue, which a loaded machine inflates; elsewhere all wall time counts."""
+    wall = time.perf_counter()  # wall-clock: the point of the tests that use it
+    stat = _schedstat()
+    return wall if stat is None else wall - stat[0] - stat[1]
 
 
 class DelayedEchoServer:

@@ -6,14 +6,13 @@ import asyncio
 import functools
 import math
 import operator
-import time
 
 import anyio
 import anyio.lowlevel
 import pytest
 import trio
 
-from _vtime_helpers import BACKENDS, unqueued_seconds
+from _vtime_helpers import BACKENDS, blocked_seconds, unqueued_seconds
 from videoflow_aio import vtime
 from videoflow_aio.memory.clock import FakeClock
 from videoflow_aio.vtime import VirtualClock, VirtualTimeDeadlock, current_clock
@@ -27,28 +26,15 @@ async def test_the_test_runs_on_its_fresh_virtual_clock(vclock: VirtualClock) ->
     assert vclock.time() == vclock.now() == 1_700_000_000.0
 
 
-def _blocked_seconds() -> float:
-    """Wall seconds this thread has spent neither running nor waiting for a CPU: asleep (a
-    real wait). Linux's schedstat splits the rest into time on a CPU and time runnable in a
-    queue, which a loaded machine inflates; elsewhere all wall time counts."""
-    wall = time.perf_counter()  # wall-clock: the point of the test
-    try:
-        with open("/proc/thread-self/schedstat") as f:
-            on_cpu, queued = (int(x) for x in f.read().split()[:2])
-    except OSError:
-        return wall
-    return wall - (on_cpu + queued) / 1e9
-
-
 async def test_autojump_a_virtual_day_takes_no_wall_time(vclock: VirtualClock) -> None:
-    blocked0 = _blocked_seconds()
+    blocked0 = blocked_seconds()
     for _ in range(24 * 60):
         await anyio.sleep(60)
     assert vclock.monotonic() == 1000.0 + 86400.0
     assert vclock.time() == 1_700_000_000.0 + 86400.0
     # no real wait: wall time minus CPU time and run-queue time (the wall-clock bound alone
     # failed at 2.06 s on a saturated 2-core machine)
-    assert _blocked_seconds() - blocked0 < 2.0
+    assert blocked_seconds() - blocked0 < 2.0
 
 
 async def test_sleep_wakes_exactly_at_now_plus_delay() -> None:
