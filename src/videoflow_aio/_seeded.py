@@ -14,6 +14,7 @@ import random
 from collections.abc import Callable, MutableSequence
 from typing import Any, TypeVar
 
+from ._finite import is_finite_number
 from .contracts.errors import ValidationError
 
 T = TypeVar("T")
@@ -41,7 +42,7 @@ def check_seconds(value: Any, name: str) -> float:
         raise ValidationError(
             f"{name} must be a number of seconds, not {value!r}", field=name, value=value
         )
-    if not (math.isfinite(value) and value >= 0):
+    if not (is_finite_number(value) and value >= 0):
         raise ValidationError(
             f"{name} must be finite and >= 0, not {value!r}", field=name, value=value
         )

@@ -32,6 +32,7 @@ from typing import Annotated, Any, ClassVar, TypeVar
 
 import msgspec
 
+from .._finite import is_finite_number
 from .errors import ValidationError
 
 _MAX_FLOAT = 1.7976931348623157e308
@@ -178,11 +179,7 @@ class _FloatSpec(Spec):
     def check(self, value: Any, path: str) -> None:
         if not isinstance(value, int | float) or isinstance(value, bool):
             raise _fail(path, "must be a number", value)
-        try:
-            finite = math.isfinite(value)
-        except OverflowError:
-            finite = False
-        if not finite:
+        if not is_finite_number(value):
             raise _fail(path, "must be finite", value)
         self.bounds.check(value, path)
 

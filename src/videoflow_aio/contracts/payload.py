@@ -49,11 +49,13 @@ from __future__ import annotations
 import abc
 import hashlib
 import math
+import sys
 from collections.abc import Mapping
 from typing import Any, Literal
 
 import msgspec
 
+from .._finite import as_float
 from ._base import Known, Unknown
 from ._boundary import Boundary
 from ._specs import NonEmptyStr, NonNegInt, PositiveFloat, check_fields, checked
@@ -389,16 +391,16 @@ def _nonempty_str(value: Any, field: str) -> str:
     return value
 
 
-_INF = math.inf
+_MAX = sys.float_info.max
 
 
 def _finite_nonneg(value: Any, field: str, *, positive: bool = False) -> float:
     kind = type(value)
-    if (kind is float or kind is int) and (value > 0 if positive else value >= 0) and value < _INF:
+    if (kind is float or kind is int) and (value > 0 if positive else value >= 0) and value < _MAX:
         return float(value)  # fast path; NaN and everything else take the checks below
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise ValidationError(f"{field} must be a number", field=field, value=value)
-    v = float(value)
+    v = as_float(value)
     if not math.isfinite(v) or v < 0 or (positive and v == 0):
         need = "positive" if positive else "non-negative"
         raise ValidationError(f"{field} must be finite and {need}", field=field, value=value)

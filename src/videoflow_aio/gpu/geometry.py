@@ -19,8 +19,8 @@ data file, each with its own code).
 from __future__ import annotations
 
 import json
-import math
 import re
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import cache, lru_cache
@@ -278,9 +278,13 @@ def smallest_profile(product: str, memory_gib: float) -> Profile | None:
     not its name. Profiles whose memory is unknown (``None``) are never chosen. Ties are broken
     by, in order: fewer memory slices, fewer compute slices, a plain profile before a variant
     (``+me``, ``+gfx``, ``-me`` …), then the name. None also for an unknown product.
-    Raises ValueError for a negative or non-finite request.
+    Raises TypeError for a non-number, ValueError for a negative or non-finite request
+    (an int beyond the float range included).
     """
-    if isinstance(memory_gib, bool) or not math.isfinite(memory_gib) or memory_gib < 0:
+    if not isinstance(memory_gib, int | float):
+        raise TypeError(f"memory_gib must be a number, got {memory_gib!r}")
+    # its own check, as an oracle shares no code: refuses nan, inf and ints such as 10**400
+    if isinstance(memory_gib, bool) or not 0 <= memory_gib <= sys.float_info.max:
         raise ValueError(f"memory_gib must be a finite, non-negative number, got {memory_gib!r}")
     fam = family_for(product)
     if fam is None:

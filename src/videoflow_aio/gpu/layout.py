@@ -28,8 +28,8 @@ applies a whole config.
 
 from __future__ import annotations
 
-import math
 import re
+import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
@@ -538,7 +538,8 @@ def profile_for_memory(product: str, memory_gib: float) -> str | MigRefusal:
     card = _card_for(product)
     if card is None:
         return MigRefusal(f"no family for product {product!r}")
-    if isinstance(memory_gib, bool) or not math.isfinite(memory_gib) or memory_gib < 0:
+    number = isinstance(memory_gib, int | float) and not isinstance(memory_gib, bool)
+    if not number or not 0 <= memory_gib <= sys.float_info.max:  # nan, inf, 10**400
         return MigRefusal(f"memory_gib must be a finite, non-negative number, got {memory_gib!r}")
     best = _smallest_shape(card, memory_gib)
     if best is not None:

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import math
 import re
 from dataclasses import dataclass, field
 
+from .._finite import is_finite_number
 from ..contracts.errors import ValidationError
 from ..gpu import labels as gfd
 from ..gpu.labels import classify_gfd_labels, labelled_geometry
@@ -24,12 +24,7 @@ def _check_count(value: object, field_name: str, where: str) -> None:
 
 
 def _check_memory(value: object, where: str) -> None:
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, int | float)
-        or not math.isfinite(value)
-        or value < 0
-    ):
+    if not is_finite_number(value) or value < 0:
         raise ValidationError(
             f"{where}: memory_gib must be a finite number >= 0", field="memory_gib", value=value
         )

@@ -16,6 +16,7 @@ import math
 import numbers
 from collections.abc import Iterable, Sequence
 
+from .._finite import is_finite_number
 from ..contracts.errors import ValidationError
 
 DEFAULT_PRECISION_BITS = 10
@@ -155,7 +156,7 @@ class LatencyHistogram:
     def summary(self, scale: float = 1.0) -> dict[str, float | None]:
         """``mean, p50, p90, p99, p999, max`` times ``scale`` (e.g. 1000 for milliseconds);
         None for each when empty. ``scale`` must be a finite number > 0."""
-        if not _is_number(scale) or not (scale > 0 and _finite(scale)):
+        if not _is_number(scale) or not (scale > 0 and is_finite_number(scale)):
             raise ValidationError("scale must be a finite number > 0", field="scale", value=scale)
         if not self.count:
             return dict.fromkeys(("mean", "p50", "p90", "p99", "p999", "max"))
@@ -168,13 +169,6 @@ class LatencyHistogram:
             "p999": p999 * scale,
             "max": self.max * scale,
         }
-
-
-def _finite(value: float) -> bool:
-    try:
-        return math.isfinite(value)
-    except OverflowError:  # an int too large for a float
-        return False
 
 
 def _is_number(value: object) -> bool:

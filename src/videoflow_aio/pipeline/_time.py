@@ -17,6 +17,7 @@ from collections.abc import Awaitable, Callable
 import anyio
 import sniffio
 
+from .._finite import as_float
 from ..contracts.errors import ValidationError
 
 _set_result_unless_cancelled = asyncio.futures._set_result_unless_cancelled  # type: ignore[attr-defined]
@@ -34,7 +35,7 @@ def deadline_in(seconds: float) -> float:
     """
     if isinstance(seconds, bool) or not isinstance(seconds, int | float) or not seconds >= 0:
         raise ValidationError("seconds must be a number >= 0", field="seconds", value=seconds)
-    return anyio.current_time() + _as_float(seconds)
+    return anyio.current_time() + as_float(seconds)
 
 
 def check_seconds(value: float, field: str, *, positive: bool = False) -> float:
@@ -42,21 +43,13 @@ def check_seconds(value: float, field: str, *, positive: bool = False) -> float:
     ok = (
         not isinstance(value, bool)
         and isinstance(value, int | float)
-        and math.isfinite(_as_float(value))
+        and math.isfinite(as_float(value))
         and (value > 0 if positive else value >= 0)
     )
     if not ok:
         bound = "> 0" if positive else ">= 0"
         raise ValidationError(f"{field} must be a finite number {bound}", field=field, value=value)
     return float(value)
-
-
-def _as_float(value: float) -> float:
-    """``float(value)``; ``inf`` for an int too large for a float (10**400)."""
-    try:
-        return float(value)
-    except OverflowError:
-        return math.inf if value > 0 else -math.inf
 
 
 def _asyncio_sleep(loop: asyncio.AbstractEventLoop) -> Sleep:

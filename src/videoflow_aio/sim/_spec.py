@@ -17,6 +17,7 @@ from typing import Annotated, Any, Literal, cast
 
 import msgspec
 
+from .._finite import is_finite_number
 from ..contracts.errors import ValidationError
 from ..contracts.messaging import Overflow
 from ..contracts.payload import Tier
@@ -253,7 +254,7 @@ def _number(
     if integer:
         if isinstance(v, bool) or not isinstance(v, int):
             raise _fail(where, "must be an integer", v)
-    elif isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v):
+    elif not is_finite_number(v):
         raise _fail(where, "must be a finite number", v)
     if (v < minimum or (strict and v == minimum)) and v not in allow:
         extra = f" (or {', '.join(map(str, allow))})" if allow else ""
@@ -625,10 +626,7 @@ def _schedule(t: Mapping[str, Any], path: str) -> tuple[tuple[float, float], ...
         bad = not isinstance(pair, list) or len(pair) != 2
         if not bad:
             at, rate = pair
-            bad = any(
-                isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v)
-                for v in pair
-            )
+            bad = not all(is_finite_number(v) for v in pair)
         if bad:
             raise _fail(f"{where}[{k}]", "must be a pair [seconds, rate_hz] of finite numbers")
         if not 0 <= at <= L.MAX_SECONDS or not 0 <= rate <= 1e9:
