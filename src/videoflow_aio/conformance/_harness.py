@@ -170,6 +170,10 @@ class Harness(Generic[BackendT, ControlsT]):
         """Sleep ``s`` (scaled) seconds."""
         await anyio.sleep(s * self.scale)
 
+    async def sleep_until(self, when: float) -> None:
+        """Sleep until the loop clock reads ``when`` (absolute, as :meth:`now`; not scaled)."""
+        await anyio.sleep(max(0.0, when - anyio.current_time()))
+
     def fail_after(self, s: float) -> AbstractContextManager[anyio.CancelScope]:
         """``anyio.fail_after`` with a scaled duration (raises TimeoutError on expiry)."""
         return anyio.fail_after(s * self.scale)

@@ -220,18 +220,30 @@ async def durable_obligation_extends(h: Harness) -> None:
     caps = await store.capabilities()
     h.equal((caps.tier, caps.ttl_ignores_obligations), ("durable", False), "durable capabilities")
     data = _frame(6)
-    ref = await store.put(data, "cam1/f6", _contract(h, "reader/a", ttl=2, hold=6))
-    await h.sleep(4)  # past the TTL, inside the obligation
+    # times count from the end of the put; on real engines each window gets the provider's
+    # slack, as the TTL starts at the write and the put (write, attach) takes time under load
+    ttl = h.at_most(2)
+    hold = ttl + h.at_most(4)  # reader/a's obligation outlasts the TTL
+    contract = RetentionContract(
+        ttl_seconds=ttl, obligations=("reader/a",), obligation_seconds=hold
+    )
+    ref = await store.put(data, "cam1/f6", contract)
+    written = h.now()
+    await h.sleep_until(written + ttl)
+    await h.sleep(1)  # past the TTL, inside the obligation
     await _present(h, store, ref, data, "past its TTL while under obligation")
-    receipt = await store.acquire_obligation(ref, "reader/b", h.deadline(10))
+    held_until = written + hold + h.at_most(4)
+    receipt = await store.acquire_obligation(ref, "reader/b", held_until)
     h.equal(receipt.protects_object, True, "a durable receipt protects the object")
     h.check(
         receipt.expires_at is None or receipt.expires_at >= receipt.deadline,
         f"object life extended to the obligation deadline: {receipt!r}",
     )
-    await h.sleep(4)  # reader/a expired; reader/b holds
+    await h.sleep_until(written + hold)
+    await h.sleep(1)  # reader/a expired; reader/b holds
     await _present(h, store, ref, data, "held by the acquired obligation alone")
-    await h.sleep(8)  # past reader/b's deadline and the TTL
+    await h.sleep_until(held_until)
+    await h.sleep(2)  # past reader/b's deadline and the TTL
     await _missing(h, store, ref, "after every obligation and the TTL passed")
 
 
@@ -310,12 +322,20 @@ async def evictable_ttl(h: Harness) -> None:
     caps = await store.capabilities()
     h.equal((caps.tier, caps.ttl_ignores_obligations), ("evictable", True), "capabilities")
     data = _frame(9)
-    ref = await store.put(data, "cam1/f9", _contract(h, "reader/a", ttl=3, hold=60))
+    # the TTL runs from the write; the put's attach and the acquire must land inside it, so
+    # on real engines it gets the provider's slack (a replicated put also waits for a replica)
+    ttl = h.at_most(3)
+    contract = RetentionContract(
+        ttl_seconds=ttl, obligations=("reader/a",), obligation_seconds=h.seconds(60)
+    )
+    ref = await store.put(data, "cam1/f9", contract)
+    written = h.now()  # the TTL started before this
     receipt = await store.acquire_obligation(ref, "reader/b", h.deadline(60))
     h.equal(receipt.protects_object, False, "an evictable receipt does not protect the object")
     await h.sleep(1)
     await _present(h, store, ref, data, "before the TTL")
-    await h.sleep(3)
+    await h.sleep_until(written + ttl)
+    await h.sleep(1)
     await _missing(h, store, ref, "after the TTL, although two readers hold obligations")
     r = await store.release_obligation(ref, "reader/a", "late")
     h.equal(r.outcome, "object-absent", "a release finds the object gone")
@@ -491,15 +511,20 @@ async def ref_unverifiable(h: Harness) -> None:
 async def renew(h: Harness) -> None:
     store = await h.open(tier="durable")
     data = _frame(17)
-    ref = await store.put(data, "cam1/r1", _contract(h, ttl=3))  # < every deadline below
-    first = await store.acquire_obligation(ref, "reader/a", h.deadline(5))
-    later = h.deadline(20)
+    # the TTL is shorter than every deadline below; on real engines it gets the provider's
+    # slack, as the acquire must land inside it and a (replicated) put takes time under load
+    ttl = h.at_most(3)
+    ref = await store.put(data, "cam1/r1", RetentionContract(ttl_seconds=ttl))
+    written = h.now()
+    first = await store.acquire_obligation(ref, "reader/a", written + ttl + h.seconds(2))
+    later = written + ttl + h.seconds(17)
     renewed = await store.renew_obligation(ref, "reader/a", later)
     h.check(renewed.deadline >= later - 1e-3, f"renewed deadline: {renewed!r} (asked {later})")
     h.check(renewed.deadline > first.deadline, "the deadline moved forward")
-    back = await store.renew_obligation(ref, "reader/a", h.deadline(2))
+    back = await store.renew_obligation(ref, "reader/a", written + ttl - h.seconds(1))
     h.check(back.deadline >= renewed.deadline - 1e-3, f"a shorter renew keeps the later: {back!r}")
-    await h.sleep(10)  # past the first deadline
+    await h.sleep_until(first.deadline)
+    await h.sleep(5)  # past the first deadline and the TTL
     await _present(h, store, ref, data, "held by the renewed obligation")
     r = await store.release_obligation(ref, "reader/a", "done")
     h.equal(r.outcome, "reclaimed", "the renewed obligation was still there")
