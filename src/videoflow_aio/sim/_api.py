@@ -83,6 +83,10 @@ def simulate(
     process per CPU), a number of local processes, or None (this process). The results do
     not depend on the executor.
     """
+    if not isinstance(spec, SimSpec | Scenario):
+        raise TypeError(f"spec must be a SimSpec (load_spec) or a Scenario, not {spec!r:.80}")
+    if progress is not None and not callable(progress):
+        raise TypeError(f"progress must be a callable or None, not {progress!r:.80}")
     if isinstance(spec, Scenario):
         spec = spec.to_spec()
     spec = apply_overrides(spec, overrides)

@@ -28,6 +28,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
+from .._finite import is_finite_number
 from ._ci import Interval
 from ._executor import Executor, InProcess
 from ._overrides import apply_overrides, parse_value
@@ -38,6 +39,9 @@ from ._spec import SimSpec, SpecError
 
 DEFAULT_BUDGET_REPLICATIONS = 40
 """Without ``max_virtual_seconds``: at most this many replications' load per point."""
+
+MAX_REPLICATIONS = 100_000
+"""The most replications a point may ask for up front."""
 
 Progress = Callable[[int, int, str], None]
 """``(jobs done, jobs planned so far, what is running)``."""
@@ -54,18 +58,23 @@ class Plan:
     max_virtual_seconds: float | None = None
 
     def __post_init__(self) -> None:
+        r, c, p, m = self.replications, self.confidence, self.precision, self.max_virtual_seconds
         checks = (
-            ("replications", self.replications >= 1, "must be >= 1"),
-            ("confidence", 0.0 < self.confidence < 1.0, "must be between 0 and 1"),
+            (
+                "replications",
+                isinstance(r, int) and not isinstance(r, bool) and 1 <= r <= MAX_REPLICATIONS,
+                f"must be an integer in [1, {MAX_REPLICATIONS:,}]",
+            ),
+            ("confidence", is_finite_number(c) and 0.0 < c < 1.0, "must be between 0 and 1"),
             (
                 "precision",
-                self.precision is None or 0.0 < self.precision < 1.0,
+                p is None or (is_finite_number(p) and 0.0 < p < 1.0),
                 "must be between 0 and 1",
             ),
             (
                 "max_virtual_seconds",
-                self.max_virtual_seconds is None or self.max_virtual_seconds > 0,
-                "must be > 0",
+                m is None or (is_finite_number(m) and m > 0),
+                "must be a finite number > 0",
             ),
         )
         for name, ok, why in checks:
@@ -232,7 +241,9 @@ def evaluate(
         if room < 1:
             stopped = "budget"
             break
-        need = math.ceil(n * (worst / plan.precision) ** 2) if math.isfinite(worst) else 2 * n
+        # a tiny precision asks for more than a float can count: then double, as for inf
+        want = n * (worst / plan.precision) ** 2 if math.isfinite(worst) else math.inf
+        need = math.ceil(want) if want < 2.0**53 else 2 * n
         add = min(max(need - n, 1), n, room)
         if progress is not None:
             progress(0, add, label)
@@ -445,6 +456,8 @@ def parse_values(text: str) -> list[Any]:
 
 def parse_sweep(text: str) -> tuple[str, list[Any]]:
     """``KEY=VALUES`` as ``(KEY, values)``."""
+    if not isinstance(text, str):
+        raise TypeError(f"--sweep must be a str KEY=VALUES, not {text!r:.80}")
     key, sep, rest = text.partition("=")
     if not sep or not key.strip():
         raise SpecError(

@@ -12,14 +12,26 @@ import math
 import random
 from collections.abc import Callable
 
+from .._finite import is_finite_number
+from ..contracts.errors import ValidationError
 from ._spec import _Z99, ServiceSpec
 
 Sampler = Callable[[], float]
 
 
 def lognormal_params(mean: float, p99: float) -> tuple[float, float]:
-    """``(mu, sigma)`` of the lognormal with this mean and 99th percentile."""
+    """``(mu, sigma)`` of the lognormal with this mean and 99th percentile; ValidationError
+    unless ``0 < mean < p99`` (finite) with ``ln(p99 / mean) <= z**2 / 2``."""
+    if not (is_finite_number(mean) and is_finite_number(p99) and 0 < mean < p99):
+        raise ValidationError("need finite 0 < mean < p99", field="p99", value=(mean, p99))
     d = math.log(p99 / mean)
+    if d > _Z99 * _Z99 / 2.0:
+        most = math.exp(_Z99 * _Z99 / 2.0)
+        raise ValidationError(
+            f"no lognormal has this mean and p99: p99 / mean must be <= {most:.2f}",
+            field="p99",
+            value=(mean, p99),
+        )
     sigma = _Z99 - math.sqrt(_Z99 * _Z99 - 2.0 * d)
     return math.log(mean) - sigma * sigma / 2.0, sigma
 

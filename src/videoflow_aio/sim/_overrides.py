@@ -118,6 +118,8 @@ def parse_value(text: str) -> Any:
 
 def parse_set(text: str) -> tuple[str, Any]:
     """``"KEY=VALUE"`` as ``(KEY, value)``; SpecError when there is no ``=`` or no key."""
+    if not isinstance(text, str):
+        raise TypeError(f"--set must be a str KEY=VALUE, not {text!r:.80}")
     key, sep, value = text.partition("=")
     key = key.strip()
     if not sep or not key:

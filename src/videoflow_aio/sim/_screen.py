@@ -72,6 +72,8 @@ def _frame_rates(spec: SimSpec) -> dict[str, dict[str, float]]:
 
 def offered_loads(spec: SimSpec) -> list[StageLoad]:
     """Every stage's offered load, in spec order."""
+    if not isinstance(spec, SimSpec):
+        raise TypeError(f"spec must be a SimSpec (load_spec), not {spec!r:.80}")
     rates = _frame_rates(spec)
     crashes: dict[str, int] = {}
     for f in spec.faults:

@@ -83,6 +83,8 @@ def run_scenario(
     scenario and handlers give the same result. SpecError for a stage or source the
     scenario does not have, or an arrival other than periodic or Poisson.
     """
+    if not isinstance(scenario, Scenario):
+        raise TypeError(f"scenario must be a Scenario, not {scenario!r:.80}")
     handlers = dict(handlers or {})
     for name in handlers:
         if name not in scenario.service:
