@@ -29,7 +29,7 @@ import anyio
 import msgspec
 
 from ... import faults
-from ...contracts._base import Known, Unknown
+from ...contracts import Known, Unknown
 from ...contracts.errors import (
     AccessDenied,
     AuthenticationFailed,
