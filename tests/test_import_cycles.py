@@ -130,7 +130,5 @@ def test_the_checker_sees_every_kind_of_import_and_a_long_cycle() -> None:
     )
     got = [(line, b) for _, line, b in dependencies(SRC / "testing" / "probe.py", source)]
     assert got == [(1, "conformance"), (2, "sim"), (3, "faults"), (6, "explore")]
-    assert cycles([("a", "b"), ("b", "c"), ("c", "a"), ("c", "d"), ("e", "e")]) == [
-        ["a", "b", "c"]
-    ]
+    assert cycles([("a", "b"), ("b", "c"), ("c", "a"), ("c", "d"), ("e", "e")]) == [["a", "b", "c"]]
     assert cycles([("a", "b"), ("b", "c"), ("a", "c")]) == []

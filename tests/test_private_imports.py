@@ -16,6 +16,7 @@ import videoflow_aio
 SRC = Path(videoflow_aio.__file__).parent
 ROOT = SRC.parent
 
+
 def _is_module(dotted: str) -> bool:
     path = ROOT.joinpath(*dotted.split("."))
     return path.is_dir() or path.with_suffix(".py").is_file()

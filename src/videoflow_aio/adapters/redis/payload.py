@@ -649,3 +649,6 @@ def payload_capabilities(
 
 def _text(v: Any) -> str:
     return v.decode() if isinstance(v, bytes) else str(v)
+
+
+__all__ = ["RedisPayloadStore", "payload_capabilities"]

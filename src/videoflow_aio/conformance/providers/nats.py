@@ -331,3 +331,5 @@ class NatsProvider(ServerProvider):
 
 
 register_provider("nats", NatsProvider)
+
+__all__ = ["NatsControls", "NatsProvider", "restarted"]

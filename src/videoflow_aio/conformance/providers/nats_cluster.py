@@ -187,3 +187,5 @@ class NatsClusterProvider(ClusterProvider, NatsProvider):
 
 
 register_provider("nats-cluster", NatsClusterProvider)
+
+__all__ = ["NatsClusterControls", "NatsClusterProvider"]

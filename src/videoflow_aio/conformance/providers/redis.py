@@ -127,3 +127,5 @@ class RedisProvider(ServerProvider):
 
 
 register_provider("redis", RedisProvider)
+
+__all__ = ["RedisProvider"]

@@ -85,3 +85,5 @@ class RedisReplicatedProvider(ClusterProvider, RedisProvider):
 
 
 register_provider("redis-replicated", RedisReplicatedProvider)
+
+__all__ = ["RedisReplicatedProvider"]

@@ -125,3 +125,5 @@ class SecureRedisProvider(RedisProvider):
 
 
 register_provider("redis-secure", SecureRedisProvider)
+
+__all__ = ["SecureRedisProvider"]
