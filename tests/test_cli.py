@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from _conformance_fakes import FakeProvider, fake_case
-from videoflow_aio.adapters import _extras
+from videoflow_aio.adapters import missing_extra
 from videoflow_aio.cli import main
 from videoflow_aio.conformance import REGISTRY, Harness, get_provider, provider_names
 from videoflow_aio.conformance._provider import PROVIDERS
@@ -155,6 +155,9 @@ def test_url_from_the_environment(
         (["-p", "fake", "--nats-url", "nats://x"], "provider nats is not selected"),
         (["-p", "fake", "-o", "fake.colour"], "expected PROVIDER.KEY=VALUE"),
         (["-p", "fake", "-o", "fake.colour=blue"], "does not take option(s) colour"),
+        (["-p", "nats", "--nats-url", "nats://u:pw@x:4222"], "a URL with user info"),
+        (["-p", "nats", "--nats-url", "nats://tok@x:4222"], "a URL with user info"),
+        (["-p", "fake", "-o", "fake.password=pw"], "secrets are not taken"),
     ],
 )
 def test_usage_errors_exit_2(
@@ -321,7 +324,7 @@ def test_a_missing_extra_is_named_with_the_command_that_installs_it(
     assert proc.returncode == 1
     assert f"pip install 'videoflow-aio[{extra}]'" in proc.stderr
     assert f"ModuleNotFoundError: videoflow_aio.adapters.{extra} needs" in proc.stderr
-    assert _extras.missing(extra) is None  # installed in this environment
+    assert missing_extra(extra) is None  # installed in this environment
 
 
 def test_a_provider_whose_extra_is_missing_says_which_to_install(

@@ -16,28 +16,6 @@ import videoflow_aio
 SRC = Path(videoflow_aio.__file__).parent
 ROOT = SRC.parent
 
-# TODO(seams): the adapters' shared helpers get public names on that branch (the connection
-# objects); until it lands, these (importer, private module) pairs are the known exceptions.
-# Nothing else may join this list.
-ALLOWED = {
-    ("videoflow_aio.cli", "videoflow_aio.adapters._security"),
-    ("videoflow_aio.conformance._parallel", "videoflow_aio.adapters._trio_bridge"),
-    ("videoflow_aio.conformance._server_provider", "videoflow_aio.adapters._extras"),
-    ("videoflow_aio.conformance.providers._secure", "videoflow_aio.adapters._security"),
-    ("videoflow_aio.conformance.providers.nats", "videoflow_aio.adapters._extras"),
-    ("videoflow_aio.conformance.providers.nats_cluster", "videoflow_aio.adapters._trio_bridge"),
-    ("videoflow_aio.conformance.providers.redis", "videoflow_aio.adapters.redis._payload_controls"),
-    (
-        "videoflow_aio.conformance.providers.redis_replicated",
-        "videoflow_aio.adapters.redis._payload_controls",
-    ),
-    (
-        "videoflow_aio.conformance.providers.redis_secure",
-        "videoflow_aio.adapters.redis._payload_controls",
-    ),
-    ("videoflow_aio.adapters.redis.payload", "videoflow_aio.contracts._base"),
-}
-
 
 def _is_module(dotted: str) -> bool:
     path = ROOT.joinpath(*dotted.split("."))
@@ -95,13 +73,8 @@ def crossings(path: Path, source: str | None = None) -> list[tuple[str, int, str
 
 def test_no_private_module_is_imported_across_package_lines() -> None:
     found = [c for path in sorted(SRC.rglob("*.py")) for c in crossings(path)]
-    bad = [f"{i}:{line} imports {m}" for i, line, m in found if (i, m) not in ALLOWED]
+    bad = [f"{i}:{line} imports {m}" for i, line, m in found]
     assert not bad, "private modules imported across package lines:\n" + "\n".join(bad)
-
-
-def test_the_allowlist_holds_only_live_exceptions() -> None:
-    found = {(i, m) for path in sorted(SRC.rglob("*.py")) for i, _, m in crossings(path)}
-    assert found >= ALLOWED, f"no longer needed, drop them: {sorted(ALLOWED - found)}"
 
 
 def test_the_checker_sees_relative_and_absolute_imports() -> None:

@@ -24,16 +24,6 @@ import videoflow_aio
 
 SRC = Path(videoflow_aio.__file__).parent
 
-# TODO(seams): the adapters' and the conformance providers' modules get their __all__ on that
-# branch (the connection objects rewrite them); nothing else may join this list.
-WITHOUT_ALL = {
-    "videoflow_aio.adapters.etcd.runtime_store",
-    "videoflow_aio.adapters.redis.payload",
-    "videoflow_aio.adapters.redis.runtime_store",
-    "videoflow_aio.conformance.providers",
-}
-WITHOUT_ALL_PREFIX = "videoflow_aio.conformance.providers."
-
 SEED_PATHS = {
     "videoflow_aio.memory": None,
     "videoflow_aio.memory.messaging": None,
@@ -55,10 +45,6 @@ def public_modules() -> Iterator[str]:
 
 
 MODULES = sorted(public_modules())
-
-
-def _exempt(name: str) -> bool:
-    return name in WITHOUT_ALL or name.startswith(WITHOUT_ALL_PREFIX)
 
 
 def _attribute_docs() -> set[str]:
@@ -100,8 +86,6 @@ def _documented(obj: object, name: str, attribute_docs: set[str]) -> bool:
 @pytest.mark.parametrize("name", MODULES)
 def test_every_public_module_has_all(name: str) -> None:
     module = importlib.import_module(name)
-    if _exempt(name):
-        pytest.skip("TODO(seams): __all__ comes with the connection objects")
     assert isinstance(getattr(module, "__all__", None), list), f"{name} has no __all__"
     exported: list[str] = module.__all__
     assert len(set(exported)) == len(exported), f"{name}.__all__ repeats a name"
@@ -115,7 +99,6 @@ def test_every_exported_name_is_documented() -> None:
     bare = [
         f"{m}.{n}"
         for m in MODULES
-        if not _exempt(m)
         for n in importlib.import_module(m).__all__
         if not _documented(getattr(importlib.import_module(m), n), n, docs)
     ]
@@ -125,7 +108,7 @@ def test_every_exported_name_is_documented() -> None:
 def _homes() -> dict[int, tuple[object, list[str]]]:
     homes: dict[int, tuple[object, list[str]]] = {}
     for m in MODULES:
-        if _exempt(m) or m in SEED_PATHS:
+        if m in SEED_PATHS:
             continue
         module = importlib.import_module(m)
         for n in module.__all__:
@@ -193,7 +176,7 @@ def test_the_seed_import_paths_still_work() -> None:
 
 
 def test_case_functions_and_cli_plumbing_are_not_exported() -> None:
-    exported = {m: list(importlib.import_module(m).__all__) for m in MODULES if not _exempt(m)}
+    exported = {m: list(importlib.import_module(m).__all__) for m in MODULES}
     cases = [m for m in exported if m.startswith("videoflow_aio.conformance.cases")]
     assert cases and all(exported[m] == [] for m in cases)
     assert exported["videoflow_aio.cli"] == ["main"]

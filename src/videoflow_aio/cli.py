@@ -35,6 +35,7 @@ import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import msgspec
 from rich.console import Console
@@ -90,8 +91,6 @@ def _value(text: str) -> Any:
 
 def _refuse_secrets(name: str, key: str, value: Any) -> None:
     """A secret on the command line is a UsageError (the message never repeats it)."""
-    from .adapters._security import split_url
-
     engine = name.removesuffix(SECURE).upper()
     where = f"VIDEOFLOW_{engine}_SECURE_PASSWORD or …_PASSWORD_FILE (see --secure)"
     if key.lower() in SECRET_OPTIONS or key.lower().endswith(("password", "token")):
@@ -99,8 +98,8 @@ def _refuse_secrets(name: str, key: str, value: Any) -> None:
             f"option {name}.{key}: secrets are not taken from the command line; {where}"
         )
     if isinstance(value, str) and "://" in value:
-        _, user, password = split_url(value)
-        if user is not None or password is not None:
+        parts = urlsplit(value)
+        if parts.username or parts.password:
             raise UsageError(
                 f"option {name}.{key}: a URL with user info is not taken from the command line "
                 f"(ps shows it); give the URL without it and set {where}"

@@ -86,8 +86,8 @@ async def test_controls_on_a_cluster_not_started_skip() -> None:
 def test_nats_cluster_channels_are_replicated(nats_cluster: ClusterProcess) -> None:
     """Every channel on the nats-cluster provider's backend is R3, whatever the case asked,
     and the stream's leader is found from the servers."""
-    from videoflow_aio.conformance.providers.nats_cluster import replicated_backend
     from videoflow_aio.contracts.messaging import make_channel
+    from videoflow_aio.testing.replicated import replicated_backend
 
     async def main() -> tuple[int, str]:
         b = replicated_backend(nats_cluster.urls, 3, stream_prefix="R3T", subject_prefix="r3t")

@@ -23,7 +23,7 @@ def install_hint(extra: str) -> str:
     return f"install it with pip install 'videoflow-aio[{extra}]'"
 
 
-def missing(extra: str) -> str | None:
+def missing_extra(extra: str) -> str | None:
     """Why the ``extra`` adapters cannot be imported here (with the command that fixes it),
     or None when they can."""
     for module in EXTRAS[extra]:

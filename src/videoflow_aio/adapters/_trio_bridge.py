@@ -27,7 +27,7 @@ Guarantees:
 
 Importing ``trio_asyncio`` patches ``asyncio.get_running_loop``/``current_task`` process-wide
 (correct under asyncio, about 2 µs a call slower); it is imported only on the first trio call.
-It also makes new asyncio loops trio-asyncio loops; :func:`_keep_plain_asyncio_loops` undoes
+It also makes new asyncio loops trio-asyncio loops; :func:`keep_plain_asyncio_loops` undoes
 that for the importing thread (other threads of a process that used the bridge get a
 ``SyncTrioEventLoop`` from ``asyncio.new_event_loop()``). A module
 that imported those functions by name earlier keeps the unpatched C functions, which do not see
@@ -109,7 +109,7 @@ def _import() -> Any:
     except ImportError as exc:
         raise Unsupported(INSTALL_HINT, capability="trio") from exc
     if first:
-        _keep_plain_asyncio_loops()
+        keep_plain_asyncio_loops()
     for module_name in _STALE_BINDERS:
         module = sys.modules.get(module_name)
         if module is None:
@@ -120,8 +120,9 @@ def _import() -> Any:
     return trio_asyncio
 
 
-def _keep_plain_asyncio_loops() -> None:
-    """Outside trio, let asyncio make its own loops again (this thread).
+def keep_plain_asyncio_loops() -> None:
+    """Outside trio, let asyncio make its own loops again (this thread): call it first in a
+    thread that runs plain asyncio (``asyncio.run``, anyio) once the bridge has been used.
 
     On import trio_asyncio makes ``asyncio.new_event_loop()`` (so ``asyncio.run`` and anyio's
     asyncio backend) return a ``SyncTrioEventLoop`` - trio in a thread - outside trio unless a

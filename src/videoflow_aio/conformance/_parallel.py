@@ -114,6 +114,6 @@ def _plain_asyncio_loops_here() -> None:
     """Once trio-asyncio is imported (by a trio case), asyncio in a thread that has not told
     it otherwise gets trio-asyncio's loop; give this thread plain asyncio loops again."""
     if "trio_asyncio" in sys.modules:
-        from ..adapters._trio_bridge import _keep_plain_asyncio_loops
+        from ..adapters import keep_plain_asyncio_loops
 
-        _keep_plain_asyncio_loops()
+        keep_plain_asyncio_loops()

@@ -28,7 +28,7 @@ from typing import Any, Protocol
 
 import anyio
 
-from ..adapters._extras import install_hint
+from ..adapters import install_hint
 from ..testing.servers import ServerProcess
 from ._case import Case
 from ._harness import Harness

@@ -220,8 +220,8 @@ async def redis(cluster: ClusterProcess, schedule: Schedule) -> SoakResult:
 async def nats(cluster: ClusterProcess, schedule: Schedule) -> SoakResult:
     """Publish, two competing consumers, settle, on a file-stored R3 channel; the schedule's
     leader is the channel's stream leader."""
-    from ..conformance.providers.nats_cluster import replicated_backend
     from ..contracts.messaging import make_channel, make_subscription
+    from .replicated import replicated_backend
 
     options = cluster.options
     assert isinstance(options, NatsCluster)

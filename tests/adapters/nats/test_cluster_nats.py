@@ -19,7 +19,6 @@ import pytest
 
 from videoflow_aio.adapters.nats._connection import server_list
 from videoflow_aio.conformance.providers._cluster import heal
-from videoflow_aio.conformance.providers.nats_cluster import replicated_backend
 from videoflow_aio.contracts import Known
 from videoflow_aio.contracts.messaging import (
     ChannelId,
@@ -35,6 +34,7 @@ from videoflow_aio.contracts.messaging import (
     make_subscription,
 )
 from videoflow_aio.testing.clusters import ClusterProcess, NatsCluster
+from videoflow_aio.testing.replicated import replicated_backend
 
 TRIES = 5
 pytestmark = [pytest.mark.cluster]

@@ -598,3 +598,6 @@ def runtime_capabilities(max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES) -> 
         max_key_bytes=MAX_KEY_BYTES,
         max_value_bytes=_max_value(max_request_bytes),
     )
+
+
+__all__ = ["EtcdRuntimeStore", "runtime_capabilities"]

@@ -29,7 +29,7 @@ import anyio
 import msgspec
 
 from ... import faults
-from ...contracts._base import Known, Unknown
+from ...contracts import Known, Unknown
 from ...contracts.errors import (
     AccessDenied,
     AuthenticationFailed,
@@ -649,3 +649,6 @@ def payload_capabilities(
 
 def _text(v: Any) -> str:
     return v.decode() if isinstance(v, bytes) else str(v)
+
+
+__all__ = ["RedisPayloadStore", "payload_capabilities"]

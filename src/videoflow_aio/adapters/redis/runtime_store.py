@@ -219,3 +219,6 @@ def runtime_capabilities(*, durable: bool) -> RuntimeCapabilities:
         max_key_bytes=MAX_KEY_BYTES,
         max_value_bytes=MAX_VALUE_BYTES,
     )
+
+
+__all__ = ["RedisRuntimeStore", "runtime_capabilities"]

@@ -17,6 +17,7 @@ from .._harness import Harness
 from .._provider import PROVIDERS, Provider, register_provider
 
 IMPORT_ERRORS: dict[str, str] = {}
+"""provider module name -> the import error that put a placeholder in its place."""
 
 
 class UnimportableProvider(Provider):
@@ -52,3 +53,5 @@ for _info in pkgutil.iter_modules(__path__):
         IMPORT_ERRORS[_info.name] = f"{type(_exc).__name__}: {_exc}"
         if _info.name not in PROVIDERS:
             _placeholder(_info.name, IMPORT_ERRORS[_info.name])
+
+__all__ = ["IMPORT_ERRORS", "UnimportableProvider"]

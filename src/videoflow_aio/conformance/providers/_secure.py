@@ -18,7 +18,7 @@ import secrets
 from dataclasses import dataclass, field
 from typing import Any
 
-from ...adapters._security import Credentials, Secret, TLSConfig
+from ...adapters import Credentials, Secret, TLSConfig
 from ...testing.servers import Certificates
 
 ROOT = "vfsec"

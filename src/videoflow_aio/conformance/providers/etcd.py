@@ -68,3 +68,5 @@ class EtcdProvider(ServerProvider):
 
 
 register_provider("etcd", EtcdProvider)
+
+__all__ = ["EtcdProvider"]

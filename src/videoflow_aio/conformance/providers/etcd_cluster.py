@@ -52,3 +52,5 @@ class EtcdClusterProvider(ClusterProvider, EtcdProvider):
 
 
 register_provider("etcd-cluster", EtcdClusterProvider)
+
+__all__ = ["EtcdClusterProvider"]

@@ -84,3 +84,5 @@ class SecureEtcdProvider(EtcdProvider):
 
 
 register_provider("etcd-secure", SecureEtcdProvider)
+
+__all__ = ["SecureEtcdProvider"]

@@ -69,3 +69,5 @@ class FileProvider(Provider):
 
 
 register_provider("file", FileProvider)
+
+__all__ = ["FileProvider"]

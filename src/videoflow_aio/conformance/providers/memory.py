@@ -19,13 +19,13 @@ from .._case import Case
 from .._harness import Harness, Skip
 from .._provider import Provider, register_provider
 
-# contract -> (module, class) of the reference model
 MEMORY_MODELS: dict[str, tuple[str, str]] = {
     "runtime_store": ("videoflow_aio.memory.runtime_store", "MemoryRuntimeStore"),
     "messaging": ("videoflow_aio.memory.messaging", "MemoryMessagingBackend"),
     "payload": ("videoflow_aio.memory.payload", "MemoryPayloadStore"),
     "allocation": ("videoflow_aio.memory.allocation", "MemoryAllocationBackend"),
 }
+"""contract -> (module, class) of its reference model."""
 
 
 def _model_class(contract: str) -> type[Any]:
@@ -43,6 +43,8 @@ def _model_class(contract: str) -> type[Any]:
 
 
 class MemoryProvider(Provider):
+    """Runs every contract's cases on its reference model (the executable specification)."""
+
     name = "memory"
 
     def contracts(self) -> frozenset[str]:
@@ -73,3 +75,5 @@ class MemoryProvider(Provider):
 
 
 register_provider("memory", MemoryProvider)
+
+__all__ = ["MEMORY_MODELS", "MemoryProvider"]

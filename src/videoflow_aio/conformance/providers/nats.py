@@ -45,7 +45,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 import anyio.to_thread
 
-from ...adapters._extras import missing
+from ...adapters import missing_extra
 from ...contracts.messaging import ChannelId, MessagingCapabilities, PublishOutcome, SubscriptionId
 from ...testing.servers import NatsServer
 from .._capabilities import CapabilityStruct
@@ -223,7 +223,7 @@ class NatsProvider(ServerProvider):
         return namespace
 
     def unavailable(self) -> str | None:
-        return missing("nats") or super().unavailable()  # the extra named, then the binary
+        return missing_extra("nats") or super().unavailable()  # the extra named, then the binary
 
     def server_options(self) -> Mapping[str, Startable]:
         return {MAIN: NatsServer(data_dir=self._store)}
@@ -331,3 +331,5 @@ class NatsProvider(ServerProvider):
 
 
 register_provider("nats", NatsProvider)
+
+__all__ = ["NatsControls", "NatsProvider", "restarted"]

@@ -19,22 +19,19 @@ Backends, namespaces and the other controls (``another_client``, ``purge``, …)
 from __future__ import annotations
 
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 import anyio
 import anyio.to_thread
-import msgspec
 
-from ...adapters.nats import StreamInfo
 from ...contracts.messaging import (
     ChannelId,
-    ChannelSpec,
     PublishOutcome,
     SubscriptionId,
-    VerifiedChannel,
 )
 from ...testing.clusters import NatsCluster
+from ...testing.replicated import replicated_class
 from .._case import Case
 from .._controls import offered_controls
 from .._provider import register_provider
@@ -43,37 +40,7 @@ from ._cluster import FORM_TIMEOUT, MEMBER_CONTROLS, ClusterControls, ClusterPro
 from .nats import SERVER_PROCESS_CONTROLS, NatsControls, NatsProvider
 
 REPLICAS = 3
-LEADER_WITHIN = 5.0
-"""Seconds ensure_channel waits for a new stream's raft leader."""
-
-
-def replicated_class(replicas: int) -> Any:
-    """A JetStream backend class whose every channel gets at least ``replicas`` replicas (the
-    effective spec it reports says so); given a comma-separated URL or a list, and
-    ``replication_factor=replicas`` unless told otherwise."""
-    from ...adapters._trio_bridge import bridged
-    from ...adapters.nats import JetStreamMessagingBackend
-
-    @bridged  # its ensure_channel reads the stream on the client's loop, as the base's does
-    class Replicated(JetStreamMessagingBackend):  # type: ignore[misc]
-        def __init__(self, url: str | Sequence[str], **options: Any) -> None:
-            options.setdefault("replication_factor", replicas)
-            super().__init__(url, **options)
-
-        async def ensure_channel(self, spec: ChannelSpec, operation_id: str) -> VerifiedChannel:
-            if isinstance(spec, ChannelSpec) and spec.replicas < replicas:
-                spec = msgspec.structs.replace(spec, replicas=replicas)
-            result: VerifiedChannel = await super().ensure_channel(spec, operation_id)
-            # a new R3 stream elects its raft leader after the create is answered; until
-            # then a publish finds no responder: return once the channel can take one
-            stream = self.names.stream(result.effective.channel)
-            with anyio.move_on_after(LEADER_WITHIN):
-                while not _leader_of(await self._c.stream_info(stream)):  # noqa: ASYNC110
-                    await anyio.sleep(0.02)
-            return result
-
-    return Replicated
-
+"""The replicas of every channel on the cluster."""
 
 PURGED_WITHIN = 5.0
 """Seconds the purge control waits for the stream's consumers to apply a purge."""
@@ -89,15 +56,6 @@ async def _consumers_purged(admin: Any, channel_id: ChannelId) -> None:
                 if not info.get("num_ack_pending") and not info.get("num_pending"):
                     break
                 await anyio.sleep(0.01)
-
-
-def _leader_of(info: StreamInfo | None) -> str:
-    return "" if info is None or info.cluster is None else info.cluster.leader
-
-
-def replicated_backend(urls: Sequence[str], replicas: int, **options: Any) -> Any:
-    """A :func:`replicated_class` backend on ``urls``."""
-    return replicated_class(replicas)(list(urls), **options)
 
 
 class NatsClusterControls(NatsControls, ClusterControls):
@@ -229,3 +187,5 @@ class NatsClusterProvider(ClusterProvider, NatsProvider):
 
 
 register_provider("nats-cluster", NatsClusterProvider)
+
+__all__ = ["NatsClusterControls", "NatsClusterProvider"]

@@ -83,3 +83,5 @@ class SecureNatsProvider(NatsProvider):
 
 
 register_provider("nats-secure", SecureNatsProvider)
+
+__all__ = ["SecureNatsProvider"]

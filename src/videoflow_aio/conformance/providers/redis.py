@@ -11,7 +11,7 @@ time with durations scaled by ``scale`` (Redis TTLs have millisecond resolution)
 
 Runs under asyncio and trio: under trio the adapters cross ``adapters._trio_bridge`` (one
 trio-asyncio loop per case run), and so do the controls and the namespace clean-up. Real
-controls: see ``adapters.redis._payload_controls``; ``fail_reads`` and
+controls: :class:`~videoflow_aio.adapters.redis.RedisPayloadControls`; ``fail_reads`` and
 ``fail_inventory`` are model-only and skip.
 """
 
@@ -72,12 +72,12 @@ class RedisProvider(ServerProvider):
         return [runtime_capabilities(durable=True)]
 
     def controls(self, contract: str) -> frozenset[str] | None:
-        from ...adapters.redis._payload_controls import RedisPayloadControls
+        from ...adapters.redis import RedisPayloadControls
 
         return offered_controls(contract, RedisPayloadControls)
 
     def controls_for(self, backend: Any) -> Any:
-        from ...adapters.redis._payload_controls import RedisPayloadControls
+        from ...adapters.redis import RedisPayloadControls
 
         return RedisPayloadControls(backend)
 
@@ -127,3 +127,5 @@ class RedisProvider(ServerProvider):
 
 
 register_provider("redis", RedisProvider)
+
+__all__ = ["RedisProvider"]

@@ -60,14 +60,13 @@ class RedisReplicatedProvider(ClusterProvider, RedisProvider):
         }
 
     def controls(self, contract: str) -> frozenset[str] | None:
-        from ...adapters.redis._payload_controls import RedisPayloadControls
+        from ...adapters.redis import RedisPayloadControls
 
         payload = offered_controls(contract, RedisPayloadControls)
         return payload | self.member_controls()
 
     def controls_for(self, backend: Any) -> Any:
-        from ...adapters.redis import RedisPayloadStore
-        from ...adapters.redis._payload_controls import RedisPayloadControls
+        from ...adapters.redis import RedisPayloadControls, RedisPayloadStore
 
         if isinstance(backend, RedisPayloadStore):
             role = EVICTABLE if backend.tier == "evictable" else MAIN
@@ -86,3 +85,5 @@ class RedisReplicatedProvider(ClusterProvider, RedisProvider):
 
 
 register_provider("redis-replicated", RedisReplicatedProvider)
+
+__all__ = ["RedisReplicatedProvider"]

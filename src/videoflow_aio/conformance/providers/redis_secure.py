@@ -111,7 +111,7 @@ class SecureRedisProvider(RedisProvider):
         return store
 
     def controls_for(self, backend: Any) -> Any:
-        from ...adapters.redis._payload_controls import RedisPayloadControls
+        from ...adapters.redis import RedisPayloadControls
 
         return RedisPayloadControls(self._admins.get(id(backend), backend))
 
@@ -125,3 +125,5 @@ class SecureRedisProvider(RedisProvider):
 
 
 register_provider("redis-secure", SecureRedisProvider)
+
+__all__ = ["SecureRedisProvider"]
