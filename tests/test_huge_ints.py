@@ -22,17 +22,19 @@ from videoflow_aio.vtime import VirtualClock
 
 HUGE = [10**400, -(10**400)]
 
-SPEC = """
-[source]
-rate_hz = 10
-[[stage]]
-name = "a"
-service = {{ dist = "exponential", mean_ms = 10, per_item_ms = {v} }}
-"""
+
+def _spec(v: int) -> dict[str, Any]:
+    service = {"dist": "exponential", "mean_ms": 10, "per_item_ms": v}
+    return {
+        "run": {"duration_seconds": 1},
+        "source": [{"name": "cam", "rate_hz": 10}],
+        "stage": [{"name": "a", "inputs": ["cam"], "service": service}],
+    }
+
 
 CALLS: dict[str, tuple[Callable[[int], Any], type[Exception]]] = {
     "sim spec number": (
-        lambda v: parse_spec(SPEC.format(v=v), base=Path("/nonexistent")),
+        lambda v: parse_spec(_spec(v), base=Path("/nonexistent")),
         SpecError,
     ),
     "retention contract": (
