@@ -22,6 +22,7 @@ from ...contracts.messaging import (
     ChannelSpec,
     Completed,
     Delivery,
+    Envelope,
     MessagingBackend,
     PublishOutcome,
     Rejected,
@@ -61,6 +62,14 @@ async def _channel(
     return spec
 
 
+async def _interest_channel(h: Harness, backend: MessagingBackend, *required: str) -> ChannelSpec:
+    """Channel ``n1`` with interest retention, held for the subscriptions of the ``required``
+    consumers (which are not ensured)."""
+    cid = ChannelId("flow", "run1", "n1")
+    need = tuple(SubscriptionId(cid, consumer) for consumer in required)
+    return await _channel(h, backend, retention="interest", required=need)
+
+
 async def _with_channel(
     h: Harness, node: str = "n1", **kw: Any
 ) -> tuple[MessagingBackend, ChannelSpec]:
@@ -77,6 +86,34 @@ async def _subscribed(
     (``kw`` as for :func:`_sub`)."""
     b, ch = await _with_channel(h, **(channel or {}))
     return b, ch, await _sub(h, b, ch.channel, consumer, **kw)
+
+
+async def _with_capability(h: Harness, capability: str, **options: Any) -> MessagingBackend:
+    """A fresh backend opened with ``options``; the case is skipped unless the backend offers
+    ``capability`` (a field of ``capabilities()``)."""
+    b = await h.open(**options)
+    h.require(getattr(await b.capabilities(), capability), capability)
+    return b
+
+
+async def _two_clients(
+    h: Harness, consumer: str = "w", **kw: Any
+) -> tuple[MessagingBackend, MessagingBackend, ChannelSpec, SubscriptionSpec]:
+    """:func:`_subscribed` (same arguments), then another client of the same broker with the
+    channel and the subscription ensured (:func:`_peer`): ``(backend, other, channel, sub)``."""
+    b, ch, sub = await _subscribed(h, consumer, **kw)
+    return b, await _peer(h, b, ch, sub), ch, sub
+
+
+async def _acceptance_paused(
+    h: Harness,
+) -> tuple[MessagingBackend, ChannelSpec, SubscriptionSpec, Envelope]:
+    """:func:`_subscribed` with the channel's acceptance paused (control ``pause_acceptance``)
+    and an envelope ``p1`` for it, not yet published."""
+    b, ch, sub = await _subscribed(h)
+    env = make_envelope(ch.channel, "p1")
+    await h.controls(b).pause_acceptance(ch.channel)
+    return b, ch, sub, env
 
 
 async def _sub(

@@ -28,6 +28,7 @@ from ._msg_scenarios import (
     _sub,
     _sub_obs,
     _subscribed,
+    _with_capability,
 )
 
 # -- leases -------------------------------------------------------------------------------
@@ -209,8 +210,7 @@ async def dlq_outside_slot(h: Harness) -> None:
     needs=("durable_control",),
 )
 async def durable_control(h: Harness) -> None:
-    b = await h.open(durable_control=True)
-    h.require((await b.capabilities()).durable_control, "durable_control")
+    b = await _with_capability(h, "durable_control", durable_control=True)
     ch = await _channel(h, b)
     h.equal(await b.control_state(ch.channel, "pause"), (None, None), "absent")
     h.check(await b.commit_control(ch.channel, "pause", None, b"on"), "create")
@@ -228,8 +228,7 @@ async def durable_control(h: Harness) -> None:
 
 @case("MSG-019", "a settle on a lease that expired and was redelivered is SettleStale", contract=M)
 async def stale_settle(h: Harness) -> None:
-    b = await h.open()
-    h.require((await b.capabilities()).stale_settle_detection, "stale_settle_detection")
+    b = await _with_capability(h, "stale_settle_detection")
     ch = await _channel(h, b)
     sub = await _sub(h, b, ch.channel, ack_wait_seconds=h.seconds(5))
     await _publish(h, b, ch.channel, "p1")

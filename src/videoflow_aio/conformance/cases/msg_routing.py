@@ -20,6 +20,7 @@ from ._msg_scenarios import (
     _recv,
     _sub,
     _sub_obs,
+    _with_capability,
     _with_channel,
 )
 
@@ -33,8 +34,7 @@ from ._msg_scenarios import (
     needs=("core_only",),
 )
 async def core_no_retention(h: Harness) -> None:
-    b = await h.open(core_only=True)
-    h.require((await b.capabilities()).core_only, "core_only")
+    b = await _with_capability(h, "core_only", core_only=True)
     ch = await _channel(h, b)
     early = await _sub(h, b, ch.channel, "early")
     out = await _publish(h, b, ch.channel, "p1")
@@ -52,8 +52,7 @@ async def core_no_retention(h: Harness) -> None:
     needs=("core_only",),
 )
 async def core_slow_consumer(h: Harness) -> None:
-    b = await h.open(core_only=True, client_queue_limit=4)
-    h.require((await b.capabilities()).core_only, "core_only")
+    b = await _with_capability(h, "core_only", core_only=True, client_queue_limit=4)
     ch = await _channel(h, b)
     sub = await _sub(h, b, ch.channel)
     for i in range(10):
