@@ -22,7 +22,6 @@ from ...contracts.messaging import (
     ChannelSpec,
     Completed,
     Delivery,
-    Envelope,
     MessagingBackend,
     PublishOutcome,
     Rejected,
@@ -96,6 +95,16 @@ async def _with_capability(h: Harness, capability: str, **options: Any) -> Messa
     return b
 
 
+async def _with_profile(
+    h: Harness, profile: str, *, channel: dict[str, Any] | None = None, **options: Any
+) -> tuple[MessagingBackend, ChannelSpec]:
+    """A fresh backend opened with the option ``profile=True`` and ``options`` (the case is
+    skipped unless it offers the capability of that name) and one channel on it (``channel``
+    its options, as for :func:`_channel`)."""
+    b = await _with_capability(h, profile, **{profile: True, **options})
+    return b, await _channel(h, b, **(channel or {}))
+
+
 async def _two_clients(
     h: Harness, consumer: str = "w", **kw: Any
 ) -> tuple[MessagingBackend, MessagingBackend, ChannelSpec, SubscriptionSpec]:
@@ -107,13 +116,11 @@ async def _two_clients(
 
 async def _acceptance_paused(
     h: Harness,
-) -> tuple[MessagingBackend, ChannelSpec, SubscriptionSpec, Envelope]:
-    """:func:`_subscribed` with the channel's acceptance paused (control ``pause_acceptance``)
-    and an envelope ``p1`` for it, not yet published."""
+) -> tuple[MessagingBackend, ChannelSpec, SubscriptionSpec]:
+    """:func:`_subscribed` with the channel's acceptance paused (control ``pause_acceptance``)."""
     b, ch, sub = await _subscribed(h)
-    env = make_envelope(ch.channel, "p1")
     await h.controls(b).pause_acceptance(ch.channel)
-    return b, ch, sub, env
+    return b, ch, sub
 
 
 async def _sub(

@@ -41,6 +41,7 @@ from ._msg_scenarios import (
     _window,
     _with_capability,
     _with_channel,
+    _with_profile,
 )
 
 # -- more than one client, a restart, an administrator (issue #14) -------------------------
@@ -384,8 +385,7 @@ async def redelivered_cumulative(h: Harness) -> None:
     controls=("another_client",),
 )
 async def core_two_clients(h: Harness) -> None:
-    b = await _with_capability(h, "core_only", core_only=True)
-    ch = await _channel(h, b)
+    b, ch = await _with_profile(h, "core_only")
     mine = await _sub(h, b, ch.channel, "mine", competing=False)
     c = await h.controls(b).another_client()
     await c.ensure_channel(ch, _op(h))
@@ -410,8 +410,7 @@ async def core_two_clients(h: Harness) -> None:
     controls=("restart_server",),
 )
 async def core_restart(h: Harness) -> None:
-    b = await _with_capability(h, "core_only", core_only=True)
-    ch = await _channel(h, b)
+    b, ch = await _with_profile(h, "core_only")
     sub = await _sub(h, b, ch.channel)
     await _publish(h, b, ch.channel, "before")
     h.equal((await _sub_obs(h, b, sub.id)).pending, 1, "queued in the client")

@@ -29,6 +29,7 @@ from ._msg_scenarios import (
     _sub_obs,
     _subscribed,
     _with_capability,
+    _with_profile,
 )
 
 # -- leases -------------------------------------------------------------------------------
@@ -210,8 +211,7 @@ async def dlq_outside_slot(h: Harness) -> None:
     needs=("durable_control",),
 )
 async def durable_control(h: Harness) -> None:
-    b = await _with_capability(h, "durable_control", durable_control=True)
-    ch = await _channel(h, b)
+    b, ch = await _with_profile(h, "durable_control")
     h.equal(await b.control_state(ch.channel, "pause"), (None, None), "absent")
     h.check(await b.commit_control(ch.channel, "pause", None, b"on"), "create")
     value, v1 = await b.control_state(ch.channel, "pause")

@@ -28,8 +28,8 @@ from ._msg_scenarios import (
     _sub,
     _sub_obs,
     _subscribed,
-    _with_capability,
     _with_channel,
+    _with_profile,
 )
 
 # -- lifecycle ----------------------------------------------------------------------------
@@ -106,8 +106,7 @@ async def close_owned(h: Harness) -> None:
     needs=("latest_per_key",),
 )
 async def latest_per_key(h: Harness) -> None:
-    b = await _with_capability(h, "latest_per_key", latest_per_key=True)
-    ch = await _channel(h, b, profile="latest_per_key")
+    b, ch = await _with_profile(h, "latest_per_key", channel=dict(profile="latest_per_key"))
     for i in range(3):
         await _publish(h, b, ch.channel, f"a{i}", partition_key="a", body=str(i).encode())
     await _publish(h, b, ch.channel, "b0", partition_key="b")
@@ -124,8 +123,7 @@ async def latest_per_key(h: Harness) -> None:
     needs=("latest_per_key",),
 )
 async def latest_supersede_drop(h: Harness) -> None:
-    b = await _with_capability(h, "latest_per_key", latest_per_key=True)
-    ch = await _channel(h, b, profile="latest_per_key")
+    b, ch = await _with_profile(h, "latest_per_key", channel=dict(profile="latest_per_key"))
     sub = await _sub(h, b, ch.channel)
     await _publish(h, b, ch.channel, "a0", partition_key="a")
     leased = await _recv(h, b, sub.id)

@@ -19,15 +19,14 @@ from ._msg_scenarios import (
     M,
     _acceptance_paused,
     _chan_obs,
-    _channel,
     _pids,
     _publish,
     _recv,
     _seq,
     _sub_obs,
     _subscribed,
-    _with_capability,
     _with_channel,
+    _with_profile,
 )
 
 # -- ambiguity and truthful observation ---------------------------------------------------
@@ -40,7 +39,8 @@ from ._msg_scenarios import (
     controls=("pause_acceptance", "resume_acceptance"),
 )
 async def late_acceptance(h: Harness) -> None:
-    b, ch, sub, env = await _acceptance_paused(h)
+    b, ch, sub = await _acceptance_paused(h)
+    env = make_envelope(ch.channel, "p1")
     t0 = h.now()
     out = await b.publish(env, h.deadline(5))
     h.check(isinstance(out, PublicationUnknown), f"deadline passed: {out!r}")
@@ -62,7 +62,8 @@ async def late_acceptance(h: Harness) -> None:
     controls=("pause_acceptance", "resume_acceptance", "cancel_publication"),
 )
 async def cancelled(h: Harness) -> None:
-    b, ch, sub, env = await _acceptance_paused(h)
+    b, ch, sub = await _acceptance_paused(h)
+    env = make_envelope(ch.channel, "p1")
     ctl = h.controls(b)
     out = await b.publish(env, h.deadline(5))
     h.check(isinstance(out, PublicationUnknown), f"unknown: {out!r}")
@@ -99,8 +100,11 @@ async def failed_observation(h: Harness) -> None:
     needs=("archive",),
 )
 async def archive(h: Harness) -> None:
-    b = await _with_capability(h, "archive", archive=True, archive_horizon_seconds=h.seconds(100))
-    ch = await _channel(h, b, owner_labels={"generation": "g1"})
+    labels = {"generation": "g1"}
+    horizon = h.seconds(100)
+    b, ch = await _with_profile(
+        h, "archive", archive_horizon_seconds=horizon, channel=dict(owner_labels=labels)
+    )
     env = make_envelope(ch.channel, "p1", body=b"frame", event_id="ev-1")
     await b.publish(env, h.deadline(5))
     got = await b.replay(ch.channel, "ev-1")
