@@ -70,20 +70,25 @@ async def _interest_channel(h: Harness, backend: MessagingBackend, *required: st
 
 
 async def _with_channel(
-    h: Harness, node: str = "n1", **kw: Any
+    h: Harness, node: str = "n1", *, capability: str | None = None, **kw: Any
 ) -> tuple[MessagingBackend, ChannelSpec]:
     """The scenario most cases start from: a fresh backend with one channel on it (``kw`` as
-    for :func:`_channel`)."""
-    b = await h.open()
+    for :func:`_channel`); with ``capability``, skipped unless the backend offers it."""
+    b = await (h.open() if capability is None else _with_capability(h, capability))
     return b, await _channel(h, b, node, **kw)
 
 
 async def _subscribed(
-    h: Harness, consumer: str = "w", *, channel: dict[str, Any] | None = None, **kw: Any
+    h: Harness,
+    consumer: str = "w",
+    *,
+    channel: dict[str, Any] | None = None,
+    capability: str | None = None,
+    **kw: Any,
 ) -> tuple[MessagingBackend, ChannelSpec, SubscriptionSpec]:
     """A fresh backend, one channel (``channel`` its options) and one subscription on it
-    (``kw`` as for :func:`_sub`)."""
-    b, ch = await _with_channel(h, **(channel or {}))
+    (``kw`` as for :func:`_sub`); ``capability`` as for :func:`_with_channel`."""
+    b, ch = await _with_channel(h, capability=capability, **(channel or {}))
     return b, ch, await _sub(h, b, ch.channel, consumer, **kw)
 
 

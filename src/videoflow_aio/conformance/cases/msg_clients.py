@@ -365,9 +365,9 @@ async def interest_required_only(h: Harness) -> None:
     contract=M,
 )
 async def redelivered_cumulative(h: Harness) -> None:
-    b = await _with_capability(h, "cumulative_redelivered")
-    ch = await _channel(h, b)
-    sub = await _sub(h, b, ch.channel, ack_wait_seconds=h.seconds(60), max_deliver=5)
+    b, ch, sub = await _subscribed(
+        h, capability="cumulative_redelivered", ack_wait_seconds=h.seconds(60), max_deliver=5
+    )
     await _publish(h, b, ch.channel, "p1")
     got = await _recv(h, b, sub.id)
     await b.settle(got[0].token, Retry(), "r1")

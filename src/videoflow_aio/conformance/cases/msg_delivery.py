@@ -28,7 +28,6 @@ from ._msg_scenarios import (
     _sub,
     _sub_obs,
     _subscribed,
-    _with_capability,
     _with_profile,
 )
 
@@ -228,9 +227,9 @@ async def durable_control(h: Harness) -> None:
 
 @case("MSG-019", "a settle on a lease that expired and was redelivered is SettleStale", contract=M)
 async def stale_settle(h: Harness) -> None:
-    b = await _with_capability(h, "stale_settle_detection")
-    ch = await _channel(h, b)
-    sub = await _sub(h, b, ch.channel, ack_wait_seconds=h.seconds(5))
+    b, ch, sub = await _subscribed(
+        h, capability="stale_settle_detection", ack_wait_seconds=h.seconds(5)
+    )
     await _publish(h, b, ch.channel, "p1")
     old = await _recv(h, b, sub.id)
     new = await _recv(h, b, sub.id, wait=10)
