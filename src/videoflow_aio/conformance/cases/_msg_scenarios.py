@@ -164,6 +164,18 @@ async def _recv(
     return list(await backend.receive(sub, n, byte_credit, h.deadline(wait)))
 
 
+async def _replica(
+    h: Harness,
+    backend: MessagingBackend,
+    sub: SubscriptionId,
+    into: list[tuple[float, list[Delivery]]],
+) -> None:
+    """A waiting replica (start it in a task group): one receive of one message, waiting up to
+    60 s; appends to ``into`` when it returned and what it got."""
+    got = await _recv(h, backend, sub, n=1, wait=60)
+    into.append((h.now(), got))
+
+
 def _known(h: Harness, obs: Known[T] | Unknown, what: str) -> T:
     """The value of a read that must succeed (an ``Unknown`` fails the case)."""
     h.check(isinstance(obs, Known), f"{what} failed: {obs!r}")
