@@ -61,22 +61,71 @@ async def _channel(
     return spec
 
 
+async def _interest_channel(h: Harness, backend: MessagingBackend, *required: str) -> ChannelSpec:
+    """Channel ``n1`` with interest retention, held for the subscriptions of the ``required``
+    consumers (which are not ensured)."""
+    cid = ChannelId("flow", "run1", "n1")
+    need = tuple(SubscriptionId(cid, consumer) for consumer in required)
+    return await _channel(h, backend, retention="interest", required=need)
+
+
 async def _with_channel(
-    h: Harness, node: str = "n1", **kw: Any
+    h: Harness, node: str = "n1", *, capability: str | None = None, **kw: Any
 ) -> tuple[MessagingBackend, ChannelSpec]:
     """The scenario most cases start from: a fresh backend with one channel on it (``kw`` as
-    for :func:`_channel`)."""
-    b = await h.open()
+    for :func:`_channel`); with ``capability``, skipped unless the backend offers it."""
+    b = await (h.open() if capability is None else _with_capability(h, capability))
     return b, await _channel(h, b, node, **kw)
 
 
 async def _subscribed(
-    h: Harness, consumer: str = "w", *, channel: dict[str, Any] | None = None, **kw: Any
+    h: Harness,
+    consumer: str = "w",
+    *,
+    channel: dict[str, Any] | None = None,
+    capability: str | None = None,
+    **kw: Any,
 ) -> tuple[MessagingBackend, ChannelSpec, SubscriptionSpec]:
     """A fresh backend, one channel (``channel`` its options) and one subscription on it
-    (``kw`` as for :func:`_sub`)."""
-    b, ch = await _with_channel(h, **(channel or {}))
+    (``kw`` as for :func:`_sub`); ``capability`` as for :func:`_with_channel`."""
+    b, ch = await _with_channel(h, capability=capability, **(channel or {}))
     return b, ch, await _sub(h, b, ch.channel, consumer, **kw)
+
+
+async def _with_capability(h: Harness, capability: str, **options: Any) -> MessagingBackend:
+    """A fresh backend opened with ``options``; the case is skipped unless the backend offers
+    ``capability`` (a field of ``capabilities()``)."""
+    b = await h.open(**options)
+    h.require(getattr(await b.capabilities(), capability), capability)
+    return b
+
+
+async def _with_profile(
+    h: Harness, profile: str, *, channel: dict[str, Any] | None = None, **options: Any
+) -> tuple[MessagingBackend, ChannelSpec]:
+    """A fresh backend opened with the option ``profile=True`` and ``options`` (the case is
+    skipped unless it offers the capability of that name) and one channel on it (``channel``
+    its options, as for :func:`_channel`)."""
+    b = await _with_capability(h, profile, **{profile: True, **options})
+    return b, await _channel(h, b, **(channel or {}))
+
+
+async def _two_clients(
+    h: Harness, consumer: str = "w", **kw: Any
+) -> tuple[MessagingBackend, MessagingBackend, ChannelSpec, SubscriptionSpec]:
+    """:func:`_subscribed` (same arguments), then another client of the same broker with the
+    channel and the subscription ensured (:func:`_peer`): ``(backend, other, channel, sub)``."""
+    b, ch, sub = await _subscribed(h, consumer, **kw)
+    return b, await _peer(h, b, ch, sub), ch, sub
+
+
+async def _acceptance_paused(
+    h: Harness,
+) -> tuple[MessagingBackend, ChannelSpec, SubscriptionSpec]:
+    """:func:`_subscribed` with the channel's acceptance paused (control ``pause_acceptance``)."""
+    b, ch, sub = await _subscribed(h)
+    await h.controls(b).pause_acceptance(ch.channel)
+    return b, ch, sub
 
 
 async def _sub(
@@ -113,6 +162,18 @@ async def _recv(
     byte_credit: int = 1 << 30,
 ) -> list[Delivery]:
     return list(await backend.receive(sub, n, byte_credit, h.deadline(wait)))
+
+
+async def _replica(
+    h: Harness,
+    backend: MessagingBackend,
+    sub: SubscriptionId,
+    into: list[tuple[float, list[Delivery]]],
+) -> None:
+    """A waiting replica (start it in a task group): one receive of one message, waiting up to
+    60 s; appends to ``into`` when it returned and what it got."""
+    got = await _recv(h, backend, sub, n=1, wait=60)
+    into.append((h.now(), got))
 
 
 def _known(h: Harness, obs: Known[T] | Unknown, what: str) -> T:

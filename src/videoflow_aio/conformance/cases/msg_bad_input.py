@@ -165,9 +165,8 @@ async def retry_counts(h: Harness) -> None:
 
 @case("MSG-046", "dedup: a duplicate does not extend the window", contract=M)
 async def dedup_not_extended(h: Harness) -> None:
-    b = await h.open()
     win = _window(h, 20)
-    ch = await _channel(h, b, dedup_window_seconds=win)
+    b, ch = await _with_channel(h, dedup_window_seconds=win)
     step = 0.75 * win / h.scale  # harness seconds: 0.75 of the window
     first = await _publish(h, b, ch.channel, "p1")
     await h.sleep(step)
@@ -194,8 +193,7 @@ async def floor_after_eviction(h: Harness) -> None:
 
 @case("MSG-048", "limits by bytes: max_bytes evicts the oldest, or rejects", contract=M)
 async def max_bytes(h: Harness) -> None:
-    b = await h.open()
-    ev = await _channel(h, b, "a", max_bytes=2500)
+    b, ev = await _with_channel(h, "a", max_bytes=2500)
     sub = await _sub(h, b, ev.channel)
     for i in range(3):
         await _publish(h, b, ev.channel, f"p{i}", body=b"z" * 1000)

@@ -8,11 +8,9 @@ from __future__ import annotations
 
 from ...contracts.messaging import (
     Accepted,
-    ChannelId,
     Completed,
     Rejected,
     SettleConfirmed,
-    SubscriptionId,
     Terminal,
 )
 from .._case import case
@@ -20,7 +18,7 @@ from .._harness import MessagingHarness as Harness
 from ._msg_scenarios import (
     M,
     _chan_obs,
-    _channel,
+    _interest_channel,
     _pids,
     _publish,
     _recv,
@@ -79,9 +77,8 @@ async def dedup_inside(h: Harness) -> None:
 
 @case("MSG-003", "dedup: past the window a retry is a new message", contract=M)
 async def dedup_past(h: Harness) -> None:
-    b = await h.open()
     win = _window(h, 10)
-    ch = await _channel(h, b, dedup_window_seconds=win)
+    b, ch = await _with_channel(h, dedup_window_seconds=win)
     first = await _publish(h, b, ch.channel, "p1")
     await h.sleep(1.5 * win / h.scale)  # ``win`` is already in provider seconds
     again = await _publish(h, b, ch.channel, "p1")
@@ -163,9 +160,9 @@ async def per_subject(h: Harness) -> None:
 @case("MSG-008", "interest retention: kept until every required subscription settles", contract=M)
 async def interest(h: Harness) -> None:
     b = await h.open()
-    cid = ChannelId("flow", "run1", "n1")
-    ra, rb = SubscriptionId(cid, "a"), SubscriptionId(cid, "b")
-    ch = await _channel(h, b, retention="interest", required=(ra, rb))
+    ch = await _interest_channel(h, b, "a", "b")
+    cid = ch.channel
+    ra, rb = ch.required
     await _sub(h, b, cid, "a")
     await _sub(h, b, cid, "b")
     await _publish(h, b, cid, "p1")

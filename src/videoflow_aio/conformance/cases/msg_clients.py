@@ -9,13 +9,11 @@ from __future__ import annotations
 from ...contracts.errors import NotFound
 from ...contracts.messaging import (
     Accepted,
-    ChannelId,
     Completed,
     Delivery,
     Retry,
     SettleConfirmed,
     SettleStale,
-    SubscriptionId,
     Terminal,
     make_channel,
     make_envelope,
@@ -27,6 +25,7 @@ from ._msg_scenarios import (
     M,
     _chan_obs,
     _channel,
+    _interest_channel,
     _op,
     _peer,
     _pids,
@@ -38,8 +37,11 @@ from ._msg_scenarios import (
     _sub,
     _sub_obs,
     _subscribed,
+    _two_clients,
     _window,
+    _with_capability,
     _with_channel,
+    _with_profile,
 )
 
 # -- more than one client, a restart, an administrator (issue #14) -------------------------
@@ -59,8 +61,7 @@ from ._msg_scenarios import (
     controls=("another_client",),
 )
 async def two_clients_compete(h: Harness) -> None:
-    b, ch, sub = await _subscribed(h, item_credit=64)
-    c = await _peer(h, b, ch, sub)
+    b, c, ch, sub = await _two_clients(h, item_credit=64)
     outs = [await _publish(h, b, ch.channel, f"p{i}") for i in range(6)]
     r1 = await _recv(h, b, sub.id, n=3)
     r2 = await _recv(h, c, sub.id, n=3)
@@ -81,8 +82,7 @@ async def two_clients_compete(h: Harness) -> None:
     controls=("another_client",),
 )
 async def two_clients_no_false_drop(h: Harness) -> None:
-    b, ch, sub = await _subscribed(h, channel=dict(max_msgs=3))
-    c = await _peer(h, b, ch, sub)
+    b, c, ch, sub = await _two_clients(h, channel=dict(max_msgs=3))
     for i in range(3):
         await _publish(h, b, ch.channel, f"p{i}")
     got = await _recv(h, c, sub.id)
@@ -103,8 +103,7 @@ async def two_clients_no_false_drop(h: Harness) -> None:
     controls=("another_client",),
 )
 async def two_clients_one_drop(h: Harness) -> None:
-    b, ch, sub = await _subscribed(h, channel=dict(max_msgs=2))
-    c = await _peer(h, b, ch, sub)
+    b, c, ch, sub = await _two_clients(h, channel=dict(max_msgs=2))
     h.equal((await _sub_obs(h, c, sub.id)).dropped, 0, "nothing yet")
     for i in range(3):
         await _publish(h, b, ch.channel, f"p{i}")  # p0 is evicted unreceived
@@ -123,8 +122,7 @@ async def two_clients_one_drop(h: Harness) -> None:
     controls=("another_client",),
 )
 async def two_clients_unresolved(h: Harness) -> None:
-    b, ch, sub = await _subscribed(h, ack_wait_seconds=h.seconds(5), max_deliver=1)
-    c = await _peer(h, b, ch, sub)
+    b, c, ch, sub = await _two_clients(h, ack_wait_seconds=h.seconds(5), max_deliver=1)
     await _publish(h, b, ch.channel, "p1")
     h.equal(_pids(await _recv(h, c, sub.id)), ["p1"], "the other client leases it")
     await h.sleep(6)  # its only lease lapses
@@ -161,10 +159,8 @@ async def two_clients_dedup(h: Harness) -> None:
     controls=("purge",),
 )
 async def admin_purge(h: Harness) -> None:
-    b = await h.open()
+    b, ch, sub = await _subscribed(h, ack_wait_seconds=h.seconds(60))
     ctl = h.controls(b)
-    ch = await _channel(h, b)
-    sub = await _sub(h, b, ch.channel, ack_wait_seconds=h.seconds(60))
     for i in range(5):
         await _publish(h, b, ch.channel, f"p{i}")
     leased = await _recv(h, b, sub.id, n=2)
@@ -208,9 +204,7 @@ async def admin_delete_message(h: Harness) -> None:
     controls=("delete_subscription",),
 )
 async def admin_delete_subscription(h: Harness) -> None:
-    b, ch = await _with_channel(h)
-    spec = make_subscription(ch.channel, "w", ack_wait_seconds=h.seconds(5), max_deliver=1)
-    await b.ensure_subscription(spec, _op(h))
+    b, ch, spec = await _subscribed(h, ack_wait_seconds=h.seconds(5), max_deliver=1)
     await _publish(h, b, ch.channel, "p1")
     await _recv(h, b, spec.id)
     await h.sleep(6)
@@ -290,8 +284,7 @@ async def observe_after_duplicate(h: Harness) -> None:
 )
 async def required_created(h: Harness) -> None:
     b = await h.open()
-    cid = ChannelId("flow", "run1", "n1")
-    await _channel(h, b, retention="interest", required=(SubscriptionId(cid, "a"),))
+    cid = (await _interest_channel(h, b, "a")).channel
     spec = make_subscription(cid, "a", ack_wait_seconds=h.seconds(30))
     first = await b.ensure_subscription(spec, _op(h))
     h.equal((first.created, first.updated), (True, False), "created")
@@ -355,11 +348,8 @@ async def restart_forgets(h: Harness) -> None:
     contract=M,
 )
 async def interest_required_only(h: Harness) -> None:
-    b = await h.open()
-    caps = await b.capabilities()
-    h.require(caps.interest_required_only, "interest_required_only")
-    cid = ChannelId("flow", "run1", "n1")
-    await _channel(h, b, retention="interest", required=(SubscriptionId(cid, "a"),))
+    b = await _with_capability(h, "interest_required_only")
+    cid = (await _interest_channel(h, b, "a")).channel
     a = await _sub(h, b, cid, "a")
     audit = await _sub(h, b, cid, "audit")
     await _publish(h, b, cid, "p1")
@@ -375,10 +365,9 @@ async def interest_required_only(h: Harness) -> None:
     contract=M,
 )
 async def redelivered_cumulative(h: Harness) -> None:
-    b = await h.open()
-    h.require((await b.capabilities()).cumulative_redelivered, "cumulative_redelivered")
-    ch = await _channel(h, b)
-    sub = await _sub(h, b, ch.channel, ack_wait_seconds=h.seconds(60), max_deliver=5)
+    b, ch, sub = await _subscribed(
+        h, capability="cumulative_redelivered", ack_wait_seconds=h.seconds(60), max_deliver=5
+    )
     await _publish(h, b, ch.channel, "p1")
     got = await _recv(h, b, sub.id)
     await b.settle(got[0].token, Retry(), "r1")
@@ -396,9 +385,7 @@ async def redelivered_cumulative(h: Harness) -> None:
     controls=("another_client",),
 )
 async def core_two_clients(h: Harness) -> None:
-    b = await h.open(core_only=True)
-    h.require((await b.capabilities()).core_only, "core_only")
-    ch = await _channel(h, b)
+    b, ch = await _with_profile(h, "core_only")
     mine = await _sub(h, b, ch.channel, "mine", competing=False)
     c = await h.controls(b).another_client()
     await c.ensure_channel(ch, _op(h))
@@ -423,9 +410,7 @@ async def core_two_clients(h: Harness) -> None:
     controls=("restart_server",),
 )
 async def core_restart(h: Harness) -> None:
-    b = await h.open(core_only=True)
-    h.require((await b.capabilities()).core_only, "core_only")
-    ch = await _channel(h, b)
+    b, ch = await _with_profile(h, "core_only")
     sub = await _sub(h, b, ch.channel)
     await _publish(h, b, ch.channel, "before")
     h.equal((await _sub_obs(h, b, sub.id)).pending, 1, "queued in the client")
@@ -442,8 +427,7 @@ async def core_restart(h: Harness) -> None:
     controls=("another_client",),
 )
 async def two_clients_last_attempt_lapses(h: Harness) -> None:
-    b, ch, sub = await _subscribed(h, ack_wait_seconds=h.seconds(5), max_deliver=2)
-    c = await _peer(h, b, ch, sub)
+    b, c, ch, sub = await _two_clients(h, ack_wait_seconds=h.seconds(5), max_deliver=2)
     await _publish(h, b, ch.channel, "p1")
     for attempt in (1, 2):
         got = await _recv(h, c, sub.id, wait=10)
@@ -461,8 +445,7 @@ async def two_clients_last_attempt_lapses(h: Harness) -> None:
     controls=("another_client", "delete_subscription"),
 )
 async def old_token_after_recreate(h: Harness) -> None:
-    b, ch, sub = await _subscribed(h, ack_wait_seconds=h.seconds(60))
-    c = await _peer(h, b, ch, sub)
+    b, c, ch, sub = await _two_clients(h, ack_wait_seconds=h.seconds(60))
     await _publish(h, b, ch.channel, "p1")
     old = await _recv(h, c, sub.id)
     h.equal(_pids(old), ["p1"], "the other client holds it")
@@ -508,8 +491,7 @@ async def dead_letters_per_incarnation(h: Harness) -> None:
     controls=("another_client",),
 )
 async def retry_received_elsewhere(h: Harness) -> None:
-    b, ch, sub = await _subscribed(h, ack_wait_seconds=h.seconds(60), max_deliver=5)
-    c = await _peer(h, b, ch, sub)
+    b, c, ch, sub = await _two_clients(h, ack_wait_seconds=h.seconds(60), max_deliver=5)
     d = await _peer(h, b, ch, sub)
     await _publish(h, b, ch.channel, "p1")
     got = await _recv(h, c, sub.id)

@@ -28,6 +28,7 @@ from ._msg_scenarios import (
     _sub,
     _sub_obs,
     _subscribed,
+    _with_profile,
 )
 
 # -- leases -------------------------------------------------------------------------------
@@ -209,9 +210,7 @@ async def dlq_outside_slot(h: Harness) -> None:
     needs=("durable_control",),
 )
 async def durable_control(h: Harness) -> None:
-    b = await h.open(durable_control=True)
-    h.require((await b.capabilities()).durable_control, "durable_control")
-    ch = await _channel(h, b)
+    b, ch = await _with_profile(h, "durable_control")
     h.equal(await b.control_state(ch.channel, "pause"), (None, None), "absent")
     h.check(await b.commit_control(ch.channel, "pause", None, b"on"), "create")
     value, v1 = await b.control_state(ch.channel, "pause")
@@ -228,10 +227,9 @@ async def durable_control(h: Harness) -> None:
 
 @case("MSG-019", "a settle on a lease that expired and was redelivered is SettleStale", contract=M)
 async def stale_settle(h: Harness) -> None:
-    b = await h.open()
-    h.require((await b.capabilities()).stale_settle_detection, "stale_settle_detection")
-    ch = await _channel(h, b)
-    sub = await _sub(h, b, ch.channel, ack_wait_seconds=h.seconds(5))
+    b, ch, sub = await _subscribed(
+        h, capability="stale_settle_detection", ack_wait_seconds=h.seconds(5)
+    )
     await _publish(h, b, ch.channel, "p1")
     old = await _recv(h, b, sub.id)
     new = await _recv(h, b, sub.id, wait=10)

@@ -18,6 +18,7 @@ from ._msg_scenarios import (
     _pids,
     _publish,
     _recv,
+    _replica,
     _seq,
     _sub,
     _sub_obs,
@@ -92,13 +93,8 @@ async def settle_wakes_credit_waiter(h: Harness) -> None:
     held = await _recv(h, b, sub.id)
     h.equal(_pids(held), ["p1"], "the credit of one is used")
     woke: list[tuple[float, list[Delivery]]] = []
-
-    async def replica() -> None:
-        got = await _recv(h, b, sub.id, n=1, wait=60)
-        woke.append((h.now(), got))
-
     async with anyio.create_task_group() as tg:
-        tg.start_soon(replica)
+        tg.start_soon(_replica, h, b, sub.id, woke)
         await h.sleep(2)
         h.equal(woke, [], "a replica waits while the credit is exhausted")
         settled = h.now()
@@ -118,14 +114,9 @@ async def settle_wakes_credit_waiter(h: Harness) -> None:
 async def waiting_receive_gets_expiry(h: Harness) -> None:
     b, ch, sub = await _subscribed(h, ack_wait_seconds=h.seconds(5))
     got: list[tuple[float, list[Delivery]]] = []
-
-    async def replica() -> None:
-        deliveries = await _recv(h, b, sub.id, n=1, wait=60)
-        got.append((h.now(), deliveries))
-
     async with anyio.create_task_group() as tg:
-        tg.start_soon(replica)
-        tg.start_soon(replica)
+        tg.start_soon(_replica, h, b, sub.id, got)
+        tg.start_soon(_replica, h, b, sub.id, got)
         await h.sleep(1)
         published = h.now()
         await _publish(h, b, ch.channel, "p1")

@@ -28,6 +28,8 @@ from ._msg_scenarios import (
     _sub,
     _sub_obs,
     _subscribed,
+    _with_channel,
+    _with_profile,
 )
 
 # -- lifecycle ----------------------------------------------------------------------------
@@ -58,8 +60,7 @@ async def ensure_idempotent(h: Harness) -> None:
     contract=M,
 )
 async def ensure_incompatible(h: Harness) -> None:
-    b = await h.open()
-    spec = await _channel(h, b, retention="limits", max_msgs=5)
+    b, spec = await _with_channel(h, retention="limits", max_msgs=5)
     await _publish(h, b, spec.channel, "p1")
     other = make_channel("flow", "run1", "n1", "work", "interest", max_msgs=5)
     raised = None
@@ -77,8 +78,7 @@ async def ensure_incompatible(h: Harness) -> None:
 
 @case("MSG-034", "close removes exactly the owned channels", contract=M)
 async def close_owned(h: Harness) -> None:
-    b = await h.open()
-    mine = await _channel(h, b, "a", owner_labels={"generation": "g1"})
+    b, mine = await _with_channel(h, "a", owner_labels={"generation": "g1"})
     keep = await _channel(h, b, "b", owner_labels={"generation": "g1"})
     foreign = await _channel(h, b, "c", owner_labels={"generation": "g2"})
     gone = ChannelId("flow", "run1", "never")
@@ -106,9 +106,7 @@ async def close_owned(h: Harness) -> None:
     needs=("latest_per_key",),
 )
 async def latest_per_key(h: Harness) -> None:
-    b = await h.open(latest_per_key=True)
-    h.require((await b.capabilities()).latest_per_key, "latest_per_key")
-    ch = await _channel(h, b, profile="latest_per_key")
+    b, ch = await _with_profile(h, "latest_per_key", channel=dict(profile="latest_per_key"))
     for i in range(3):
         await _publish(h, b, ch.channel, f"a{i}", partition_key="a", body=str(i).encode())
     await _publish(h, b, ch.channel, "b0", partition_key="b")
@@ -125,9 +123,7 @@ async def latest_per_key(h: Harness) -> None:
     needs=("latest_per_key",),
 )
 async def latest_supersede_drop(h: Harness) -> None:
-    b = await h.open(latest_per_key=True)
-    h.require((await b.capabilities()).latest_per_key, "latest_per_key")
-    ch = await _channel(h, b, profile="latest_per_key")
+    b, ch = await _with_profile(h, "latest_per_key", channel=dict(profile="latest_per_key"))
     sub = await _sub(h, b, ch.channel)
     await _publish(h, b, ch.channel, "a0", partition_key="a")
     leased = await _recv(h, b, sub.id)

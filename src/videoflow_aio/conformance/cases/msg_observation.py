@@ -17,16 +17,16 @@ from .._case import case
 from .._harness import MessagingHarness as Harness
 from ._msg_scenarios import (
     M,
+    _acceptance_paused,
     _chan_obs,
-    _channel,
     _pids,
     _publish,
     _recv,
     _seq,
-    _sub,
     _sub_obs,
     _subscribed,
     _with_channel,
+    _with_profile,
 )
 
 # -- ambiguity and truthful observation ---------------------------------------------------
@@ -39,19 +39,15 @@ from ._msg_scenarios import (
     controls=("pause_acceptance", "resume_acceptance"),
 )
 async def late_acceptance(h: Harness) -> None:
-    b = await h.open()
-    ctl = h.controls(b)
-    ch = await _channel(h, b)
-    sub = await _sub(h, b, ch.channel)
+    b, ch, sub = await _acceptance_paused(h)
     env = make_envelope(ch.channel, "p1")
-    await ctl.pause_acceptance(ch.channel)
     t0 = h.now()
     out = await b.publish(env, h.deadline(5))
     h.check(isinstance(out, PublicationUnknown), f"deadline passed: {out!r}")
     h.check(h.now() - t0 >= h.seconds(4.9), "the publisher really waited for its deadline")
     seen = await b.observe_publication(env)
     h.check(not isinstance(seen, Accepted), f"not stored while held: {seen!r}")
-    await ctl.resume_acceptance(ch.channel)
+    await h.controls(b).resume_acceptance(ch.channel)
     after = await b.observe_publication(env)
     h.check(isinstance(after, Accepted), f"stored late: {after!r}")
     h.equal(_pids(await _recv(h, b, sub.id)), ["p1"], "delivered after late acceptance")
@@ -66,12 +62,9 @@ async def late_acceptance(h: Harness) -> None:
     controls=("pause_acceptance", "resume_acceptance", "cancel_publication"),
 )
 async def cancelled(h: Harness) -> None:
-    b = await h.open()
-    ctl = h.controls(b)
-    ch = await _channel(h, b)
-    sub = await _sub(h, b, ch.channel)
+    b, ch, sub = await _acceptance_paused(h)
     env = make_envelope(ch.channel, "p1")
-    await ctl.pause_acceptance(ch.channel)
+    ctl = h.controls(b)
     out = await b.publish(env, h.deadline(5))
     h.check(isinstance(out, PublicationUnknown), f"unknown: {out!r}")
     h.check(await ctl.cancel_publication(ch.channel, "p1"), "cancelled while held")
@@ -90,10 +83,8 @@ async def cancelled(h: Harness) -> None:
     controls=("fail_observation",),
 )
 async def failed_observation(h: Harness) -> None:
-    b = await h.open()
+    b, ch, sub = await _subscribed(h)
     ctl = h.controls(b)
-    ch = await _channel(h, b)
-    sub = await _sub(h, b, ch.channel)
     await _publish(h, b, ch.channel, "p1")
     await ctl.fail_observation(sub.id, "timeout")
     obs = h.expect_type(await b.observe_subscription(sub.id), Unknown, "observation")
@@ -109,9 +100,11 @@ async def failed_observation(h: Harness) -> None:
     needs=("archive",),
 )
 async def archive(h: Harness) -> None:
-    b = await h.open(archive=True, archive_horizon_seconds=h.seconds(100))
-    h.require((await b.capabilities()).archive, "archive")
-    ch = await _channel(h, b, owner_labels={"generation": "g1"})
+    labels = {"generation": "g1"}
+    horizon = h.seconds(100)
+    b, ch = await _with_profile(
+        h, "archive", archive_horizon_seconds=horizon, channel=dict(owner_labels=labels)
+    )
     env = make_envelope(ch.channel, "p1", body=b"frame", event_id="ev-1")
     await b.publish(env, h.deadline(5))
     got = await b.replay(ch.channel, "ev-1")

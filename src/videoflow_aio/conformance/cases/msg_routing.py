@@ -14,13 +14,13 @@ from .._harness import MessagingHarness as Harness
 from ._msg_scenarios import (
     M,
     _chan_obs,
-    _channel,
     _pids,
     _publish,
     _recv,
     _sub,
     _sub_obs,
     _with_channel,
+    _with_profile,
 )
 
 # -- core-only mode -----------------------------------------------------------------------
@@ -33,9 +33,7 @@ from ._msg_scenarios import (
     needs=("core_only",),
 )
 async def core_no_retention(h: Harness) -> None:
-    b = await h.open(core_only=True)
-    h.require((await b.capabilities()).core_only, "core_only")
-    ch = await _channel(h, b)
+    b, ch = await _with_profile(h, "core_only")
     early = await _sub(h, b, ch.channel, "early")
     out = await _publish(h, b, ch.channel, "p1")
     h.check(isinstance(out, Accepted), f"publish: {out!r}")
@@ -52,9 +50,7 @@ async def core_no_retention(h: Harness) -> None:
     needs=("core_only",),
 )
 async def core_slow_consumer(h: Harness) -> None:
-    b = await h.open(core_only=True, client_queue_limit=4)
-    h.require((await b.capabilities()).core_only, "core_only")
-    ch = await _channel(h, b)
+    b, ch = await _with_profile(h, "core_only", client_queue_limit=4)
     sub = await _sub(h, b, ch.channel)
     for i in range(10):
         await _publish(h, b, ch.channel, f"p{i}")
