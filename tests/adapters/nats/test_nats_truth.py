@@ -203,6 +203,8 @@ async def test_a_lost_ack_is_never_counted_both_leased_and_settled(tmp_path: Pat
         # two messages (sequences 1 and 2); the server holds ``lost`` of them unsettled
         assert o.pending + o.leased == lost, o
         assert o.ack_floor <= 2 - lost, o  # it said ack_floor=2 with one leased
+        f = await b.observe_ack_floor(sub.id)  # the floor alone: the same (it said 2)
+        assert isinstance(f, Known) and f.value <= 2 - lost, (f, lost)
     finally:
         await b.aclose()
         srv.stop()

@@ -628,11 +628,16 @@ async def observe_ack_floor(c: Client, subscription: SubscriptionId) -> Known[in
     led = st.chan.ledger(st.stream, st.consumer)
     exhausted = exhausted_now(st.spec, local(st), led.exhausted_since(st.created_ns))
     deleted = led.deleted_since(st.created_ns)
-    unresolved = [s for s in exhausted if not sv.removed(s) and s not in deleted]
-    server = ci.ack_floor.stream_seq
+    cv = consumer_view(ci)
+    try:
+        g = await _gap_of(c, st, cv, sv, exhausted | deleted)
+    except CallFailed as exc:
+        return Unknown(f"cannot read {subscription}: {exc}")
+    unresolved = [s for s in exhausted | g.unresolved if not sv.removed(s) and s not in deleted]
     # removed messages count as settled; so do this client's confirmed settles, which a
-    # consumer's raft group on a cluster may not have applied yet
-    return Known(floor(own_floor(server, sv, st.settled.data.keys(), others(st)), unresolved))
+    # consumer's raft group on a cluster may not have applied yet — unless the server lost them
+    settled = _floor_settled(st, cv, g)
+    return Known(floor(own_floor(cv.floor_s, sv, settled, others(st)), unresolved))
 
 
 def others(st: SubState) -> Callable[[int], bool]:
