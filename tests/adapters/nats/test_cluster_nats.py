@@ -11,6 +11,8 @@
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 import anyio
@@ -109,6 +111,19 @@ def test_own_settles_are_visible_on_an_interest_channel(nats_cluster: ClusterPro
     assert anyio.run(main) == [(2, 2, 0)] * TRIES
 
 
+async def _led(b: Any, find: Callable[[], Any], good: Callable[[Any], bool], down: str) -> Any:
+    """The member ``find`` names leader, once ``good`` says so (``down``, a step-down API
+    subject, moves the leadership meanwhile)."""
+    with anyio.fail_after(60):
+        while True:
+            leader = await anyio.to_thread.run_sync(find)
+            if leader is not None and good(leader):
+                return leader
+            if leader is not None:
+                await b._c.api(down)
+            await anyio.sleep(0.2)
+
+
 async def _consumer_leader_not_ours(cluster: ClusterProcess, b: Any, sub: SubscriptionId) -> Any:
     """The member leading ``sub``'s consumer, once it is not the server ``b`` is connected to
     (a step-down moves it): killing it then leaves ``b`` connected, asking a group with no
@@ -116,15 +131,12 @@ async def _consumer_leader_not_ours(cluster: ClusterProcess, b: Any, sub: Subscr
     spec = cluster.options
     assert isinstance(spec, NatsCluster)
     stream, consumer = b.names.stream(sub.channel), b.names.consumer(sub)
-    with anyio.fail_after(60):
-        while True:
-            leader = await anyio.to_thread.run_sync(spec.consumer_leader, cluster, stream, consumer)
-            ours = str(b._c.nc.connected_url.port)
-            if leader is not None and str(leader.port) != ours:
-                return leader
-            if leader is not None:
-                await b._c.api(f"CONSUMER.LEADER.STEPDOWN.{stream}.{consumer}")
-            await anyio.sleep(0.2)
+    return await _led(
+        b,
+        partial(spec.consumer_leader, cluster, stream, consumer),
+        lambda m: str(m.port) != str(b._c.nc.connected_url.port),
+        f"CONSUMER.LEADER.STEPDOWN.{stream}.{consumer}",
+    )
 
 
 def test_settle_and_renew_during_a_consumer_leader_election_are_never_stale(
@@ -172,14 +184,8 @@ async def _adv_led_by(cluster: ClusterProcess, b: Any, channel: ChannelId, membe
     spec = cluster.options
     assert isinstance(spec, NatsCluster)
     adv = b.names.adv_stream(channel)
-    with anyio.fail_after(60):
-        while True:
-            leader = await anyio.to_thread.run_sync(spec.stream_leader, cluster, adv)
-            if leader is not None and leader.port == member.port:
-                return
-            if leader is not None:
-                await b._c.api(f"STREAM.LEADER.STEPDOWN.{adv}")
-            await anyio.sleep(0.2)
+    find = partial(spec.stream_leader, cluster, adv)
+    await _led(b, find, lambda m: m.port == member.port, f"STREAM.LEADER.STEPDOWN.{adv}")
 
 
 def test_a_final_attempt_lapsing_during_a_consumer_leader_election_is_seen_by_others(

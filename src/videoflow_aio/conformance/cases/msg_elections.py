@@ -18,6 +18,7 @@ from ...contracts.messaging import (
     SettleConfirmed,
     SubscriptionId,
     SubscriptionObservation,
+    SubscriptionSpec,
 )
 from .._case import case
 from .._harness import MessagingHarness as Harness
@@ -49,6 +50,15 @@ async def _observed(
     return None
 
 
+async def _two_persistent(h: Harness) -> tuple[MessagingBackend, SubscriptionSpec, int]:
+    """A backend that outlives a restart, two messages on a persistent channel, the last's
+    sequence."""
+    b = await h.open(persistent=True)
+    ch = await _channel(h, b, persistence=True)
+    sub = await _sub(h, b, ch.channel, ack_wait_seconds=h.seconds(20), max_deliver=3)
+    return b, sub, max([_seq(h, await _publish(h, b, ch.channel, p)) for p in ("p1", "p2")])
+
+
 @case(
     "MSG-075",
     "a restart that lost a confirmed settle: no observation counts a message both unsettled "
@@ -57,17 +67,13 @@ async def _observed(
     controls=("restart_server",),
 )
 async def restart_lost_settle(h: Harness) -> None:
-    b = await h.open(persistent=True)
-    ch = await _channel(h, b, persistence=True)
-    sub = await _sub(h, b, ch.channel, ack_wait_seconds=h.seconds(20), max_deliver=3)
-    last = 0
-    for pid in ("p1", "p2"):
-        last = _seq(h, await _publish(h, b, ch.channel, pid))
+    b, sub, last = await _two_persistent(h)
     got = await _recv(h, b, sub.id, n=2, wait=5)
     h.equal(len(got), 2, "both leased")
-    for d in got:  # the second settle lands inside the window the server saves state in
-        ans = await b.settle(d.token, Completed(), f"s{d.sequence}")
-        h.check(isinstance(ans, SettleConfirmed), f"settled before the restart: {ans!r}")
+    # the second settle lands inside the window the server saves its state in
+    answers = [await b.settle(d.token, Completed(), f"s{d.sequence}") for d in got]
+    confirmed = all(isinstance(a, SettleConfirmed) for a in answers)
+    h.check(confirmed, f"settled before the restart: {answers!r}")
     await h.controls(b).restart_server()
     first = await _observed(h, b, sub.id, 60)
     h.check(first is not None, "an observation after the restart")
