@@ -11,6 +11,8 @@
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 import anyio
@@ -109,6 +111,19 @@ def test_own_settles_are_visible_on_an_interest_channel(nats_cluster: ClusterPro
     assert anyio.run(main) == [(2, 2, 0)] * TRIES
 
 
+async def _led(b: Any, find: Callable[[], Any], good: Callable[[Any], bool], down: str) -> Any:
+    """The member ``find`` names leader, once ``good`` says so (``down``, a step-down API
+    subject, moves the leadership meanwhile)."""
+    with anyio.fail_after(60):
+        while True:
+            leader = await anyio.to_thread.run_sync(find)
+            if leader is not None and good(leader):
+                return leader
+            if leader is not None:
+                await b._c.api(down)
+            await anyio.sleep(0.2)
+
+
 async def _consumer_leader_not_ours(cluster: ClusterProcess, b: Any, sub: SubscriptionId) -> Any:
     """The member leading ``sub``'s consumer, once it is not the server ``b`` is connected to
     (a step-down moves it): killing it then leaves ``b`` connected, asking a group with no
@@ -116,15 +131,12 @@ async def _consumer_leader_not_ours(cluster: ClusterProcess, b: Any, sub: Subscr
     spec = cluster.options
     assert isinstance(spec, NatsCluster)
     stream, consumer = b.names.stream(sub.channel), b.names.consumer(sub)
-    with anyio.fail_after(60):
-        while True:
-            leader = await anyio.to_thread.run_sync(spec.consumer_leader, cluster, stream, consumer)
-            ours = str(b._c.nc.connected_url.port)
-            if leader is not None and str(leader.port) != ours:
-                return leader
-            if leader is not None:
-                await b._c.api(f"CONSUMER.LEADER.STEPDOWN.{stream}.{consumer}")
-            await anyio.sleep(0.2)
+    return await _led(
+        b,
+        partial(spec.consumer_leader, cluster, stream, consumer),
+        lambda m: str(m.port) != str(b._c.nc.connected_url.port),
+        f"CONSUMER.LEADER.STEPDOWN.{stream}.{consumer}",
+    )
 
 
 def test_settle_and_renew_during_a_consumer_leader_election_are_never_stale(
@@ -164,3 +176,67 @@ def test_settle_and_renew_during_a_consumer_leader_election_are_never_stale(
     assert renewed.held is not False, renewed
     assert not isinstance(first, SettleStale), first
     assert isinstance(again, SettleConfirmed), again
+
+
+async def _adv_led_by(cluster: ClusterProcess, b: Any, channel: ChannelId, member: Any) -> None:
+    """Step the channel's ``__adv`` stream down until ``member`` leads it: the advisory the
+    consumer's leader emits as it dies is then stored, unreplicated, by the same member."""
+    spec = cluster.options
+    assert isinstance(spec, NatsCluster)
+    adv = b.names.adv_stream(channel)
+    find = partial(spec.stream_leader, cluster, adv)
+    await _led(b, find, lambda m: m.port == member.port, f"STREAM.LEADER.STEPDOWN.{adv}")
+
+
+def test_a_final_attempt_lapsing_during_a_consumer_leader_election_is_seen_by_others(
+    nats_cluster: ClusterProcess,
+) -> None:
+    """Issue #25 item 5: with ``max_deliver=1`` on R3, the consumer's leader killed as the
+    final attempt's lease runs out — its ``MAX_DELIVERIES`` advisory was missing in 6 of 10
+    rounds, and every other client said pending=0, leased=0, unresolved=0 (Known) for a
+    message retained, never redelivered and above the ack floor. Now another client's Known
+    observation always accounts for the message, and names it unresolved once the server
+    decided it."""
+
+    async def round_(late: float, stop: str) -> list[tuple[int, int, int, int]]:
+        b, spec = await _fresh(nats_cluster, {"retention": "limits"})
+        other = replicated_backend(
+            nats_cluster.urls,
+            3,
+            stream_prefix=b.names.stream_prefix,
+            subject_prefix=b.names.subject_prefix,
+            request_timeout=2.0,
+        )
+        sub = make_subscription(spec.channel, "w", ack_wait_seconds=1.0, max_deliver=1)
+        await b.ensure_subscription(sub, "op-sub")
+        await b.publish(make_envelope(spec.channel, "p1"), anyio.current_time() + 2)
+        got = await b.receive(sub.id, 1, 1 << 20, anyio.current_time() + 2)
+        assert len(got) == 1
+        leader = await _consumer_leader_not_ours(nats_cluster, b, sub.id)
+        await _adv_led_by(nats_cluster, b, spec.channel, leader)
+        # the lease runs out and the server decides the lapse (its timer: up to ~1.5 s later)
+        await anyio.sleep_until(got[0].lease_deadline + late)
+        await anyio.to_thread.run_sync(getattr(leader, stop))
+        seen: list[tuple[int, int, int, int]] = []
+        try:
+            await anyio.sleep(3.0)  # a new leader is elected meanwhile
+        finally:
+            await anyio.to_thread.run_sync(heal, nats_cluster)
+        with anyio.fail_after(60):
+            while not seen or seen[-1][0] + seen[-1][1]:  # until the server decided
+                o = await other.observe_subscription(sub.id)
+                if isinstance(o, Known):
+                    v = o.value
+                    seen.append((v.pending, v.leased, v.unresolved, v.dropped))
+                await anyio.sleep(0.2)
+        await other.aclose()
+        await b.drop_namespace()
+        await b.aclose()
+        return seen
+
+    async def main() -> list[list[tuple[int, int, int, int]]]:
+        return [await round_(late, stop) for late in (0.0, 1.0) for stop in ("kill", "pause")]
+
+    for seen in anyio.run(main):
+        # every Known observation accounts for the one retained message
+        assert all(p + le + u == 1 and d == 0 for p, le, u, d in seen), seen

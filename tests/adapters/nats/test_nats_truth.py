@@ -33,6 +33,8 @@ from _nats_helpers import (
 )
 from _servers_fixtures import need_binary
 from videoflow_aio.adapters.nats import JetStreamMessagingBackend
+from videoflow_aio.adapters.nats._api import ApiError
+from videoflow_aio.adapters.nats._names import ADV_MAX_DELIVERIES
 from videoflow_aio.contracts import Known, Unknown
 from videoflow_aio.contracts.errors import BackendUnavailable
 from videoflow_aio.contracts.messaging import (
@@ -187,6 +189,27 @@ async def test_a_lost_ack_is_resettled_and_reported(tmp_path: Path) -> None:
         srv.stop()
 
 
+async def test_a_lost_ack_is_never_counted_both_leased_and_settled(tmp_path: Path) -> None:
+    """Issue #25 item 6: right after the restart, before any redelivery, the first
+    observation counted a message the server holds unsettled as leased (or pending) and,
+    from this client's memory of its confirmed settle, settled (``ack_floor`` past it)."""
+    need_binary("nats-server")
+    srv, b, _ch, sub, _log, lost = await _lose_an_ack(tmp_path)
+    try:
+        # Unknown while still reconnecting, as it should be; then the first that says anything
+        seen = await eventually(partial(b.observe_subscription, sub.id), Known.__instancecheck__)
+        assert isinstance(seen, Known), seen
+        o = seen.value
+        # two messages (sequences 1 and 2); the server holds ``lost`` of them unsettled
+        assert o.pending + o.leased == lost, o
+        assert o.ack_floor <= 2 - lost, o  # it said ack_floor=2 with one leased
+        f = await b.observe_ack_floor(sub.id)  # the floor alone: the same (it said 2)
+        assert isinstance(f, Known) and f.value <= 2 - lost, (f, lost)
+    finally:
+        await b.aclose()
+        srv.stop()
+
+
 async def test_a_lost_ack_never_hides_an_unresolved_message(tmp_path: Path) -> None:
     """Another client gets the redeliveries and never settles: the settler's observation
     names the message unresolved (it said 0 before: the message was in its settled set)."""
@@ -208,6 +231,43 @@ async def test_a_lost_ack_never_hides_an_unresolved_message(tmp_path: Path) -> N
         await other.aclose()
         await b.aclose()
         srv.stop()
+
+
+async def test_an_exhausted_message_whose_advisory_was_lost_is_unresolved(
+    srv: ServerProcess,
+) -> None:
+    """Issue #25 item 5, its server state on one server: a final attempt lapsed (max_deliver
+    1) and its ``MAX_DELIVERIES`` advisory never reached ``__adv`` (on R3 a consumer leader
+    election lost it, 6 of 10 rounds). Another client said pending=0, leased=0, unresolved=0
+    for a message that is retained, never redelivered and above the ack floor."""
+    names = prefix()
+    x, y = backend(srv, names), backend(srv, names)
+    ch, sub = await setup(x, sub_kw={"ack_wait_seconds": 0.3, "max_deliver": 1})
+    await publish(x, ch, "p1")
+    assert len(await x.receive(sub.id, 1, 1 << 20, dl())) == 1  # then its lease lapses
+    a = admin(x)
+    try:
+        adv = x.names.adv_stream(ch.channel)
+        subject = f"{ADV_MAX_DELIVERIES}.{x.names.stream(ch.channel)}.{x.names.consumer(sub.id)}"
+
+        async def advisory() -> int:
+            info = await a.consumer_info(sub.id)
+            try:
+                got = await a.request(f"STREAM.MSG.GET.{adv}", {"last_by_subj": subject})
+            except ApiError:
+                return 0
+            return 0 if info["num_ack_pending"] else int(got["message"]["seq"])
+
+        seq = await eventually(advisory, bool)
+        assert seq, "the server never decided the lapsed final attempt"
+        # the advisory is lost: delete it from __adv before any other client read it
+        await a.request(f"STREAM.MSG.DELETE.{adv}", {"seq": seq, "no_erase": True})
+    finally:
+        await a.aclose()
+    o = await obs(y, sub.id)
+    assert (o.pending, o.leased, o.unresolved, o.ack_floor) == (0, 0, 1, 0), o
+    for b in (x, y):
+        await b.aclose()
 
 
 # -- (3) removals without an advisory --------------------------------------------------------

@@ -402,10 +402,13 @@ def counts(
     advised: Collection[int] = (),
     lost: Collection[int] = (),
     skip: Callable[[int], bool] = lambda _s: False,
+    floor_settled: Collection[int] | None = None,
 ) -> Counts:
     """The observation's numbers, from the server's counts corrected by the ledgers
     (``advised``: the server's own ``MAX_DELIVERIES`` advisories among ``exhausted``;
-    ``skip``: sequences known not to be the subscription's, see :func:`own_floor`)."""
+    ``skip``: sequences known not to be the subscription's, see :func:`own_floor`;
+    ``floor_settled``: this client's settles the ack floor may go past, when not all of
+    ``local.settled`` — see ``_gap``)."""
     unresolved: set[int] = set()
     gone = 0
     for s in exhausted:
@@ -436,7 +439,15 @@ def counts(
         leased=leased,
         unresolved=frozenset(unresolved),
         dropped=len(set(deleted) | set(lost)) + gone + silent_drops,
-        ack_floor=floor(own_floor(cv.floor_s, stream, local.settled, skip), unresolved),
+        ack_floor=floor(
+            own_floor(
+                cv.floor_s,
+                stream,
+                local.settled if floor_settled is None else floor_settled,
+                skip,
+            ),
+            unresolved,
+        ),
     )
 
 

@@ -30,6 +30,7 @@ from . import _api
 from ._api import ApiError, CallFailed
 from ._channels import chan, seen
 from ._connection import Client, loop_time
+from ._gap import Gap, gap, retained_above_floor
 from ._ledger import (
     Accounted,
     Ambiguous,
@@ -510,6 +511,10 @@ async def observe_subscription(
         led = chs.ledger(st.stream, st.consumer)
         advised = led.exhausted_since(st.created_ns)
         exhausted = exhausted_now(st.spec, loc, advised)
+        g = await _gap_of(c, st, cv, sv, exhausted | led.deleted_since(st.created_ns))
+        if g.surplus and chs.spec.replicas > 1:
+            return Unknown(f"cannot read {subscription}: {SURPLUS_REASON}")
+        exhausted |= g.unresolved
         silent = 0
         lost: tuple[int, ...] = ()
         if st.stream == chs.stream:
@@ -522,7 +527,18 @@ async def observe_subscription(
         return Unknown(f"cannot read {subscription}: {exc}")
     deleted = led.deleted_since(st.created_ns)
     n = counts(
-        st.spec, cv, sv, exhausted, deleted, loc, silent, st.start_seq, advised, lost, others(st)
+        st.spec,
+        cv,
+        sv,
+        exhausted,
+        deleted,
+        loc,
+        silent,
+        st.start_seq,
+        advised,
+        lost,
+        others(st),
+        floor_settled=_floor_settled(st, cv, g),
     )
     return Known(
         SubscriptionObservation(
@@ -536,6 +552,42 @@ async def observe_subscription(
             dead_lettered=dead,
         )
     )
+
+
+SURPLUS_REASON = (
+    "more messages above the consumer's ack floor than it holds ack-pending: one exhausted "
+    "whose MAX_DELIVERIES advisory was lost (a consumer leader election) cannot be told from "
+    "one another client settled out of order"
+)
+
+
+async def _gap_of(
+    c: Client, st: SubState, cv: ConsumerView, sv: StreamView, known: set[int]
+) -> Gap:
+    """The span above the server's ack floor, decided (``_gap``); the subjects of its
+    sequences are read only when it holds more than the server's ack-pending count or this
+    client's settles. A dead-letter subscription's stream has no index: not checked."""
+    chs = st.chan
+    if st.stream != chs.stream:
+        return Gap()
+    span = retained_above_floor(cv, sv, known)
+    settled = st.settled.data.keys()
+    if not span or (len(span) <= cv.num_ack_pending and not any(s in settled for s in span)):
+        return Gap()
+    subjects = known_subjects(chs, span)
+    missing = [s for s in span if s not in subjects and s not in settled]
+    if missing:
+        subjects.update(await subjects_of(c, chs, missing))
+    return gap(st.spec, cv, sv, known, settled, subjects)
+
+
+def _floor_settled(st: SubState, cv: ConsumerView, g: Gap) -> list[int]:
+    """This client's confirmed settles the ack floor may go past: none when the server holds
+    some of them unsettled again (a restart lost them: ``_gap``), else those the consumer
+    delivered (one beyond its delivered position was lost with it)."""
+    if g.settles_lost:
+        return []
+    return [s for s in st.settled.data if s <= cv.delivered_s]
 
 
 async def decide_lapsed(c: Client, st: SubState, ci: ConsumerInfo) -> bool:
@@ -576,11 +628,16 @@ async def observe_ack_floor(c: Client, subscription: SubscriptionId) -> Known[in
     led = st.chan.ledger(st.stream, st.consumer)
     exhausted = exhausted_now(st.spec, local(st), led.exhausted_since(st.created_ns))
     deleted = led.deleted_since(st.created_ns)
-    unresolved = [s for s in exhausted if not sv.removed(s) and s not in deleted]
-    server = ci.ack_floor.stream_seq
+    cv = consumer_view(ci)
+    try:
+        g = await _gap_of(c, st, cv, sv, exhausted | deleted)
+    except CallFailed as exc:
+        return Unknown(f"cannot read {subscription}: {exc}")
+    unresolved = [s for s in exhausted | g.unresolved if not sv.removed(s) and s not in deleted]
     # removed messages count as settled; so do this client's confirmed settles, which a
-    # consumer's raft group on a cluster may not have applied yet
-    return Known(floor(own_floor(server, sv, st.settled.data.keys(), others(st)), unresolved))
+    # consumer's raft group on a cluster may not have applied yet — unless the server lost them
+    settled = _floor_settled(st, cv, g)
+    return Known(floor(own_floor(cv.floor_s, sv, settled, others(st)), unresolved))
 
 
 def others(st: SubState) -> Callable[[int], bool]:
