@@ -12,7 +12,8 @@ import math
 import random
 from collections.abc import Callable
 
-from ._spec import _Z99, ServiceSpec
+from ._spec import Z99 as _Z99
+from ._spec import ServiceSpec
 
 Sampler = Callable[[], float]
 

@@ -21,7 +21,8 @@ from typing import Any
 
 import msgspec
 
-from ._spec import _FAULT_KEYS, SimSpec, SpecError, parse_spec
+from ._spec import SimSpec, SpecError, parse_spec
+from ._spec_input import FAULT_KEYS as _FAULT_KEYS
 
 _ARRAYS = {
     "source": "sources",
