@@ -152,8 +152,8 @@ def _source(s: SourceIn, path: str, run: RunSpec, base: Path | None) -> SourceSp
         rate = mean = _average_rate(schedule, run.duration_seconds)
     elif s.rate_hz is UNSET:
         raise fail(f"{path}.rate_hz", "is required")
-    elif s.rate_hz == 0 and burst is None:
-        raise fail(f"{path}.rate_hz", "must be > 0", s.rate_hz)
+    elif s.rate_hz < 0 or (s.rate_hz == 0 and burst is None):
+        raise fail(f"{path}.rate_hz", "must be >= 0" if burst else "must be > 0", s.rate_hz)
     else:
         rate = mean = s.rate_hz
     if burst is not None:

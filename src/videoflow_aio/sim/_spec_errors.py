@@ -70,7 +70,8 @@ def _walk(info: mi.Type, raw: Any, segs: list[str | int], path: str) -> tuple[mi
         if isinstance(info, mi.StructType) and isinstance(seg, str):
             field = next((f for f in info.fields if f.encode_name == seg), None)
             if field is None:  # the tag key (``dist``, ``kind``) of an unknown variant
-                return info, raw.get(seg) if isinstance(raw, Mapping) else None, join(path, seg)
+                tag = raw.get(seg) if isinstance(raw, Mapping) else None
+                return mi.LiteralType((info.tag,)), tag, join(path, seg)
             info, raw = field.type, raw.get(seg) if isinstance(raw, Mapping) else None
         elif isinstance(info, mi.UnionType) and isinstance(seg, str):
             tags = [t.tag for t in info.types if isinstance(t, mi.StructType) and t.tag]
@@ -141,13 +142,17 @@ def _reason(reason: str, info: mi.Type) -> str:
     bound = _BOUND.match(reason)
     if bound:
         kind, length, op, n = bound.groups()
+        if not length and abs(float(n)) > 1e308:  # the float range's own bound: inf
+            return "must be a finite number"
         if not length:
             return f"must be {op} {float(n):g}"
         if kind == "str":
             return "must be a non-empty string" if ">" in op else f"must be at most {n} characters"
         return "must be a non-empty array" if ">" in op else f"must be at most {int(n):,} items"
     if reason.startswith("Number out of range") and isinstance(info, mi.IntType | mi.FloatType):
-        return f"must be <= {info.le:g}" if info.le is not None else "must be a finite number"
+        if info.le is not None and info.le <= 1e308:
+            return f"must be <= {info.le:g}"
+        return "must be a finite number"
     return f"must be {_describe(info)}"
 
 

@@ -65,7 +65,8 @@ ServiceIn = ConstantIn | ExponentialIn | LognormalIn | EmpiricalIn
 
 class SourceIn(_Table, frozen=True, kw_only=True):
     name: Text
-    rate_hz: Annotated[float, Meta(ge=0.0, le=_FLOAT_MAX)] | UnsetType = UNSET
+    rate_hz: Annotated[float, Meta(ge=-_FLOAT_MAX, le=_FLOAT_MAX)] | UnsetType = UNSET
+    """Finite; > 0 (>= 0 with a ``burst``) is checked after decoding."""
     streams: Annotated[int, Meta(ge=1, le=L.MAX_STREAMS)] = 1
     arrival: Literal["periodic", "poisson", "trace"] = "periodic"
     bytes: Annotated[int, Meta(ge=0, le=L.MAX_FRAME_BYTES)] = 0
