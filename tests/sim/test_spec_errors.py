@@ -46,6 +46,8 @@ CASES = [
     ({"finite": math.inf}, "top.finite: must be a finite number"),
     ({"finite": -math.inf}, "top.finite: must be a finite number"),
     ("x", "top: must be a table"),
+    ({"": 1}, 'top."": unknown key'),
+    ({"items": [{"dist": "a", 7: 1}]}, "top.items[0].7: a key must be a string"),
 ]  # fmt: skip
 
 

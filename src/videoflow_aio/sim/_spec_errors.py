@@ -20,6 +20,7 @@ from ._spec_types import SpecError
 T = TypeVar("T")
 
 _AT = " - at `$"
+_KEY_AT = " - at `key` in `$"
 _SEGMENT = re.compile(r"\.([^.\[]+)|\[(\d+|\.\.\.)\]")
 _BOUND = re.compile(r"Expected `(\w+)` (of length )?(>=|>|<=|<) (\S+)$")
 _MISSING = "Object missing required field `"
@@ -44,15 +45,20 @@ def join(path: str, seg: str | int) -> str:
     """``path`` extended by a key (``a.b``) or an index (``a[0]``)."""
     if isinstance(seg, int):
         return f"{path}[{seg}]"
+    seg = seg or '""'  # an empty key is named, not dropped
     return f"{path}.{seg}" if path else seg
 
 
 def _translate(text: str, value: Any, typ: type[Any], path: str) -> SpecError:
-    reason, _, at = text.partition(_AT)
+    key_error = _KEY_AT in text  # a table key that is not a string (a document from Python)
+    reason, _, at = text.partition(_KEY_AT if key_error else _AT)
     segs: list[str | int] = [
         int(i) if i.isdigit() else (k or i) for k, i in _SEGMENT.findall(at.rstrip("`"))
     ]
     info, raw, path = _walk(mi.type_info(typ), value, segs, path)
+    if key_error and isinstance(raw, Mapping):
+        key = next((k for k in raw if not isinstance(k, str)), None)
+        return fail(join(path, str(key)), "a key must be a string", key)
     for head in (_MISSING, _UNKNOWN):
         if reason.startswith(head):
             key = reason[len(head) :].rstrip("`")
