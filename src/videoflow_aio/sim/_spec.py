@@ -83,7 +83,8 @@ def _run(run: RunSpec) -> RunSpec:
 def service_spec(raw: Any, path: str, base: Path | None) -> ServiceSpec:
     """A service table (``dist = "…"`` and its keys) validated; ``base`` resolves a
     relative sample file."""
-    return _service(convert(raw, ServiceIn, path), path, base)  # type: ignore[arg-type]
+    service: ServiceIn = convert(raw, ServiceIn, path)  # type: ignore[arg-type]  # a union
+    return _service(service, path, base)
 
 
 def _service(s: ServiceIn, path: str, base: Path | None) -> ServiceSpec:
@@ -250,7 +251,7 @@ def _stage(s: StageIn, path: str, base: Path | None) -> StageSpec:
         inputs=s.inputs,
         service=service,
         replicas=s.replicas,
-        batch=batch_service.max_items if batch_service else int(s.batch),  # type: ignore[arg-type]
+        batch=s.batch.max_items if isinstance(s.batch, BatchSpec) else s.batch,
         batch_service=batch_service,
         join=s.join,
         join_timeout_ms=s.join_timeout_ms,
