@@ -13,7 +13,7 @@ import random
 from collections.abc import Callable
 
 from ._spec import Z99 as _Z99
-from ._spec import ServiceSpec
+from ._spec_types import ServiceSpec
 
 Sampler = Callable[[], float]
 

@@ -42,65 +42,33 @@ class _Service(_Table, frozen=True, kw_only=True, tag_field="dist"):
 
 
 class ConstantIn(_Service, frozen=True, kw_only=True, tag="constant"):
+    """A constant service time: ``value_ms`` or ``mean_ms`` (one of them, checked after)."""
+
     value_ms: Ms | None = None
     mean_ms: Ms | None = None
 
 
 class ExponentialIn(_Service, frozen=True, kw_only=True, tag="exponential"):
+    """Service times exponential with mean ``mean_ms``."""
+
     mean_ms: PositiveMs
 
 
 class LognormalIn(_Service, frozen=True, kw_only=True, tag="lognormal"):
+    """Lognormal by its mean and 99th percentile (``p99_ms`` > ``mean_ms``, checked after)."""
+
     mean_ms: PositiveMs
     p99_ms: PositiveMs
 
 
 class EmpiricalIn(_Service, frozen=True, kw_only=True, tag="empirical"):
+    """Samples inline, from a file of numbers, or both (at least one sample in all)."""
+
     file: Text | None = None
     samples_ms: Annotated[tuple[Ms, ...], Meta(max_length=L.MAX_SAMPLES)] = ()
 
 
 ServiceIn = ConstantIn | ExponentialIn | LognormalIn | EmpiricalIn
-
-
-class SourceIn(_Table, frozen=True, kw_only=True):
-    name: Text
-    rate_hz: Annotated[float, Meta(ge=-_FLOAT_MAX, le=_FLOAT_MAX)] | UnsetType = UNSET
-    """Finite; > 0 (>= 0 with a ``burst``) is checked after decoding."""
-    streams: Annotated[int, Meta(ge=1, le=L.MAX_STREAMS)] = 1
-    arrival: Literal["periodic", "poisson", "trace"] = "periodic"
-    bytes: Annotated[int, Meta(ge=0, le=L.MAX_FRAME_BYTES)] = 0
-    rate_schedule: (
-        Annotated[
-            tuple[tuple[Seconds, Rate], ...], Meta(min_length=1, max_length=L.MAX_SCHEDULE_STEPS)
-        ]
-        | UnsetType
-    ) = UNSET
-    burst: BurstSpec | UnsetType = UNSET
-    trace: Text | UnsetType = UNSET
-    trace_seconds: (
-        Annotated[tuple[Seconds, ...], Meta(min_length=1, max_length=L.MAX_TRACE_FRAMES)]
-        | UnsetType
-    ) = UNSET
-    jitter_ms: Ms | UnsetType = UNSET
-
-
-class StageIn(_Table, frozen=True, kw_only=True):
-    name: Text
-    inputs: Annotated[tuple[str, ...], Meta(min_length=1)]
-    service: ServiceIn
-    replicas: Annotated[int, Meta(ge=1, le=L.MAX_REPLICAS)] = 1
-    batch: Annotated[int, Meta(ge=1, le=L.MAX_BATCH)] | BatchSpec = 1
-    ack_wait_seconds: PositiveSeconds = 30.0
-    max_deliver: Annotated[int, Meta(ge=-1, le=L.MAX_COUNT)] = 5
-    gpu: Text | None = None
-    output_bytes: Annotated[int, Meta(ge=0, le=L.MAX_FRAME_BYTES)] = 0
-    max_queue: PositiveCount = 10000
-    overflow: Overflow = "evict_oldest"
-    retry_delay_seconds: Seconds = 1.0
-    join: Literal["all"] | None = None
-    join_timeout_ms: PositiveMs | None = None
-    per_item_ms: Ms | UnsetType = UNSET
 
 
 class _Fault(_Table, frozen=True, kw_only=True, tag_field="kind"):
@@ -159,6 +127,46 @@ FAULT_KEYS: dict[str, tuple[str, ...]] = {
     for cls in FAULTS
 }
 """The keys each fault kind takes besides ``at_seconds`` and ``kind``."""
+
+
+class SourceIn(_Table, frozen=True, kw_only=True):
+    name: Text
+    rate_hz: Annotated[float, Meta(ge=-_FLOAT_MAX, le=_FLOAT_MAX)] | UnsetType = UNSET
+    """Finite; > 0 (>= 0 with a ``burst``) is checked after decoding."""
+    streams: Annotated[int, Meta(ge=1, le=L.MAX_STREAMS)] = 1
+    arrival: Literal["periodic", "poisson", "trace"] = "periodic"
+    bytes: Annotated[int, Meta(ge=0, le=L.MAX_FRAME_BYTES)] = 0
+    rate_schedule: (
+        Annotated[
+            tuple[tuple[Seconds, Rate], ...], Meta(min_length=1, max_length=L.MAX_SCHEDULE_STEPS)
+        ]
+        | UnsetType
+    ) = UNSET
+    burst: BurstSpec | UnsetType = UNSET
+    trace: Text | UnsetType = UNSET
+    trace_seconds: (
+        Annotated[tuple[Seconds, ...], Meta(min_length=1, max_length=L.MAX_TRACE_FRAMES)]
+        | UnsetType
+    ) = UNSET
+    jitter_ms: Ms | UnsetType = UNSET
+
+
+class StageIn(_Table, frozen=True, kw_only=True):
+    name: Text
+    inputs: Annotated[tuple[str, ...], Meta(min_length=1)]
+    service: ServiceIn
+    replicas: Annotated[int, Meta(ge=1, le=L.MAX_REPLICAS)] = 1
+    batch: Annotated[int, Meta(ge=1, le=L.MAX_BATCH)] | BatchSpec = 1
+    ack_wait_seconds: PositiveSeconds = 30.0
+    max_deliver: Annotated[int, Meta(ge=-1, le=L.MAX_COUNT)] = 5
+    gpu: Text | None = None
+    output_bytes: Annotated[int, Meta(ge=0, le=L.MAX_FRAME_BYTES)] = 0
+    max_queue: PositiveCount = 10000
+    overflow: Overflow = "evict_oldest"
+    retry_delay_seconds: Seconds = 1.0
+    join: Literal["all"] | None = None
+    join_timeout_ms: PositiveMs | None = None
+    per_item_ms: Ms | UnsetType = UNSET
 
 
 class DocumentIn(_Table, frozen=True, kw_only=True):

@@ -39,7 +39,8 @@ from ..pipeline import (
 from ..vtime import run as vrun
 from ._dist import Sampler, sampler
 from ._scenario import Batch, Periodic, Poisson, Scenario, Service, Stage
-from ._spec import SpecError, service_spec
+from ._spec import service_spec
+from ._spec_types import SpecError
 
 _cost: ContextVar[tuple[Sampler, float] | None] = ContextVar("videoflow_sim_work", default=None)
 
