@@ -522,6 +522,6 @@ def _has_matplotlib() -> bool:
 
 def test_every_fault_kind_the_spec_accepts_has_an_implementation() -> None:
     from videoflow_aio.sim._faults import _KINDS
-    from videoflow_aio.sim._spec import FAULT_KINDS
+    from videoflow_aio.sim._spec_types import FAULT_KINDS
 
     assert set(_KINDS) == set(FAULT_KINDS)

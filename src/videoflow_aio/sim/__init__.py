@@ -43,7 +43,8 @@ from ._scenario import (
 )
 from ._screen import StageLoad, offered_loads, warnings_for
 from ._slo import Slo, SloCheck, parse_slo
-from ._spec import SimError, SimSpec, SpecError, load_spec, parse_spec
+from ._spec import load_spec, parse_spec
+from ._spec_types import SimError, SimSpec, SpecError
 from ._theory import (
     erlang_c,
     md1_mean_response,

@@ -13,7 +13,7 @@ from ._probe import ProgressCallback
 from ._run import simulate as simulate_once
 from ._scenario import Scenario
 from ._slo import Slo, parse_slo, with_slo_targets
-from ._spec import SimSpec
+from ._spec_types import SimSpec
 
 Sweep = str | tuple[str, Sequence[Any]]
 """``"stage.detect.replicas=9..14"`` or ``("stage.detect.replicas", [9, 10, 11])``."""

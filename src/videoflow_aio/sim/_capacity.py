@@ -35,7 +35,7 @@ from ._overrides import apply_overrides, parse_value
 from ._replicate import CI_FIGURES, Figures, raise_if_failed, replication_seed, summarise
 from ._screen import estimate_ms, offered_loads, unstable, warnings_for
 from ._slo import Slo, SloCheck, combine, judge
-from ._spec import SimSpec, SpecError
+from ._spec_types import SimSpec, SpecError
 
 DEFAULT_BUDGET_REPLICATIONS = 40
 """Without ``max_virtual_seconds``: at most this many replications' load per point."""

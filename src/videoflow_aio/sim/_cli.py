@@ -34,7 +34,8 @@ from ._report import faults_table, results_table, to_json
 from ._run import simulate
 from ._screen import warnings_for
 from ._slo import Slo, parse_slo, with_slo_targets
-from ._spec import SimError, SimSpec, SpecError, load_spec
+from ._spec import load_spec
+from ._spec_types import SimError, SimSpec, SpecError
 
 DEFAULT_REPLICATIONS = 4
 """Replications per point with ``--sweep``, ``--slo`` or ``--precision`` (else 1)."""

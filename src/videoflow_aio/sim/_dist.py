@@ -14,7 +14,8 @@ from collections.abc import Callable
 
 from .._finite import is_finite_number
 from ..contracts.errors import ValidationError
-from ._spec import _Z99, ServiceSpec
+from ._spec import Z99 as _Z99
+from ._spec_types import ServiceSpec
 
 Sampler = Callable[[], float]
 

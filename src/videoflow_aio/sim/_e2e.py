@@ -32,7 +32,7 @@ from typing import Any
 from ..observe import AttrValue, Event, ObservationLog
 from ..pipeline import Pipeline
 from ._record import WindowedLatency
-from ._spec import SimSpec
+from ._spec_types import SimSpec
 
 
 def owed_settles(spec: SimSpec) -> dict[str, int]:

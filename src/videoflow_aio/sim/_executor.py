@@ -13,7 +13,7 @@ from concurrent.futures import Future, ProcessPoolExecutor, as_completed
 from typing import Any, Protocol
 
 from ._replicate import run_replication
-from ._spec import SimSpec, SpecError
+from ._spec_types import SimSpec, SpecError
 
 Job = tuple[SimSpec, int]
 """A spec and the seed to run it with."""

@@ -46,7 +46,7 @@ from ..contracts.payload import (
 from ..memory.messaging import MemoryMessagingBackend
 from ..memory.payload import MemoryPayloadStore
 from ..pipeline import StageWorker
-from ._spec import FailureSpec, FaultSpec
+from ._spec_types import FailureSpec, FaultSpec
 
 
 class StallablePayloadStore(PayloadStore):

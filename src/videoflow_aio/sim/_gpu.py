@@ -11,7 +11,7 @@ from ..contracts import Known
 from ..contracts.allocation import FeasiblePlan, WorkloadRequest
 from ..contracts.errors import VideoflowError
 from ..memory.allocation import MemoryAllocationBackend, NodeFixture
-from ._spec import NodeSpec, SimError, StageSpec
+from ._spec_types import NodeSpec, SimError, StageSpec
 
 POLL_SECONDS = 1.0
 """How often a claim whose geometry is being applied is looked at again."""

@@ -18,7 +18,7 @@ from ..contracts.messaging import Accepted, Delivery, Rejected
 from ..pipeline import Output, Publisher, loop_clock
 from ._e2e import FrameLedger
 from ._faults import SlowDown
-from ._spec import SourceSpec
+from ._spec_types import SourceSpec
 
 
 async def generate(

@@ -21,7 +21,9 @@ from typing import Any
 
 import msgspec
 
-from ._spec import _FAULT_KEYS, SimSpec, SpecError, parse_spec
+from ._spec import parse_spec
+from ._spec_input import FAULT_KEYS as _FAULT_KEYS
+from ._spec_types import SimSpec, SpecError
 
 _ARRAYS = {
     "source": "sources",

@@ -9,7 +9,7 @@ from ..contracts import Known
 from ..contracts.messaging import SubscriptionId
 from ..memory.messaging import MemoryMessagingBackend
 from ..pipeline import StageWorker, loop_clock
-from ._spec import SimSpec
+from ._spec_types import SimSpec
 
 ProgressCallback = Callable[[float, float], None]
 """Called as virtual time passes with ``(virtual seconds elapsed, duration_seconds)``."""

@@ -35,7 +35,7 @@ import msgspec
 
 from ._ci import Interval, mean_interval
 from ._run import simulate
-from ._spec import SimError, SimSpec
+from ._spec_types import SimError, SimSpec
 
 _ERROR = "__sim_error__"
 

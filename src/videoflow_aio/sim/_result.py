@@ -16,7 +16,7 @@ from ._join import JoinBackend
 from ._probe import Probe
 from ._record import StageRecorder
 from ._slo import slo_fractions
-from ._spec import FaultSpec, SimSpec
+from ._spec_types import FaultSpec, SimSpec
 
 QUANTILES = (*(round(q / 100, 2) for q in range(1, 100)), 0.995, 0.999, 0.9995, 0.9999)
 """The quantiles each distribution is published at (for plots)."""

@@ -52,7 +52,7 @@ from ._load import batch_handler, generate, stage_handler
 from ._probe import Probe, ProgressCallback, run_probe
 from ._record import StageRecorder
 from ._result import build_result, fault_report
-from ._spec import SimSpec, StageSpec
+from ._spec_types import SimSpec, StageSpec
 
 MAX_BINS = 600
 POLL_SECONDS = 1.0

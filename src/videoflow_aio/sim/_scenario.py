@@ -32,7 +32,9 @@ import msgspec
 from ..contracts.errors import ValidationError
 from ..pipeline import Node, order_nodes
 from . import _limits as L
-from ._spec import SimSpec, SpecError, _read_capped, parse_spec
+from ._spec import parse_spec
+from ._spec_files import read_capped as _read_capped
+from ._spec_types import SimSpec, SpecError
 from ._toml import dumps
 
 _SPEC_MAX_DELIVER = 5  # a [[stage]]'s max_deliver when the key is absent

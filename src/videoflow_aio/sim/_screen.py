@@ -25,7 +25,7 @@ from typing import Any
 
 from ._dist import mean_seconds
 from ._slo import Slo
-from ._spec import SimSpec
+from ._spec_types import SimSpec
 from ._theory import mmc_mean_response, mmc_response_quantile
 
 _QUANTILE = {"p50": 0.5, "p90": 0.9, "p99": 0.99, "p999": 0.999}

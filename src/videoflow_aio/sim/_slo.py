@@ -28,7 +28,7 @@ import msgspec
 from ..pipeline import LatencyHistogram
 from . import _limits as L
 from ._ci import Interval
-from ._spec import SimSpec, SpecError
+from ._spec_types import SimSpec, SpecError
 
 LATENCY_FIGURES = ("mean", "p50", "p90", "p99", "p999")
 OTHER_FIGURES = ("throughput_hz", "dropped")

@@ -39,7 +39,8 @@ from ..pipeline import (
 from ..vtime import run as vrun
 from ._dist import Sampler, sampler
 from ._scenario import Batch, Periodic, Poisson, Scenario, Service, Stage
-from ._spec import SpecError, _service
+from ._spec import service_spec
+from ._spec_types import SpecError
 
 _cost: ContextVar[tuple[Sampler, float] | None] = ContextVar("videoflow_sim_work", default=None)
 
@@ -110,7 +111,7 @@ def run_scenario(
 
 def _sampler(name: str, model: Service, rng: random.Random) -> Sampler:
     table = {k: v for k, v in model.table().items() if k != "per_item_ms"}
-    return sampler(_service(table, f"service.{name}", None), rng)
+    return sampler(service_spec(table, f"service.{name}", None), rng)
 
 
 async def _main(
