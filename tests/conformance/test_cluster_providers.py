@@ -63,7 +63,8 @@ def test_the_fault_cases_need_replicated_and_skip_elsewhere() -> None:
     assert {c.id for c in fault} >= {"RTS-801", "RTS-802", "PAY-801", "MSG-801"}
     for c in fault:
         assert c.needs == {"replicated"}
-        assert c.controls <= MEMBER | {"channel_leader", "subscription_leader"}
+        # member faults, leader lookups, and a second client to observe from (MSG-803)
+        assert c.controls <= MEMBER | {"channel_leader", "subscription_leader", "another_client"}
     memory = get_provider("memory")
     for contract in ("messaging", "payload", "runtime_store"):
         assert "replicated" not in (memory.capabilities(contract) or frozenset())
