@@ -355,8 +355,8 @@ async def _stragglers(st: SubState, n: int, budget: int, deadline: float) -> lis
     while not st.late and loop_time() < end:  # noqa: ASYNC110 - filled by the inbox callback
         await asyncio.sleep(0.001)  # asyncio-side: nats-py's loop
     if st.late:
-        # asyncio-side: nats-py's loop
-        await asyncio.sleep(LINGER if st.chan.spec.replicas <= 1 else REPLICATED_LINGER)
+        linger = LINGER if st.chan.spec.replicas <= 1 else REPLICATED_LINGER
+        await asyncio.sleep(linger)  # asyncio-side: nats-py's loop
     return take_late(st, n, budget)
 
 
