@@ -75,7 +75,7 @@ def test_a_byte_credit_receive_returns_what_fits(nats_cluster: ClusterProcess) -
                     make_envelope(spec.channel, f"p{i}", b"z" * 1000),
                     anyio.current_time() + 2,
                 )
-            out = await b.receive(sub.id, 10, 2500, anyio.current_time() + 0.5)
+            out = await b.receive(sub.id, 10, 2500, anyio.current_time() + 5)
             got.append(len(out))
             await b.drop_namespace()
             await b.aclose()
