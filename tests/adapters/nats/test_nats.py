@@ -563,6 +563,61 @@ async def test_a_terminal_answered_stale_leaves_no_dead_letter(
     await b.aclose()
 
 
+class Interrupted(Exception):
+    """An injected interruption of a receive (a plain exception: the test's own scope is not
+    cancelled)."""
+
+
+def interrupt_after_delivery(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
+    """Interrupt the next receive right after its pull got its first deliveries — as a
+    cancellation there would: they are leased to this client and kept for the next receive
+    (``st.late``), like deliveries that reach a cluster client after their pull ended."""
+    from videoflow_aio.adapters.nats import _pull
+
+    until, armed = _pull._until, [True]
+
+    async def interrupted(event: Any, deadline: float) -> None:
+        await until(event, deadline)
+        if armed[0] and event.is_set():
+            armed[0] = False
+            raise Interrupted
+
+    monkeypatch.setattr(_pull, "_until", interrupted)
+    return armed
+
+
+@pytest.mark.parametrize("removal", ["none", "purge", "delete"])
+async def test_deliveries_kept_from_an_ended_pull_are_not_handed_out_once_removed(
+    srv: ServerProcess, monkeypatch: pytest.MonkeyPatch, removal: str
+) -> None:
+    """Issue #25, MSG-054 on nats-cluster (CI, f2cd571): deliveries that reached the client
+    after their pull ended are kept and handed out by the next receive; after an
+    administrator purged the channel, that receive returned the purged messages. A kept
+    delivery whose message the stream no longer holds is withheld (and counted removed under
+    its lease); one still held is handed out as before."""
+    b = backend(srv)
+    ch, sub = await chan_sub(b, sub_kw={"ack_wait_seconds": 30.0})
+    for i in range(3):
+        assert isinstance(await b.publish(make_envelope(ch.channel, f"p{i}"), dl()), Accepted)
+    armed = interrupt_after_delivery(monkeypatch)
+    with pytest.raises(Interrupted):
+        await b.receive(sub.id, 3, 1 << 20, dl(5))
+    assert not armed[0]
+    stream = b.names.stream(ch.channel)
+    if removal == "purge":
+        await raw(b, f"STREAM.PURGE.{stream}")
+    elif removal == "delete":
+        await raw(b, f"STREAM.MSG.DELETE.{stream}", {"seq": 2})
+    got = [d.envelope.publication_id for d in await b.receive(sub.id, 3, 1 << 20, dl(0.3))]
+    want = {"none": ["p0", "p1", "p2"], "purge": [], "delete": ["p0", "p2"]}[removal]
+    assert sorted(got) == want, got
+    o = await b.observe_subscription(sub.id)
+    assert isinstance(o, Known), o
+    dropped = {"none": 0, "purge": 3, "delete": 1}[removal]
+    assert (o.value.dropped, o.value.leased) == (dropped, len(want)), o.value
+    await b.aclose()
+
+
 async def test_raw_nats_py_would_have_said_zero(srv: ServerProcess) -> None:
     """The behaviour the adapter closes: nats-py's fetch on a deleted consumer just times out."""
     b = backend(srv)

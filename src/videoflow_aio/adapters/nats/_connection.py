@@ -36,7 +36,7 @@ from ._api import ApiError
 from ._ledger import parse_ts
 from ._names import AUDIT, Names
 from ._state import Bounded, ChanState, Pull, SubState
-from ._wire import ConsumerInfo, R, Reply, StreamInfo
+from ._wire import ConsumerInfo, MsgGet, R, Reply, StreamInfo
 
 if TYPE_CHECKING:
     from .connection import NatsConnection
@@ -366,6 +366,17 @@ class Client:
             if exc.err_code in (_api.CONSUMER_NOT_FOUND, _api.STREAM_NOT_FOUND):
                 return None
             raise
+
+    async def retained(self, stream: str, seq: int) -> bool:
+        """Whether ``stream`` still holds message ``seq`` (``CallFailed`` when it cannot
+        tell)."""
+        try:
+            await self.api(f"STREAM.MSG.GET.{stream}", {"seq": seq}, MsgGet)
+        except ApiError as exc:
+            if exc.err_code == _api.NO_MESSAGE_FOUND:
+                return False
+            raise
+        return True
 
     def forget_channel(self, ch: ChannelId) -> None:
         self.chans.pop(ch, None)

@@ -220,7 +220,7 @@ async def _removals_caught_up(
         candidates = sorted(
             s for s in settled if view.first <= s <= view.last and chs.removed.get(s) is None
         )[-REMOVAL_CHECKS:]
-        still = [s for s in candidates if await _retained(c, chs.stream, s)]
+        still = [s for s in candidates if await c.retained(chs.stream, s)]
         for s in set(candidates) - set(still):
             chs.removed.put(s, True)
         if not candidates or loop_time() >= give_up:
@@ -231,16 +231,6 @@ async def _removals_caught_up(
         si = await c.stream_info(chs.stream)
         if si is None:
             return None
-
-
-async def _retained(c: Client, stream: str, seq: int) -> bool:
-    try:
-        await c.api(f"STREAM.MSG.GET.{stream}", {"seq": seq}, MsgGet)
-    except ApiError as exc:
-        if exc.err_code == _api.NO_MESSAGE_FOUND:
-            return False
-        raise
-    return True
 
 
 def stream_view(si: StreamInfo, deleted: Iterable[int] = ()) -> StreamView:

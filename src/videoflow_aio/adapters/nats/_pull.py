@@ -4,7 +4,8 @@ A pull is ``{"batch": n, "max_bytes": b, "no_wait": true, "expires": deadline}``
 answers at once with what is available (then ``404``), or waits for the first message until
 it expires (``408``). One pull per subscription is open at a time in a client, so every
 delivery belongs to the pull open when it arrives; later ones are kept (``st.late``) and
-returned by the next receive while their lease lasts. nats-py would turn the statuses into a
+returned by the next receive while their lease lasts and their message is still stored
+(an administrator may have purged it meanwhile). nats-py would turn the statuses into a
 timeout; the adapter reads them: ``409 Consumer Deleted`` or ``503`` is ``NotFound`` once
 ``CONSUMER.INFO`` confirms it, no answer at all ``BackendUnavailable`` — never ``[]``.
 
@@ -175,6 +176,28 @@ def take_late(st: SubState, n: int, budget: int) -> list[Delivery]:
     return out
 
 
+async def _withhold_removed(c: Client, st: SubState) -> None:
+    """Deliveries kept from an earlier receive (``st.late``) whose message the stream no
+    longer holds — purged or deleted since they arrived — are not handed out: their lease is
+    lost with the message (counted removed under it). One read per kept delivery, in
+    parallel; a delivery whose read fails is handed out as before (its settle is judged by
+    the server)."""
+    kept = list(st.late)
+    held = await asyncio.gather(
+        *(c.retained(st.chan.stream, d.sequence) for d in kept), return_exceptions=True
+    )
+    for got in held:
+        if isinstance(got, BaseException) and not isinstance(got, Exception):
+            raise got
+    removed = {d.sequence for d, h in zip(kept, held, strict=True) if h is False}
+    if removed:
+        still = [d for d in st.late if d.sequence not in removed]
+        st.late.clear()
+        st.late.extend(still)
+        for seq in removed:
+            _settle.gone(st, seq)
+
+
 async def confirm_consumer(c: Client, st: SubState) -> None:
     """After an empty receive: NotFound when the consumer is gone (nats-py would hide it
     behind a timeout); silence otherwise — an unreachable server is not "no messages"."""
@@ -246,6 +269,8 @@ async def _receive(
         await _settle.evidence(c, st)  # follows the consumer's deletion from now on
     if st.created_ns in st.dead:  # deleted since: pull from the consumer there is now
         await confirm_consumer(c, st)
+    if st.late:
+        await _withhold_removed(c, st)
     out = await _fresh(c, st, take_late(st, item_credit, budget))
     if out:
         return out

@@ -214,7 +214,7 @@ NOT_PENDING = (
 )
 
 
-def _gone(st: SubState, seq: int) -> None:
+def gone(st: SubState, seq: int) -> None:
     """The server held no lease where this client held a live one: the message was removed
     under it (a purge, say) — unsettled, which the drop accounting must know."""
     st.cancel_nudge(seq)
@@ -443,7 +443,7 @@ async def settle(
     if res is False:
         if unanswered:  # nothing to apply now: the earlier one did, or something else
             return await _after_unanswered(c, st, token, settlement_id, retry, now)
-        _gone(st, seq)
+        gone(st, seq)
         if stored:  # the message was not settled: its dead letter must not stay
             await _withdraw(c, st, stored, seq)
         return SettleStale(NOT_PENDING)
@@ -508,7 +508,7 @@ async def _after_unanswered(
         try:
             info = await c.consumer_info(st.stream, st.consumer)
             floor = 0 if info is None else info.ack_floor.stream_seq
-            retained = floor >= seq and await _retained(c, st, seq)
+            retained = floor >= seq and await c.retained(st.chan.stream, seq)
         except CallFailed as exc:
             return SettleUnknown(f"an earlier settle with this id went unanswered ({exc})")
         if retained:
@@ -517,17 +517,6 @@ async def _after_unanswered(
         "an earlier settle with this id went unanswered and the server shows no sign of it "
         "yet: it may have applied"
     )
-
-
-async def _retained(c: Client, st: SubState, seq: int) -> bool:
-    """Whether the slot stream still holds ``seq`` (``CallFailed`` when it cannot tell)."""
-    try:
-        await c.api(f"STREAM.MSG.GET.{st.chan.stream}", {"seq": seq}, MsgGet)
-    except ApiError as exc:
-        if exc.err_code == _api.NO_MESSAGE_FOUND:
-            return False
-        raise
-    return True
 
 
 async def resettle(c: Client, st: SubState, d: Delivery) -> None:
@@ -561,7 +550,7 @@ async def renew(c: Client, token: DeliveryToken) -> LeaseObservation:
     wait = int(st.spec.ack_wait_seconds * NS)
     res = await _send(c, st, token, b"-NAK " + _api.encode({"delay": wait}), nak=True)
     if res is False:
-        _gone(st, token.sequence)
+        gone(st, token.sequence)
         return LeaseObservation(False, None, token.attempt, NOT_PENDING)
     if res is not True:
         assert not isinstance(res, bool)
