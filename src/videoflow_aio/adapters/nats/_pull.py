@@ -158,14 +158,19 @@ async def _until(event: asyncio.Event, deadline: float) -> None:
             await event.wait()
 
 
+def _live(st: SubState, d: Delivery, now: float) -> bool:
+    """Whether the lease of kept delivery ``d`` still holds (not expired, not superseded)."""
+    cur = st.leases.get(d.sequence)
+    return d.lease_deadline > now and cur is not None and cur[0] == d.attempt
+
+
 def take_late(st: SubState, n: int, budget: int) -> list[Delivery]:
     out: list[Delivery] = []
     now = loop_time()
     keep = []
     while st.late:
         d = st.late.popleft()
-        cur = st.leases.get(d.sequence)
-        if d.lease_deadline <= now or cur is None or cur[0] != d.attempt:
+        if not _live(st, d, now):
             continue  # expired or superseded: the server redelivers it
         if len(out) < n and len(d.envelope.body) <= budget:
             budget -= len(d.envelope.body)
@@ -182,7 +187,8 @@ async def _withhold_removed(c: Client, st: SubState) -> None:
     lost with the message (counted removed under it). One read per kept delivery, in
     parallel; a delivery whose read fails is handed out as before (its settle is judged by
     the server)."""
-    kept = list(st.late)
+    now = loop_time()
+    kept = [d for d in st.late if _live(st, d, now)]  # take_late drops the others
     held = await asyncio.gather(
         *(c.retained(st.chan.stream, d.sequence) for d in kept), return_exceptions=True
     )
