@@ -115,7 +115,7 @@ class LazyFactory:
 
     def _placeholder(self, error: str) -> Callable[..., Provider]:
         IMPORT_ERRORS[self.name] = error
-        origin = self.origin
+        origin = None if self.origin is None else repr(self)  # a built-in's message as before
 
         def factory(**_: object) -> Provider:
             return UnimportableProvider(self.name, error, origin)
