@@ -38,10 +38,10 @@ class ProviderLoadError(ValueError):
     ``origin`` where it was declared (the built-in table, or an entry point and its package)."""
 
     def __init__(self, name: str, origin: str, problem: str) -> None:
-        super().__init__(f"provider {name!r} ({origin}) cannot be loaded: {problem}")
         self.name = name
         self.origin = origin
         self.problem = problem
+        super().__init__(f"provider {name!r} ({origin}) cannot be loaded: {problem}")
 
 
 class UnimportableProvider(Provider):
@@ -76,6 +76,11 @@ class LazyFactory:
 
     def __repr__(self) -> str:
         return f"{self.target} ({self.origin or 'built-in'})"
+
+    @property
+    def loaded(self) -> bool:
+        """Whether the target was imported (by :meth:`resolve` or a call)."""
+        return self._factory is not None
 
     def resolve(self) -> Callable[..., Provider]:
         """The target itself, imported once (or a placeholder when its import failed)."""
