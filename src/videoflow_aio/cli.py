@@ -53,6 +53,7 @@ from .conformance import (
     select_cases,
 )
 from .conformance import run as run_cases
+from .conformance.providers import BUILTIN
 from .conformance.report import (
     cases_table,
     make_console,
@@ -64,7 +65,9 @@ from .conformance.report import (
     verdict,
 )
 
-URL_FLAGS = ("nats", "redis", "etcd")  # --<name>-url URL passes url=URL to that provider
+# --<name>-url URL passes url=URL to that provider (the built-ins that say so; any provider
+# takes --option NAME.url=URL or VIDEOFLOW_<NAME>_URL)
+URL_FLAGS = tuple(b.name for b in BUILTIN if b.url_flag)
 SECURE = "-secure"  # --secure: the provider "<name>-secure" instead of "<name>"
 # option names that carry a secret: refused on the command line
 SECRET_OPTIONS = frozenset({"password", "token", "secret", "key_password", "nkey_seed", "creds"})

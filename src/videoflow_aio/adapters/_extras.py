@@ -37,9 +37,14 @@ def missing_extra(extra: str) -> str | None:
 
 def explain(extra: str, exc: ModuleNotFoundError) -> None:
     """Raise a ModuleNotFoundError naming the extra when ``exc`` is one of its modules
-    missing; return (the caller re-raises ``exc``) when it is anything else."""
+    missing; return (the caller re-raises ``exc``) when it is anything else.
+
+    An extra not listed in :data:`EXTRAS` (an adapter added since) claims every missing module
+    outside this library: its adapter package needs no line here.
+    """
     top = (exc.name or "").partition(".")[0]
-    if top in EXTRAS[extra]:
+    modules = EXTRAS.get(extra)
+    if top and (top in modules if modules is not None else top != "videoflow_aio"):
         dist = _DISTRIBUTIONS.get(top, top)
         raise ModuleNotFoundError(
             f"videoflow_aio.adapters.{extra} needs {dist}: {install_hint(extra)}", name=exc.name

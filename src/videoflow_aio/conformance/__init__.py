@@ -3,7 +3,8 @@
 Write a case with :func:`case`; run cases with :func:`run` / :func:`run_case` (or
 :func:`execute` for the traceback, the error and the injected faults of one run), from the CLI
 (``videoflow-aio conformance``) or from pytest (:func:`conformance_suite`); plug in a backend
-with a :class:`Provider` and :func:`register_provider`. Results render with
+with a :class:`Provider`, declared as a ``videoflow_aio.providers`` entry point (or registered
+with :func:`register_provider`). Results render with
 :mod:`videoflow_aio.conformance.report`. See ``docs/conformance.md``.
 """
 
@@ -34,6 +35,7 @@ from ._provider import (
     provider_names,
     register_provider,
 )
+from ._registry import ProviderLoadError
 from ._runner import (
     BACKENDS,
     REQUIRE_SERVERS_ENV,
@@ -76,6 +78,7 @@ __all__ = [
     "PayloadControls",
     "PayloadHarness",
     "Provider",
+    "ProviderLoadError",
     "Report",
     "RuntimeStoreControls",
     "RuntimeStoreHarness",

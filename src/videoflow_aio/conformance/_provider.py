@@ -121,11 +121,13 @@ def register_provider(name: str, factory: ProviderFactory, *, replace: bool = Fa
     """Make ``get_provider(name, **options)`` call ``factory(**options)``.
 
     The factory is usually the provider class; keyword options (e.g. ``url=``) are its
-    constructor arguments. A name that is already registered (a built-in such as ``nats``,
-    or another project's provider) is refused with a ``ValueError`` and nothing changes,
-    unless ``replace=True``; registering the same factory under the same name again is a
-    no-op. The built-in providers are registered before any other, so the answer does not
-    depend on import order.
+    constructor arguments. A name that is already registered (a built-in such as ``nats``, an
+    entry point's, or another project's provider) is refused with a ``ValueError`` and nothing
+    changes, unless ``replace=True``; registering the same factory under the same name again
+    is a no-op. The built-in providers and the ``videoflow_aio.providers`` entry points are
+    registered before any other, so the answer does not depend on import order. (A package
+    that other projects install declares an entry point instead of calling this: see
+    ``docs/conformance.md``, "Adding a provider".)
     """
     _load_builtin()
     old = PROVIDERS.get(name)
@@ -138,14 +140,19 @@ def register_provider(name: str, factory: ProviderFactory, *, replace: bool = Fa
 
 
 def _describe(factory: ProviderFactory) -> str:
+    if not hasattr(factory, "__qualname__"):  # a lazily loaded one says where it comes from
+        return repr(factory)
     module = getattr(factory, "__module__", "?")
-    return f"{module}.{getattr(factory, '__qualname__', repr(factory))}"
+    return f"{module}.{factory.__qualname__}"
 
 
 def get_provider(name: str, **options: Any) -> Provider:
     """A new provider ``name`` built with ``options`` (``url=...`` for an existing server, …).
 
-    Raises ValueError for an unknown name or an option the provider does not take.
+    Raises ValueError for an unknown name or an option the provider does not take, and
+    :class:`~videoflow_aio.conformance.ProviderLoadError` (a ValueError) for a provider whose
+    module or entry point is broken (one whose optional dependency is missing loads as an
+    unavailable placeholder instead).
     """
     _load_builtin()
     try:
@@ -153,6 +160,9 @@ def get_provider(name: str, **options: Any) -> Provider:
     except KeyError:
         known = ", ".join(sorted(PROVIDERS))
         raise ValueError(f"unknown provider {name!r}; known: {known}") from None
+    resolve = getattr(factory, "resolve", None)
+    if resolve is not None:  # a lazily loaded provider: import it now, outside the TypeError net
+        resolve()
     try:
         provider = factory(**options)
     except TypeError as exc:
@@ -181,8 +191,21 @@ def provider_names() -> list[str]:
     return sorted(PROVIDERS)
 
 
+_LOADED: list[bool] = []
+
+
 def _load_builtin() -> None:
-    from . import providers  # noqa: F401
+    """Register the built-in table, then the entry points (once; nothing is imported)."""
+    if _LOADED:
+        return
+    from ._registry import LazyFactory, entry_point_factories, unique
+    from .providers import BUILTIN
+
+    for b in BUILTIN:
+        PROVIDERS.setdefault(b.name, LazyFactory(b.name, f"{__package__}.providers.{b.target}"))
+    for factory in unique(entry_point_factories(), PROVIDERS):
+        PROVIDERS[factory.name] = factory
+    _LOADED.append(True)
 
 
 __all__ = [

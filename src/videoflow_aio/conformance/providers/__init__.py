@@ -1,57 +1,46 @@
-"""Built-in providers: each module here registers itself with ``register_provider``.
+"""Built-in providers: one table, :data:`BUILTIN`, names each provider and where it lives.
 
-A provider module whose optional dependency is missing (``ImportError``, e.g. nats-py not
-installed) does not break the others: a placeholder provider of the module's name takes its
+Nothing here is imported until a provider is used: ``provider_names()`` reads the table (and
+the ``videoflow_aio.providers`` entry points of other packages), ``get_provider(name)`` imports
+that provider's module. A module whose optional dependency is missing (``ImportError``, e.g.
+nats-py not installed) does not break the others: an :class:`UnimportableProvider` takes its
 place, and ``unavailable()`` gives the import error, so its cases are skipped with that reason
-(or fail where servers are required). Any other error while importing is raised.
+(or fail where servers are required). Any other error while importing is a
+:class:`~videoflow_aio.conformance.ProviderLoadError`.
+
+Adding a built-in provider: its module here and one line in :data:`BUILTIN`. A provider in
+another package declares an entry point instead (``docs/conformance.md``, "Adding a provider").
 """
 
 from __future__ import annotations
 
-import importlib
-import pkgutil
-from contextlib import AbstractAsyncContextManager
+from typing import NamedTuple
 
-from .._case import CONTRACTS, Case
-from .._harness import Harness
-from .._provider import PROVIDERS, Provider, register_provider
-
-IMPORT_ERRORS: dict[str, str] = {}
-"""provider module name -> the import error that put a placeholder in its place."""
+from .._registry import IMPORT_ERRORS, UnimportableProvider
 
 
-class UnimportableProvider(Provider):
-    """Stands in for a provider module that could not be imported."""
+class Builtin(NamedTuple):
+    """One built-in provider: its ``name`` (``-p NAME``), its ``target`` (``"module:attribute"``
+    in this package) and whether the CLI has a ``--NAME-url`` flag for it (``url_flag``)."""
 
-    def __init__(self, name: str, error: str) -> None:
-        self.name = name
-        self.error = error
-
-    def contracts(self) -> frozenset[str]:
-        return frozenset(CONTRACTS)
-
-    def unavailable(self) -> str | None:
-        return f"provider module {self.name!r} cannot be imported: {self.error}"
-
-    def harness(self, case: Case) -> AbstractAsyncContextManager[Harness]:
-        raise RuntimeError(self.unavailable())
+    name: str
+    target: str
+    url_flag: bool = False
 
 
-def _placeholder(name: str, error: str) -> None:
-    def factory(**_: object) -> Provider:
-        return UnimportableProvider(name, error)
+BUILTIN: tuple[Builtin, ...] = (
+    Builtin("memory", "memory:MemoryProvider"),
+    Builtin("file", "file:FileProvider"),
+    Builtin("nats", "nats:NatsProvider", url_flag=True),
+    Builtin("nats-cluster", "nats_cluster:NatsClusterProvider"),
+    Builtin("nats-secure", "nats_secure:SecureNatsProvider"),
+    Builtin("redis", "redis:RedisProvider", url_flag=True),
+    Builtin("redis-replicated", "redis_replicated:RedisReplicatedProvider"),
+    Builtin("redis-secure", "redis_secure:SecureRedisProvider"),
+    Builtin("etcd", "etcd:EtcdProvider", url_flag=True),
+    Builtin("etcd-cluster", "etcd_cluster:EtcdClusterProvider"),
+    Builtin("etcd-secure", "etcd_secure:SecureEtcdProvider"),
+)
+"""The built-in providers; a target's module is relative to this package."""
 
-    register_provider(name, factory)
-
-
-for _info in pkgutil.iter_modules(__path__):
-    if _info.name.startswith("_"):
-        continue
-    try:
-        importlib.import_module(f"{__name__}.{_info.name}")
-    except ImportError as _exc:
-        IMPORT_ERRORS[_info.name] = f"{type(_exc).__name__}: {_exc}"
-        if _info.name not in PROVIDERS:
-            _placeholder(_info.name, IMPORT_ERRORS[_info.name])
-
-__all__ = ["IMPORT_ERRORS", "UnimportableProvider"]
+__all__ = ["BUILTIN", "IMPORT_ERRORS", "Builtin", "UnimportableProvider"]

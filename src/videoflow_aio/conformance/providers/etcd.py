@@ -19,7 +19,6 @@ from ...testing.servers import EtcdServer
 from .._capabilities import CapabilityStruct
 from .._case import Case
 from .._harness import Skip
-from .._provider import register_provider
 from .._server_provider import MAIN, ServerProvider, Startable
 
 if TYPE_CHECKING:
@@ -66,7 +65,5 @@ class EtcdProvider(ServerProvider):
 
         return EtcdConnection(self.url(), **self.connection_options())
 
-
-register_provider("etcd", EtcdProvider)
 
 __all__ = ["EtcdProvider"]

@@ -16,7 +16,6 @@ from typing import Any
 from ...testing.clusters import EtcdCluster
 from .._case import Case
 from .._harness import Skip
-from .._provider import register_provider
 from .._server_provider import MAIN, Startable
 from ._cluster import ClusterControls, ClusterProvider
 from .etcd import EtcdProvider
@@ -50,7 +49,5 @@ class EtcdClusterProvider(ClusterProvider, EtcdProvider):
         connection = EtcdConnection(self.url(), timeout=STORE_TIMEOUT)
         return EtcdRuntimeStore(connection, namespace=namespace)
 
-
-register_provider("etcd-cluster", EtcdClusterProvider)
 
 __all__ = ["EtcdClusterProvider"]

@@ -18,7 +18,6 @@ import anyio
 
 from ...testing.servers import EtcdServer, Server
 from .._case import Case
-from .._provider import register_provider
 from .._server_provider import MAIN
 from ._secure import ROOT, Secured, env_url, trustme_missing
 from .etcd import EtcdProvider
@@ -82,7 +81,5 @@ class SecureEtcdProvider(EtcdProvider):
             "password": options["password"],
         }
 
-
-register_provider("etcd-secure", SecureEtcdProvider)
 
 __all__ = ["SecureEtcdProvider"]

@@ -21,7 +21,7 @@ from ...memory.runtime_store import FileRuntimeStore
 from ...vtime import current_clock
 from .._case import Case
 from .._harness import Harness, Skip
-from .._provider import Provider, register_provider
+from .._provider import Provider
 
 
 class FileProvider(Provider):
@@ -67,7 +67,5 @@ class FileProvider(Provider):
             with anyio.CancelScope(shield=True):
                 await anyio.to_thread.run_sync(partial(shutil.rmtree, directory, True))
 
-
-register_provider("file", FileProvider)
 
 __all__ = ["FileProvider"]

@@ -17,7 +17,7 @@ from ...vtime import current_clock
 from .._capabilities import CAPABILITIES
 from .._case import Case
 from .._harness import Harness, Skip
-from .._provider import Provider, register_provider
+from .._provider import Provider
 
 MEMORY_MODELS: dict[str, tuple[str, str]] = {
     "runtime_store": ("videoflow_aio.memory.runtime_store", "MemoryRuntimeStore"),
@@ -73,7 +73,5 @@ class MemoryProvider(Provider):
             strict_controls=True,
         )
 
-
-register_provider("memory", MemoryProvider)
 
 __all__ = ["MEMORY_MODELS", "MemoryProvider"]

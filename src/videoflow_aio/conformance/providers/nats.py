@@ -52,7 +52,6 @@ from .._capabilities import CapabilityStruct
 from .._case import Case
 from .._controls import offered_controls
 from .._harness import Harness, Skip
-from .._provider import register_provider
 from .._server_provider import MAIN, ServerProvider, Startable
 
 SERVER_PROCESS_CONTROLS = frozenset({"pause_acceptance", "resume_acceptance", "restart_server"})
@@ -329,7 +328,5 @@ class NatsProvider(ServerProvider):
         self._peers.append(peer)
         return peer
 
-
-register_provider("nats", NatsProvider)
 
 __all__ = ["NatsControls", "NatsProvider", "restarted"]

@@ -34,7 +34,6 @@ from ...testing.clusters import NatsCluster
 from ...testing.replicated import replicated_class
 from .._case import Case
 from .._controls import offered_controls
-from .._provider import register_provider
 from .._server_provider import MAIN, Startable
 from ._cluster import FORM_TIMEOUT, MEMBER_CONTROLS, ClusterControls, ClusterProvider, heal
 from .nats import SERVER_PROCESS_CONTROLS, NatsControls, NatsProvider
@@ -185,7 +184,5 @@ class NatsClusterProvider(ClusterProvider, NatsProvider):
     def jetstream_class(self) -> Any:
         return replicated_class(REPLICAS)
 
-
-register_provider("nats-cluster", NatsClusterProvider)
 
 __all__ = ["NatsClusterControls", "NatsClusterProvider"]

@@ -19,7 +19,6 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from ...testing.servers import NatsServer, Server
-from .._provider import register_provider
 from .._server_provider import MAIN
 from ._secure import ROOT, Secured, env_url, trustme_missing
 from .nats import NatsProvider
@@ -81,7 +80,5 @@ class SecureNatsProvider(NatsProvider):
         root = f"{ROOT}."
         return namespace if namespace.startswith(root) else f"{root}{namespace}"
 
-
-register_provider("nats-secure", SecureNatsProvider)
 
 __all__ = ["SecureNatsProvider"]

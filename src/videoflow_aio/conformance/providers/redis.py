@@ -27,7 +27,6 @@ from .._capabilities import CapabilityStruct
 from .._case import Case
 from .._controls import offered_controls
 from .._harness import Skip
-from .._provider import register_provider
 from .._server_provider import MAIN, ServerProvider, Startable
 
 EVICTABLE = "evictable"
@@ -125,7 +124,5 @@ class RedisProvider(ServerProvider):
             ) from exc
         return store
 
-
-register_provider("redis", RedisProvider)
 
 __all__ = ["RedisProvider"]

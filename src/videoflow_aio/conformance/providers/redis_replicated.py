@@ -19,7 +19,6 @@ from typing import TYPE_CHECKING, Any
 from ...testing.clusters import RedisReplicaSet
 from ...testing.servers import RedisServer
 from .._controls import offered_controls
-from .._provider import register_provider
 from .._server_provider import MAIN, Startable
 from ._cluster import ClusterControls, ClusterProvider
 from .redis import EVICTABLE, RedisProvider
@@ -83,7 +82,5 @@ class RedisReplicatedProvider(ClusterProvider, RedisProvider):
             "wait_timeout": WAIT_TIMEOUT,
         }
 
-
-register_provider("redis-replicated", RedisReplicatedProvider)
 
 __all__ = ["RedisReplicatedProvider"]

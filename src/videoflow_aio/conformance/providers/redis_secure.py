@@ -16,7 +16,6 @@ from typing import TYPE_CHECKING, Any
 
 from ...testing.servers import RedisServer, Server
 from .._case import Case
-from .._provider import register_provider
 from .._server_provider import MAIN
 from ._secure import ROOT, Secured, env_url, trustme_missing
 from .redis import EVICTABLE, RedisProvider
@@ -123,7 +122,5 @@ class SecureRedisProvider(RedisProvider):
             if admin is not None:
                 await admin.aclose()
 
-
-register_provider("redis-secure", SecureRedisProvider)
 
 __all__ = ["SecureRedisProvider"]
