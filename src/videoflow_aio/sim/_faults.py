@@ -316,13 +316,14 @@ def failure_report(f: FailureSpec, tally: FailureTally, duration: float) -> Fail
     """The process as specified and what it did; ``availability`` is the fraction of
     ``duration`` × processes not down."""
     down = list(tally.down_seconds)
+    up, repair = f.mtbf_seconds, f.mttr_seconds
     return FailureReport(
         kind=f.kind,
         stage=f.stage,
-        mtbf_seconds=f.mtbf_seconds,
-        mttr_seconds=f.mttr_seconds,
+        mtbf_seconds=up,
+        mttr_seconds=repair,
         dist=f.dist,
-        expected_availability=f.mtbf_seconds / (f.mtbf_seconds + f.mttr_seconds),
+        expected_availability=up / (up + repair),
         events=list(tally.events),
         down_seconds=down,
         failed_at_seconds=[list(t) for t in tally.failed_at_seconds],

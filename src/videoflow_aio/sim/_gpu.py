@@ -3,7 +3,7 @@ and one claim per stage that asks for ``gpu``."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 import anyio
 
@@ -44,8 +44,7 @@ def node_fixture(spec: NodeSpec) -> NodeFixture:
     )
 
 
-@dataclass(frozen=True, slots=True)
-class Reservation:
+class Reservation(NamedTuple):
     """What a GPU stage was granted: the profile, the claim and its generation, the nodes
     it was placed on and the devices bound per workload."""
 
@@ -57,14 +56,7 @@ class Reservation:
 
     def grant(self, released: ClaimPhase) -> GpuGrant:
         """The result's entry, once the claim was released (the phase it ended in)."""
-        return GpuGrant(
-            profile=self.profile,
-            claim=self.claim,
-            generation=self.generation,
-            nodes=self.nodes,
-            devices=self.devices,
-            released=released,
-        )
+        return GpuGrant(**self._asdict(), released=released)
 
 
 async def reserve_gpus(alloc: MemoryAllocationBackend, stage: StageSpec, index: int) -> Reservation:

@@ -1,6 +1,6 @@
 """The simulator's result: what the recorders, the workers' counters, the probe and the
-messaging model's own ledger say once the run is over, as a :class:`SimResult` built once
-(its ``to_builtins`` is the JSON-ready dict documented in ``docs/simulate.md``)."""
+messaging model's own ledger say once the run is over, as a ``SimResult`` built once (its
+``to_builtins`` is the JSON-ready dict documented in ``docs/simulate.md``)."""
 
 from __future__ import annotations
 
@@ -11,28 +11,12 @@ from typing import NamedTuple
 from ..contracts import Known
 from ..memory.messaging import MemoryMessagingBackend
 from ..pipeline import DEFAULT_PRECISION_BITS, LatencyHistogram, Pipeline, Publisher, StageWorker
+from . import _result_types as rt
 from ._dist import mean_seconds
 from ._e2e import FrameLedger
 from ._join import JoinBackend
 from ._probe import Probe
 from ._record import Series, StageRecorder
-from ._result_types import (
-    BatchServiceEcho,
-    EndToEndResult,
-    EndToEndSeries,
-    FailureReport,
-    FaultReport,
-    GpuGrant,
-    JoinCounts,
-    LatencySeries,
-    LatencySummary,
-    RunInfo,
-    SeriesResult,
-    SimResult,
-    SourceResult,
-    StageResult,
-    StageSeries,
-)
 from ._slo import slo_fractions
 from ._spec_types import SimSpec
 
@@ -60,13 +44,13 @@ def _quantiles_ms(h: LatencyHistogram) -> list[float] | None:
     return [v * 1000.0 for v in h.percentiles(QUANTILES)]
 
 
-def _latency(h: LatencyHistogram) -> LatencySummary:
-    return LatencySummary(**h.summary(1000.0))
+def _latency(h: LatencyHistogram) -> rt.LatencySummary:
+    return rt.LatencySummary(**h.summary(1000.0))
 
 
-def _series(s: Series) -> LatencySeries:
+def _series(s: Series) -> rt.LatencySeries:
     count, mean, p99, top = s.columns()
-    return LatencySeries(count=count, mean=mean, p99=p99, max=top)
+    return rt.LatencySeries(count=count, mean=mean, p99=p99, max=top)
 
 
 class RunTimes(NamedTuple):
@@ -92,18 +76,18 @@ async def build_result(
     source_counts: dict[str, dict[str, int]],
     probe: Probe,
     joins: Mapping[str, JoinBackend],
-    gpu: Mapping[str, GpuGrant],
-    faults: list[FaultReport],
-    failures: list[FailureReport],
+    gpu: Mapping[str, rt.GpuGrant],
+    faults: list[rt.FaultReport],
+    failures: list[rt.FailureReport],
     bins: tuple[float, int],
     times: RunTimes,
-) -> tuple[SimResult, int]:
+) -> tuple[rt.SimResult, int]:
     """The result (``bins``: ``(bin_seconds, nbins)``), and the messages the model lost
     (dropped or unresolved, summed over the stages' subscriptions). ``run.wall_seconds``
     is read last, as the result is made."""
     run = spec.run
     window = run.duration_seconds - run.warmup_seconds
-    stages: dict[str, StageResult] = {}
+    stages: dict[str, rt.StageResult] = {}
     events = 0
     busy_total = replica_seconds = 0.0
     redeliveries = losses = 0
@@ -120,7 +104,7 @@ async def build_result(
         redeliveries += ledger["redelivered"]
         losses += ledger["dropped"] + ledger["unresolved"]
         join = joins.get(st.name)
-        stages[st.name] = StageResult(
+        stages[st.name] = rt.StageResult(
             latency_ms=_latency(rec.stage),
             waiting_ms=_latency(rec.waiting),
             slo=slo_fractions(rec.stage, run.slo_ms),
@@ -141,14 +125,14 @@ async def build_result(
             batch=st.batch,
             batch_service=None
             if st.batch_service is None
-            else BatchServiceEcho(
+            else rt.BatchServiceEcho(
                 max_items=st.batch_service.max_items,
                 max_wait_ms=st.batch_service.max_wait_ms,
                 per_item_ms=st.service.per_item_ms,
             ),
             join=None
             if join is None
-            else JoinCounts(
+            else rt.JoinCounts(
                 timed_out=join.timed_out,
                 incomplete=join.incomplete,
                 timeout_ms=st.join_timeout_ms,
@@ -157,8 +141,7 @@ async def build_result(
             gpu=gpu.get(st.name),
         )
     e2e = frames.histogram
-    bin_seconds, nbins = bins
-    end_to_end = EndToEndResult(
+    end_to_end = rt.EndToEndResult(
         latency_ms=_latency(e2e),
         slo=slo_fractions(e2e, run.slo_ms),
         throughput_hz=e2e.count / window,
@@ -172,33 +155,7 @@ async def build_result(
         completed=frames.completed,
         measured=e2e.count,
     )
-    sources = {
-        src.name: SourceResult(
-            frames=source_counts[src.name]["frames"],
-            rejected=source_counts[src.name]["rejected"],
-            ambiguous_publishes_retried=publishers[src.name].counters.retried,
-            rate_hz=(src.mean_rate_hz or src.rate_hz) * src.streams,
-            arrival=src.arrival,
-            bytes=src.bytes,
-        )
-        for src in spec.sources
-    }
-    series = SeriesResult(
-        bin_seconds=bin_seconds,
-        t_seconds=[b * bin_seconds for b in range(nbins)],
-        quantiles=list(QUANTILES),
-        end_to_end=EndToEndSeries(latency=_series(frames.series), quantiles_ms=_quantiles_ms(e2e)),
-        stages={
-            name: StageSeries(
-                latency=_series(rec.series),
-                quantiles_ms=_quantiles_ms(rec.stage),
-                queued=probe.queued[name],
-                leased=probe.leased[name],
-            )
-            for name, rec in recorders.items()
-        },
-    )
-    info = RunInfo(
+    info = rt.RunInfo(
         seed=run.seed,
         backend=run.backend,
         duration_seconds=run.duration_seconds,
@@ -211,16 +168,58 @@ async def build_result(
         gpu_ready_seconds=times.gpu_ready_seconds,
         histogram_relative_error=2.0 ** -(DEFAULT_PRECISION_BITS + 1),
     )
-    result = SimResult(
+    result = rt.SimResult(
         run=info,
         stages=stages,
         end_to_end=end_to_end,
-        sources=sources,
+        sources=_sources(spec, source_counts, publishers),
         faults=faults,
         failures=failures or None,  # only with failure processes: the shape is otherwise the same
-        series=series,
+        series=_series_result(bins, frames, recorders, probe),
     )
     return result, losses
+
+
+def _sources(
+    spec: SimSpec, counts: dict[str, dict[str, int]], publishers: dict[str, Publisher]
+) -> dict[str, rt.SourceResult]:
+    return {
+        src.name: rt.SourceResult(
+            frames=counts[src.name]["frames"],
+            rejected=counts[src.name]["rejected"],
+            ambiguous_publishes_retried=publishers[src.name].counters.retried,
+            rate_hz=(src.mean_rate_hz or src.rate_hz) * src.streams,
+            arrival=src.arrival,
+            bytes=src.bytes,
+        )
+        for src in spec.sources
+    }
+
+
+def _series_result(
+    bins: tuple[float, int],
+    frames: FrameLedger,
+    recorders: dict[str, StageRecorder],
+    probe: Probe,
+) -> rt.SeriesResult:
+    bin_seconds, nbins = bins
+    return rt.SeriesResult(
+        bin_seconds=bin_seconds,
+        t_seconds=[b * bin_seconds for b in range(nbins)],
+        quantiles=list(QUANTILES),
+        end_to_end=rt.EndToEndSeries(
+            latency=_series(frames.series), quantiles_ms=_quantiles_ms(frames.histogram)
+        ),
+        stages={
+            name: rt.StageSeries(
+                latency=_series(rec.series),
+                quantiles_ms=_quantiles_ms(rec.stage),
+                queued=probe.queued[name],
+                leased=probe.leased[name],
+            )
+            for name, rec in recorders.items()
+        },
+    )
 
 
 __all__ = ["QUANTILES", "RunTimes", "build_result"]
