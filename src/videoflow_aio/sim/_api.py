@@ -1,4 +1,5 @@
-"""``simulate``: one run (today's dict), or the capacity features with typed results."""
+"""``simulate``: one run (its JSON-ready dict), or the capacity features with typed results;
+``simulate_run``: one run as a typed :class:`SimResult`."""
 
 from __future__ import annotations
 
@@ -10,7 +11,8 @@ from ._capacity import sweep as run_sweep
 from ._executor import Executor, make_executor
 from ._overrides import apply_overrides
 from ._probe import ProgressCallback
-from ._run import simulate as simulate_once
+from ._result_types import SimResult
+from ._run import run_result
 from ._scenario import Scenario
 from ._slo import Slo, parse_slo, with_slo_targets
 from ._spec_types import SimSpec
@@ -83,20 +85,14 @@ def simulate(
     process per CPU), a number of local processes, or None (this process). The results do
     not depend on the executor.
     """
-    if not isinstance(spec, SimSpec | Scenario):
-        raise TypeError(f"spec must be a SimSpec (load_spec) or a Scenario, not {spec!r:.80}")
-    if progress is not None and not callable(progress):
-        raise TypeError(f"progress must be a callable or None, not {progress!r:.80}")
-    if isinstance(spec, Scenario):
-        spec = spec.to_spec()
-    spec = apply_overrides(spec, overrides)
+    spec = _prepared(spec, progress, overrides)
     if isinstance(slo, str | Slo):
         slo = [slo]
     slos = [s if isinstance(s, Slo) else parse_slo(s, [st.name for st in spec.stages]) for s in slo]
     spec = with_slo_targets(spec, slos)
     capacity = replications is not None or precision is not None or slo or sweep is not None
     if not capacity:
-        return simulate_once(spec, progress=progress)
+        return run_result(spec, progress=progress).to_dict()
     question = bool(slos) or sweep is not None
     if precision is None and replications is None and question:
         precision = 0.05  # as the command: a question asked without saying how sure
@@ -130,6 +126,34 @@ def simulate(
     return result
 
 
+def simulate_run(
+    spec: SimSpec | Scenario,
+    *,
+    progress: ProgressCallback | None = None,
+    overrides: Sequence[tuple[str, Any]] = (),
+) -> SimResult:
+    """One run of ``spec``, as :func:`simulate` without capacity arguments, typed:
+    ``simulate(spec) == simulate_run(spec).to_dict()`` (``run.wall_seconds`` aside).
+    ``result_schema()`` is the JSON Schema of its JSON."""
+    return run_result(_prepared(spec, progress, overrides), progress=progress)
+
+
+def _prepared(
+    spec: SimSpec | Scenario,
+    progress: ProgressCallback | None,
+    overrides: Sequence[tuple[str, Any]],
+) -> SimSpec:
+    """The spec to run: a Scenario's, with ``overrides`` applied; TypeError for a bad
+    ``spec`` or ``progress``."""
+    if not isinstance(spec, SimSpec | Scenario):
+        raise TypeError(f"spec must be a SimSpec (load_spec) or a Scenario, not {spec!r:.80}")
+    if progress is not None and not callable(progress):
+        raise TypeError(f"progress must be a callable or None, not {progress!r:.80}")
+    if isinstance(spec, Scenario):
+        spec = spec.to_spec()
+    return apply_overrides(spec, overrides)
+
+
 def _sweep_of(sweep: Sweep | Mapping[str, Any]) -> tuple[str, list[Any]]:
     """``"KEY=VALUES"``, ``(KEY, values or "A..B")`` or ``{KEY: values}``."""
     if isinstance(sweep, str):
@@ -143,4 +167,4 @@ def _sweep_of(sweep: Sweep | Mapping[str, Any]) -> tuple[str, list[Any]]:
     return key, list(values)
 
 
-__all__ = ["Sweep", "simulate"]
+__all__ = ["Sweep", "simulate", "simulate_run"]

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import random
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any
 
 import anyio
 
@@ -46,6 +45,7 @@ from ..contracts.payload import (
 from ..memory.messaging import MemoryMessagingBackend
 from ..memory.payload import MemoryPayloadStore
 from ..pipeline import StageWorker
+from ._result_types import FailureReport, FaultReport
 from ._spec_types import FailureSpec, FaultSpec
 
 
@@ -153,6 +153,53 @@ class FaultContext:
         self.now = now
 
 
+class FaultOutcome:
+    """What one fault did, noted as it runs (virtual seconds from the start of the load);
+    None for what did not happen. :func:`fault_report` makes its report once the run is
+    over."""
+
+    __slots__ = (
+        "accepted_late",
+        "applied_at_seconds",
+        "busy_replicas",
+        "died_at_seconds",
+        "ended_at_seconds",
+        "restarted_at_seconds",
+        "resumed_at_seconds",
+    )
+
+    def __init__(self) -> None:
+        self.applied_at_seconds: float | None = None
+        self.died_at_seconds: float | None = None
+        self.busy_replicas: int | None = None
+        self.restarted_at_seconds: float | None = None
+        self.accepted_late: int | None = None
+        self.resumed_at_seconds: float | None = None
+        self.ended_at_seconds: float | None = None
+
+
+def fault_report(f: FaultSpec, done: FaultOutcome) -> FaultReport:
+    """The fault as specified (the keys that apply to its kind) and what it did."""
+    return FaultReport(
+        kind=f.kind,
+        at_seconds=f.at_seconds,
+        stage=f.stage,
+        channel=f.channel,
+        replica=f.replica if f.kind == "crash_replica" else None,
+        duration_seconds=f.duration_seconds,
+        restart_after_seconds=f.restart_after_seconds,
+        count=f.count if f.kind == "fail_payload_reads" else None,
+        factor=f.factor if f.kind == "slow_stage" else None,
+        applied_at_seconds=done.applied_at_seconds,
+        died_at_seconds=done.died_at_seconds,
+        busy_replicas=done.busy_replicas,
+        restarted_at_seconds=done.restarted_at_seconds,
+        accepted_late=done.accepted_late,
+        resumed_at_seconds=done.resumed_at_seconds,
+        ended_at_seconds=done.ended_at_seconds,
+    )
+
+
 async def _sleep_until(ctx: FaultContext, offset: float) -> None:
     delay = ctx.start + offset - ctx.now()
     if delay > 0:
@@ -160,44 +207,44 @@ async def _sleep_until(ctx: FaultContext, offset: float) -> None:
 
 
 async def run_fault(
-    ctx: FaultContext, spec: FaultSpec, report: dict[str, Any], duration: float = float("inf")
+    ctx: FaultContext, spec: FaultSpec, report: FaultOutcome, duration: float = float("inf")
 ) -> None:
-    """Apply one fault at its instant; fill ``report`` with what it did (virtual seconds
+    """Apply one fault at its instant; note in ``report`` what it did (virtual seconds
     from the start of the run). A fault due at or after the load's ``duration`` is not
-    applied (the report keeps no ``applied_at_seconds``)."""
+    applied (``report.applied_at_seconds`` stays None)."""
     if spec.at_seconds >= duration:
         return
     await _sleep_until(ctx, spec.at_seconds)
-    report["applied_at_seconds"] = ctx.now() - ctx.start
+    report.applied_at_seconds = ctx.now() - ctx.start
     await _KINDS[spec.kind](ctx, spec, report)
 
 
-async def _crash_replica(ctx: FaultContext, spec: FaultSpec, report: dict[str, Any]) -> None:
+async def _crash_replica(ctx: FaultContext, spec: FaultSpec, report: FaultOutcome) -> None:
     assert spec.stage is not None
     worker = ctx.workers[spec.stage]
     worker.crash(spec.replica, mid_message=True)
     await worker.wait_dead(spec.replica)
-    report["died_at_seconds"] = ctx.now() - ctx.start
+    report.died_at_seconds = ctx.now() - ctx.start
     if spec.restart_after_seconds is not None:
         await anyio.sleep(spec.restart_after_seconds)
         worker.restart(spec.replica)
-        report["restarted_at_seconds"] = ctx.now() - ctx.start
+        report.restarted_at_seconds = ctx.now() - ctx.start
 
 
-async def _kill_stage(ctx: FaultContext, spec: FaultSpec, report: dict[str, Any]) -> None:
+async def _kill_stage(ctx: FaultContext, spec: FaultSpec, report: FaultOutcome) -> None:
     assert spec.stage is not None
     worker = ctx.workers[spec.stage]
-    report["busy_replicas"] = sum(worker.busy())
+    report.busy_replicas = sum(worker.busy())
     for i in range(len(worker.alive())):
         worker.crash(i, mid_message=False)
     if spec.restart_after_seconds is not None:
         await anyio.sleep(spec.restart_after_seconds)
         for i in range(len(worker.alive())):
             worker.restart(i)
-        report["restarted_at_seconds"] = ctx.now() - ctx.start
+        report.restarted_at_seconds = ctx.now() - ctx.start
 
 
-async def _pause_acceptance(ctx: FaultContext, spec: FaultSpec, report: dict[str, Any]) -> None:
+async def _pause_acceptance(ctx: FaultContext, spec: FaultSpec, report: FaultOutcome) -> None:
     channels: Sequence[ChannelId]
     if spec.channel is not None:
         channels = (ctx.channels[spec.channel],)
@@ -211,33 +258,33 @@ async def _pause_acceptance(ctx: FaultContext, spec: FaultSpec, report: dict[str
     late = 0
     for ch in channels:
         late += len(ctx.messaging.resume_acceptance(ch))
-    report["accepted_late"] = late
-    report["resumed_at_seconds"] = ctx.now() - ctx.start
+    report.accepted_late = late
+    report.resumed_at_seconds = ctx.now() - ctx.start
 
 
-async def _pause_payload(ctx: FaultContext, spec: FaultSpec, report: dict[str, Any]) -> None:
+async def _pause_payload(ctx: FaultContext, spec: FaultSpec, report: FaultOutcome) -> None:
     assert ctx.stallable is not None and spec.duration_seconds is not None
     ctx.stallable.stall()
     await anyio.sleep(spec.duration_seconds)
     ctx.stallable.resume()
-    report["resumed_at_seconds"] = ctx.now() - ctx.start
+    report.resumed_at_seconds = ctx.now() - ctx.start
 
 
-async def _fail_payload_reads(ctx: FaultContext, spec: FaultSpec, report: dict[str, Any]) -> None:
+async def _fail_payload_reads(ctx: FaultContext, spec: FaultSpec, report: FaultOutcome) -> None:
     assert ctx.payload_model is not None
     ctx.payload_model.fail_reads(["injected read failure"] * spec.count)
 
 
-async def _slow_stage(ctx: FaultContext, spec: FaultSpec, report: dict[str, Any]) -> None:
+async def _slow_stage(ctx: FaultContext, spec: FaultSpec, report: FaultOutcome) -> None:
     assert spec.stage is not None and spec.duration_seconds is not None
     slow = ctx.slowdowns[spec.stage]
     slow.factor = spec.factor
     await anyio.sleep(spec.duration_seconds)
     slow.factor = 1.0
-    report["ended_at_seconds"] = ctx.now() - ctx.start
+    report.ended_at_seconds = ctx.now() - ctx.start
 
 
-_KINDS: dict[str, Callable[[FaultContext, FaultSpec, dict[str, Any]], Awaitable[None]]] = {
+_KINDS: dict[str, Callable[[FaultContext, FaultSpec, FaultOutcome], Awaitable[None]]] = {
     "crash_replica": _crash_replica,
     "kill_stage": _kill_stage,
     "pause_acceptance": _pause_acceptance,
@@ -251,30 +298,44 @@ FIRST_TIMES = 100
 """How many failure instants each replica's process lists in the result."""
 
 
-def failure_report(f: FailureSpec, replicas: int) -> dict[str, Any]:
-    """A failure process as specified; the run fills ``events``, ``down_seconds`` (per
-    replica for ``crash_replica``, else one entry), ``failed_at_seconds`` (the first
-    :data:`FIRST_TIMES` of each) and ``availability``."""
-    n = replicas if f.kind == "crash_replica" else 1
-    return {
-        "kind": f.kind,
-        "stage": f.stage,
-        "mtbf_seconds": f.mtbf_seconds,
-        "mttr_seconds": f.mttr_seconds,
-        "dist": f.dist,
-        "expected_availability": f.mtbf_seconds / (f.mtbf_seconds + f.mttr_seconds),
-        "events": [0] * n,
-        "down_seconds": [0.0] * n,
-        "failed_at_seconds": [[] for _ in range(n)],
-        "availability": None,
-    }
+class FailureTally:
+    """What one failure process did, counted as it runs: per process (per replica for
+    ``crash_replica``, else one) its ``events``, ``down_seconds`` and the first
+    :data:`FIRST_TIMES` failure instants."""
+
+    __slots__ = ("down_seconds", "events", "failed_at_seconds")
+
+    def __init__(self, f: FailureSpec, replicas: int) -> None:
+        n = replicas if f.kind == "crash_replica" else 1
+        self.events = [0] * n
+        self.down_seconds = [0.0] * n
+        self.failed_at_seconds: list[list[float]] = [[] for _ in range(n)]
+
+
+def failure_report(f: FailureSpec, tally: FailureTally, duration: float) -> FailureReport:
+    """The process as specified and what it did; ``availability`` is the fraction of
+    ``duration`` × processes not down."""
+    down = list(tally.down_seconds)
+    up, repair = f.mtbf_seconds, f.mttr_seconds
+    return FailureReport(
+        kind=f.kind,
+        stage=f.stage,
+        mtbf_seconds=up,
+        mttr_seconds=repair,
+        dist=f.dist,
+        expected_availability=up / (up + repair),
+        events=list(tally.events),
+        down_seconds=down,
+        failed_at_seconds=[list(t) for t in tally.failed_at_seconds],
+        availability=1.0 - sum(down) / (duration * len(down)),
+    )
 
 
 async def run_failure(
     ctx: FaultContext,
     spec: FailureSpec,
     index: int,
-    report: dict[str, Any],
+    report: FailureTally,
     rng: random.Random,
     duration: float,
 ) -> None:
@@ -285,9 +346,9 @@ async def run_failure(
     not: its leases expire and redeliver) and restarts it after the repair."""
     draw = _draw(spec.dist, rng)
     t = 0.0  # the instant this process came (back) up, seconds from the start
-    events = report["events"]
-    down = report["down_seconds"]
-    times = report["failed_at_seconds"]
+    events = report.events
+    down = report.down_seconds
+    times = report.failed_at_seconds
     while True:
         t += draw(spec.mtbf_seconds)
         if t >= duration:
@@ -310,12 +371,6 @@ def _draw(dist: str, rng: random.Random) -> Callable[[float], float]:
         return lambda mean: mean
     expo = rng.expovariate
     return lambda mean: expo(1.0 / mean)
-
-
-def finish_failure_report(report: dict[str, Any], duration: float) -> None:
-    """The measured availability: the fraction of ``duration`` × processes not down."""
-    n = len(report["down_seconds"])
-    report["availability"] = 1.0 - sum(report["down_seconds"]) / (duration * n)
 
 
 async def _fail_replica(ctx: FaultContext, spec: FailureSpec, replica: int, repair: float) -> None:
@@ -376,11 +431,13 @@ _FAILURES: dict[str, Callable[[FaultContext, FailureSpec, int, float], Awaitable
 
 __all__ = [
     "FIRST_TIMES",
+    "FailureTally",
     "FaultContext",
+    "FaultOutcome",
     "SlowDown",
     "StallablePayloadStore",
     "failure_report",
-    "finish_failure_report",
+    "fault_report",
     "run_failure",
     "run_fault",
 ]

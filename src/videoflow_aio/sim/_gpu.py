@@ -3,14 +3,15 @@ and one claim per stage that asks for ``gpu``."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import NamedTuple
 
 import anyio
 
 from ..contracts import Known
-from ..contracts.allocation import FeasiblePlan, WorkloadRequest
+from ..contracts.allocation import ClaimPhase, FeasiblePlan, WorkloadRequest
 from ..contracts.errors import VideoflowError
 from ..memory.allocation import MemoryAllocationBackend, NodeFixture
+from ._result_types import GpuGrant
 from ._spec_types import NodeSpec, SimError, StageSpec
 
 POLL_SECONDS = 1.0
@@ -43,9 +44,22 @@ def node_fixture(spec: NodeSpec) -> NodeFixture:
     )
 
 
-async def reserve_gpus(
-    alloc: MemoryAllocationBackend, stage: StageSpec, index: int
-) -> dict[str, Any]:
+class Reservation(NamedTuple):
+    """What a GPU stage was granted: the profile, the claim and its generation, the nodes
+    it was placed on and the devices bound per workload."""
+
+    profile: str
+    claim: str
+    generation: str
+    nodes: list[str]
+    devices: dict[str, list[str]]
+
+    def grant(self, released: ClaimPhase) -> GpuGrant:
+        """The result's entry, once the claim was released (the phase it ended in)."""
+        return GpuGrant(**self._asdict(), released=released)
+
+
+async def reserve_gpus(alloc: MemoryAllocationBackend, stage: StageSpec, index: int) -> Reservation:
     """Reserve one device (``gpu = "whole"``) or MIG instance per replica of ``stage`` in
     one claim, wait until it is allocated, bind the replicas' workloads; what was granted."""
     field = f"stage[{index}].gpu"
@@ -86,13 +100,13 @@ async def reserve_gpus(
         bound = await alloc.bindings(claim.claim_id, p.workload_id)
         devices[p.workload_id] = list(bound.devices)
     alloc.mark_workload_ready(claim.claim_id)
-    return {
-        "profile": stage.gpu,
-        "claim": claim.claim_id,
-        "generation": claim.generation,
-        "nodes": sorted({p.node for p in claim.placements}),
-        "devices": devices,
-    }
+    return Reservation(
+        profile=stage.gpu,
+        claim=claim.claim_id,
+        generation=claim.generation,
+        nodes=sorted({p.node for p in claim.placements}),
+        devices=devices,
+    )
 
 
-__all__ = ["node_fixture", "reserve_gpus"]
+__all__ = ["Reservation", "node_fixture", "reserve_gpus"]

@@ -89,7 +89,10 @@ class Series:
                 return min(math.ldexp((k - (e << _SHIFT) + 0.5) / _SCALE, e), self.maxs[b])
         return self.maxs[b]  # pragma: no cover - ranks never exceed the count
 
-    def as_dict(self, scale: float = 1000.0) -> dict[str, list[float | None] | list[int]]:
+    def columns(
+        self, scale: float = 1000.0
+    ) -> tuple[list[int], list[float | None], list[float | None], list[float | None]]:
+        """Per bin: the count, and the mean, p99 and max times ``scale`` (None when empty)."""
         means: list[float | None] = []
         p99s: list[float | None] = []
         maxs: list[float | None] = []
@@ -102,7 +105,7 @@ class Series:
                 means.append(None)
                 p99s.append(None)
                 maxs.append(None)
-        return {"count": list(self.counts), "mean": means, "p99": p99s, "max": maxs}
+        return list(self.counts), means, p99s, maxs
 
 
 class WindowedLatency:

@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import msgspec
 from rich.table import Table
 
+from ._result_types import SimResult
+
 _encoder = msgspec.json.Encoder()
 
 
-def to_json(result: dict[str, Any]) -> bytes:
-    """The result as indented JSON (key order as built; the same run gives the same bytes,
+def to_json(result: Mapping[str, Any] | SimResult) -> bytes:
+    """The result (a document, or a :class:`SimResult`: the same bytes as its dict) as
+    indented JSON (key order as built; the same run gives the same bytes,
     ``run.wall_seconds`` aside)."""
     return msgspec.json.format(_encoder.encode(result), indent=2) + b"\n"
 

@@ -1,43 +1,29 @@
 """The simulator's result: what the recorders, the workers' counters, the probe and the
-messaging model's own ledger say once the run is over, as the JSON-ready dict documented in
-``docs/simulate.md``."""
+messaging model's own ledger say once the run is over, as a ``SimResult`` built once (its
+``to_builtins`` is the JSON-ready dict documented in ``docs/simulate.md``)."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping
-from typing import Any
+from typing import NamedTuple
 
 from ..contracts import Known
 from ..memory.messaging import MemoryMessagingBackend
 from ..pipeline import DEFAULT_PRECISION_BITS, LatencyHistogram, Pipeline, Publisher, StageWorker
+from . import _result_types as rt
 from ._dist import mean_seconds
 from ._e2e import FrameLedger
 from ._join import JoinBackend
 from ._probe import Probe
-from ._record import StageRecorder
+from ._record import Series, StageRecorder
 from ._slo import slo_fractions
-from ._spec_types import FaultSpec, SimSpec
+from ._spec_types import SimSpec
 
 QUANTILES = (*(round(q / 100, 2) for q in range(1, 100)), 0.995, 0.999, 0.9995, 0.9999)
 """The quantiles each distribution is published at (for plots)."""
 
 _LEDGER = ("pending", "leased", "unresolved", "dropped", "redelivered")
-
-
-def fault_report(f: FaultSpec) -> dict[str, Any]:
-    """A fault as specified (the keys that apply to its kind); the run adds what happened."""
-    out = {
-        "kind": f.kind,
-        "at_seconds": f.at_seconds,
-        "stage": f.stage,
-        "channel": f.channel,
-        "replica": f.replica if f.kind == "crash_replica" else None,
-        "duration_seconds": f.duration_seconds,
-        "restart_after_seconds": f.restart_after_seconds,
-        "count": f.count if f.kind == "fail_payload_reads" else None,
-        "factor": f.factor if f.kind == "slow_stage" else None,
-    }
-    return {k: v for k, v in out.items() if v is not None}
 
 
 async def _ledger(messaging: MemoryMessagingBackend, pipe: Pipeline, stage: str) -> dict[str, int]:
@@ -58,6 +44,26 @@ def _quantiles_ms(h: LatencyHistogram) -> list[float] | None:
     return [v * 1000.0 for v in h.percentiles(QUANTILES)]
 
 
+def _latency(h: LatencyHistogram) -> rt.LatencySummary:
+    return rt.LatencySummary(**h.summary(1000.0))
+
+
+def _series(s: Series) -> rt.LatencySeries:
+    count, mean, p99, top = s.columns()
+    return rt.LatencySeries(count=count, mean=mean, p99=p99, max=top)
+
+
+class RunTimes(NamedTuple):
+    """When the run's phases ended, and how it ran: ``virtual_seconds`` (set-up, load and
+    drain), ``gpu_ready_seconds``, ``passes``, and the ``perf_counter`` reading the wall
+    time is counted from."""
+
+    virtual_seconds: float
+    gpu_ready_seconds: float
+    passes: int
+    wall_start: float
+
+
 async def build_result(
     spec: SimSpec,
     *,
@@ -70,18 +76,18 @@ async def build_result(
     source_counts: dict[str, dict[str, int]],
     probe: Probe,
     joins: Mapping[str, JoinBackend],
-    gpu: dict[str, dict[str, Any]],
-    faults: list[dict[str, Any]],
-    failures: list[dict[str, Any]],
+    gpu: Mapping[str, rt.GpuGrant],
+    faults: list[rt.FaultReport],
+    failures: list[rt.FailureReport],
     bins: tuple[float, int],
-    times: dict[str, float],
-) -> tuple[dict[str, Any], int]:
-    """Assemble the result (``times``: ``virtual_seconds``, ``gpu_ready_seconds``;
-    ``bins``: ``(bin_seconds, nbins)``), and the messages the model lost (dropped or
-    unresolved, summed over the stages' subscriptions)."""
+    times: RunTimes,
+) -> tuple[rt.SimResult, int]:
+    """The result (``bins``: ``(bin_seconds, nbins)``), and the messages the model lost
+    (dropped or unresolved, summed over the stages' subscriptions). ``run.wall_seconds``
+    is read last, as the result is made."""
     run = spec.run
     window = run.duration_seconds - run.warmup_seconds
-    stages: dict[str, Any] = {}
+    stages: dict[str, rt.StageResult] = {}
     events = 0
     busy_total = replica_seconds = 0.0
     redeliveries = losses = 0
@@ -98,107 +104,122 @@ async def build_result(
         redeliveries += ledger["redelivered"]
         losses += ledger["dropped"] + ledger["unresolved"]
         join = joins.get(st.name)
-        stages[st.name] = {
-            "latency_ms": rec.stage.summary(1000.0),
-            "waiting_ms": rec.waiting.summary(1000.0),
-            "slo": slo_fractions(rec.stage, run.slo_ms),
-            "throughput_hz": rec.stage.count / window,
-            "redeliveries": ledger["redelivered"],
-            "dropped": ledger["dropped"],
-            "unresolved": ledger["unresolved"],
-            "unfinished": ledger["pending"] + ledger["leased"],
-            "utilization": [b / window for b in busy],
-            "completed": c.completed,
-            "retried": c.retried,
-            "dead_lettered": c.terminal,
-            "stale_settles": c.stale,
-            "crashes": c.crashes,
-            "lease_renewals": c.renewals,
-            "payload_failures": c.payload_failures,
-            "replicas": st.replicas,
-            "batch": st.batch,
-            "batch_service": None
+        stages[st.name] = rt.StageResult(
+            latency_ms=_latency(rec.stage),
+            waiting_ms=_latency(rec.waiting),
+            slo=slo_fractions(rec.stage, run.slo_ms),
+            throughput_hz=rec.stage.count / window,
+            redeliveries=ledger["redelivered"],
+            dropped=ledger["dropped"],
+            unresolved=ledger["unresolved"],
+            unfinished=ledger["pending"] + ledger["leased"],
+            utilization=[b / window for b in busy],
+            completed=c.completed,
+            retried=c.retried,
+            dead_lettered=c.terminal,
+            stale_settles=c.stale,
+            crashes=c.crashes,
+            lease_renewals=c.renewals,
+            payload_failures=c.payload_failures,
+            replicas=st.replicas,
+            batch=st.batch,
+            batch_service=None
             if st.batch_service is None
-            else {
-                "max_items": st.batch_service.max_items,
-                "max_wait_ms": st.batch_service.max_wait_ms,
-                "per_item_ms": st.service.per_item_ms,
-            },
-            "join": None
+            else rt.BatchServiceEcho(
+                max_items=st.batch_service.max_items,
+                max_wait_ms=st.batch_service.max_wait_ms,
+                per_item_ms=st.service.per_item_ms,
+            ),
+            join=None
             if join is None
-            else {
-                "timed_out": join.timed_out,
-                "incomplete": join.incomplete,
-                "timeout_ms": st.join_timeout_ms,
-            },
-            "service_mean_ms": mean_seconds(st.service) * 1000.0,
-            "gpu": gpu.get(st.name),
-        }
+            else rt.JoinCounts(
+                timed_out=join.timed_out,
+                incomplete=join.incomplete,
+                timeout_ms=st.join_timeout_ms,
+            ),
+            service_mean_ms=mean_seconds(st.service) * 1000.0,
+            gpu=gpu.get(st.name),
+        )
     e2e = frames.histogram
-    bin_seconds, nbins = bins
-    result = {
-        "run": {
-            "seed": run.seed,
-            "backend": run.backend,
-            "duration_seconds": run.duration_seconds,
-            "warmup_seconds": run.warmup_seconds,
-            "virtual_seconds": times["virtual_seconds"],
-            "wall_seconds": 0.0,
-            "passes": 1,
-            "events": events,
-            "drained": all(w.finished for w in workers.values()),
-            "gpu_ready_seconds": times["gpu_ready_seconds"],
-            "histogram_relative_error": 2.0 ** -(DEFAULT_PRECISION_BITS + 1),
-        },
-        "stages": stages,
-        "end_to_end": {
-            "latency_ms": e2e.summary(1000.0),
-            "slo": slo_fractions(e2e, run.slo_ms),
-            "throughput_hz": e2e.count / window,
-            "redeliveries": redeliveries,
-            "dropped": frames.dropped,
-            "dropped_reasons": dict(frames.reasons),
-            "unresolved": frames.unresolved,
-            "unfinished": frames.unfinished,
-            "utilization": busy_total / replica_seconds if replica_seconds else None,
-            "frames": sum(c["frames"] for c in source_counts.values()),
-            "completed": frames.completed,
-            "measured": e2e.count,
-        },
-        "sources": {
-            src.name: {
-                "frames": source_counts[src.name]["frames"],
-                "rejected": source_counts[src.name]["rejected"],
-                "ambiguous_publishes_retried": publishers[src.name].counters.retried,
-                "rate_hz": (src.mean_rate_hz or src.rate_hz) * src.streams,
-                "arrival": src.arrival,
-                "bytes": src.bytes,
-            }
-            for src in spec.sources
-        },
-        "faults": faults,
-        "series": {
-            "bin_seconds": bin_seconds,
-            "t_seconds": [b * bin_seconds for b in range(nbins)],
-            "quantiles": list(QUANTILES),
-            "end_to_end": {"latency": frames.series.as_dict(), "quantiles_ms": _quantiles_ms(e2e)},
-            "stages": {
-                name: {
-                    "latency": rec.series.as_dict(),
-                    "quantiles_ms": _quantiles_ms(rec.stage),
-                    "queued": probe.queued[name],
-                    "leased": probe.leased[name],
-                }
-                for name, rec in recorders.items()
-            },
-        },
-    }
-    if failures:  # only when the spec has failure processes: the shape is otherwise unchanged
-        result = {k: v for k, v in result.items() if k != "series"} | {
-            "failures": failures,
-            "series": result["series"],
-        }
+    end_to_end = rt.EndToEndResult(
+        latency_ms=_latency(e2e),
+        slo=slo_fractions(e2e, run.slo_ms),
+        throughput_hz=e2e.count / window,
+        redeliveries=redeliveries,
+        dropped=frames.dropped,
+        dropped_reasons=dict(frames.reasons),
+        unresolved=frames.unresolved,
+        unfinished=frames.unfinished,
+        utilization=busy_total / replica_seconds if replica_seconds else None,
+        frames=sum(c["frames"] for c in source_counts.values()),
+        completed=frames.completed,
+        measured=e2e.count,
+    )
+    info = rt.RunInfo(
+        seed=run.seed,
+        backend=run.backend,
+        duration_seconds=run.duration_seconds,
+        warmup_seconds=run.warmup_seconds,
+        virtual_seconds=times.virtual_seconds,
+        wall_seconds=time.perf_counter() - times.wall_start,  # wall-clock: reported only
+        passes=times.passes,
+        events=events,
+        drained=all(w.finished for w in workers.values()),
+        gpu_ready_seconds=times.gpu_ready_seconds,
+        histogram_relative_error=2.0 ** -(DEFAULT_PRECISION_BITS + 1),
+    )
+    result = rt.SimResult(
+        run=info,
+        stages=stages,
+        end_to_end=end_to_end,
+        sources=_sources(spec, source_counts, publishers),
+        faults=faults,
+        failures=failures or None,  # only with failure processes: the shape is otherwise the same
+        series=_series_result(bins, frames, recorders, probe),
+    )
     return result, losses
 
 
-__all__ = ["QUANTILES", "build_result", "fault_report"]
+def _sources(
+    spec: SimSpec, counts: dict[str, dict[str, int]], publishers: dict[str, Publisher]
+) -> dict[str, rt.SourceResult]:
+    return {
+        src.name: rt.SourceResult(
+            frames=counts[src.name]["frames"],
+            rejected=counts[src.name]["rejected"],
+            ambiguous_publishes_retried=publishers[src.name].counters.retried,
+            rate_hz=(src.mean_rate_hz or src.rate_hz) * src.streams,
+            arrival=src.arrival,
+            bytes=src.bytes,
+        )
+        for src in spec.sources
+    }
+
+
+def _series_result(
+    bins: tuple[float, int],
+    frames: FrameLedger,
+    recorders: dict[str, StageRecorder],
+    probe: Probe,
+) -> rt.SeriesResult:
+    bin_seconds, nbins = bins
+    return rt.SeriesResult(
+        bin_seconds=bin_seconds,
+        t_seconds=[b * bin_seconds for b in range(nbins)],
+        quantiles=list(QUANTILES),
+        end_to_end=rt.EndToEndSeries(
+            latency=_series(frames.series), quantiles_ms=_quantiles_ms(frames.histogram)
+        ),
+        stages={
+            name: rt.StageSeries(
+                latency=_series(rec.series),
+                quantiles_ms=_quantiles_ms(rec.stage),
+                queued=probe.queued[name],
+                leased=probe.leased[name],
+            )
+            for name, rec in recorders.items()
+        },
+    )
+
+
+__all__ = ["QUANTILES", "RunTimes", "build_result"]

@@ -38,20 +38,23 @@ from ._batching import StageBackend
 from ._dist import sampler
 from ._e2e import FrameLedger, LossLedger, owed_settles
 from ._faults import (
+    FailureTally,
     FaultContext,
+    FaultOutcome,
     SlowDown,
     StallablePayloadStore,
     failure_report,
-    finish_failure_report,
+    fault_report,
     run_failure,
     run_fault,
 )
-from ._gpu import node_fixture, reserve_gpus
+from ._gpu import Reservation, node_fixture, reserve_gpus
 from ._join import JoinBackend
 from ._load import batch_handler, generate, stage_handler
 from ._probe import Probe, ProgressCallback, run_probe
 from ._record import StageRecorder
-from ._result import build_result, fault_report
+from ._result import RunTimes, build_result
+from ._result_types import GpuGrant, SimResult
 from ._spec_types import SimSpec, StageSpec
 
 MAX_BINS = 600
@@ -216,10 +219,15 @@ async def _run_stage(worker: StageWorker, join: JoinBackend | None) -> None:
 
 
 async def _simulate(
-    spec: SimSpec, progress: ProgressCallback | None, clock: VirtualClock, track_losses: bool
-) -> tuple[dict[str, Any], bool]:
+    spec: SimSpec,
+    progress: ProgressCallback | None,
+    clock: VirtualClock,
+    track_losses: bool,
+    wall_start: float,
+) -> tuple[SimResult, bool]:
     """The result, and whether it is exact: False when messages were lost on a run that
-    did not tell which frames they belonged to (``track_losses``)."""
+    did not tell which frames they belonged to (``track_losses``: the second pass, so
+    ``run.passes`` is 2; ``run.wall_seconds`` counts from ``wall_start``)."""
     now, _ = loop_clock()
     setup_start = now()
     run = spec.run
@@ -273,8 +281,8 @@ async def _simulate(
         slowdowns=slowdowns,
         now=now,
     )
-    faults = [fault_report(f) for f in spec.faults]
-    failures = [failure_report(f, _replicas(spec, f.stage)) for f in spec.failures]
+    outcomes = [FaultOutcome() for _ in spec.faults]
+    tallies = [FailureTally(f, _replicas(spec, f.stage)) for f in spec.failures]
     probe = Probe([s.name for s in spec.stages], bins[1])
 
     async with anyio.create_task_group() as tg:
@@ -293,12 +301,12 @@ async def _simulate(
                 probe,
                 progress,
             )
-            for f, report in zip(spec.faults, faults, strict=True):
-                tg.start_soon(run_fault, ctx, f, report, run.duration_seconds)
-            for i, (fp, report) in enumerate(zip(spec.failures, failures, strict=True)):
-                for k in range(len(report["events"])):
+            for f, outcome in zip(spec.faults, outcomes, strict=True):
+                tg.start_soon(run_fault, ctx, f, outcome, run.duration_seconds)
+            for i, (fp, tally) in enumerate(zip(spec.failures, tallies, strict=True)):
+                for k in range(len(tally.events)):
                     rng = random.Random(f"{run.seed}/failure/{i}/{k}")
-                    tg.start_soon(run_failure, ctx, fp, k, report, rng, run.duration_seconds)
+                    tg.start_soon(run_failure, ctx, fp, k, tally, rng, run.duration_seconds)
             async with anyio.create_task_group() as sources:
                 for src in spec.sources:
                     rng = random.Random(f"{run.seed}/source/{src.name}")
@@ -318,8 +326,7 @@ async def _simulate(
         tg.cancel_scope.cancel()
     finished = now()
     ledger.close()
-    for report in failures:
-        finish_failure_report(report, run.duration_seconds)
+    grants = await _release_gpus(alloc, gpu)
 
     result, losses = await build_result(
         spec,
@@ -332,22 +339,34 @@ async def _simulate(
         source_counts=counts,
         probe=probe,
         joins=joins,
-        gpu=gpu,
-        faults=faults,
-        failures=failures,
+        gpu=grants,
+        faults=[fault_report(f, o) for f, o in zip(spec.faults, outcomes, strict=True)],
+        failures=[
+            failure_report(f, t, run.duration_seconds)
+            for f, t in zip(spec.failures, tallies, strict=True)
+        ],
         bins=bins,
-        times={"virtual_seconds": finished - setup_start, "gpu_ready_seconds": start - setup_start},
+        times=RunTimes(
+            virtual_seconds=finished - setup_start,
+            gpu_ready_seconds=start - setup_start,
+            passes=2 if track_losses else 1,
+            wall_start=wall_start,
+        ),
     )
-    if alloc is not None:
-        await _release_gpus(alloc, gpu)
     return result, track_losses or not losses
 
 
-async def _release_gpus(alloc: MemoryAllocationBackend, gpu: dict[str, dict[str, Any]]) -> None:
-    """Give back every stage's GPU claim; each stage's entry records the phase it ended in."""
+async def _release_gpus(
+    alloc: MemoryAllocationBackend | None, gpu: dict[str, Reservation]
+) -> dict[str, GpuGrant]:
+    """Give back every stage's GPU claim; each stage's grant with the phase it ended in."""
+    grants: dict[str, GpuGrant] = {}
+    if alloc is None:
+        return grants
     for name, g in gpu.items():
-        released = await alloc.release(g["claim"], f"sim-release-{name}", g["generation"])
-        g["released"] = released.phase
+        released = await alloc.release(g.claim, f"sim-release-{name}", g.generation)
+        grants[name] = g.grant(released.phase)
+    return grants
 
 
 def _replicas(spec: SimSpec, stage: str | None) -> int:
@@ -376,9 +395,9 @@ def _payload_models(
 
 async def _reserve_gpus(
     spec: SimSpec,
-) -> tuple[MemoryAllocationBackend | None, dict[str, dict[str, Any]]]:
+) -> tuple[MemoryAllocationBackend | None, dict[str, Reservation]]:
     """The allocation model of the spec's ``[[node]]``s and each GPU stage's reservations."""
-    gpu: dict[str, dict[str, Any]] = {}
+    gpu: dict[str, Reservation] = {}
     if not spec.nodes:
         return None, gpu
     alloc = MemoryAllocationBackend(
@@ -393,10 +412,15 @@ async def _reserve_gpus(
 
 
 def simulate(spec: SimSpec, *, progress: ProgressCallback | None = None) -> dict[str, Any]:
-    """Run ``spec`` on a fresh virtual clock under ``spec.run.backend``; the result as the
-    JSON-ready dict described in ``docs/simulate.md`` (``run.wall_seconds`` is the only
-    value that depends on the machine). A run in which the messaging model lost messages
-    runs twice (see ``_simulate``); ``run.passes`` says how often it ran."""
+    """:func:`run_result` as the JSON-ready dict described in ``docs/simulate.md``."""
+    return run_result(spec, progress=progress).to_dict()
+
+
+def run_result(spec: SimSpec, *, progress: ProgressCallback | None = None) -> SimResult:
+    """Run ``spec`` on a fresh virtual clock under ``spec.run.backend``; the typed result
+    (``run.wall_seconds`` is the only value that depends on the machine). A run in which
+    the messaging model lost messages runs twice (see ``_simulate``); ``run.passes`` says
+    how often it ran."""
     wall0 = time.perf_counter()  # wall-clock: reported as run.wall_seconds, nothing else
     clock = VirtualClock()
     thresholds = gc.get_threshold()
@@ -408,19 +432,18 @@ def simulate(spec: SimSpec, *, progress: ProgressCallback | None = None) -> dict
     try:
         # the first pass does not follow the frames' copies; a run that lost messages is run
         # again, identically, following them (see _e2e)
+        backend = spec.run.backend
         result, exact = vrun(
-            _simulate, spec, progress, clock, False, backend=spec.run.backend, clock=clock
+            _simulate, spec, progress, clock, False, wall0, backend=backend, clock=clock
         )
         if not exact:
             clock = VirtualClock()
             result, exact = vrun(
-                _simulate, spec, progress, clock, True, backend=spec.run.backend, clock=clock
+                _simulate, spec, progress, clock, True, wall0, backend=backend, clock=clock
             )
-            result["run"]["passes"] = 2
     finally:
         gc.set_threshold(*thresholds)
-    result["run"]["wall_seconds"] = time.perf_counter() - wall0  # wall-clock: as above
     return result
 
 
-__all__ = ["MAX_BINS", "bin_seconds_for", "pipeline_nodes", "simulate"]
+__all__ = ["MAX_BINS", "bin_seconds_for", "pipeline_nodes", "run_result", "simulate"]

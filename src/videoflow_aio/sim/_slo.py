@@ -28,6 +28,7 @@ import msgspec
 from ..pipeline import LatencyHistogram
 from . import _limits as L
 from ._ci import Interval
+from ._result_types import SloFraction
 from ._spec_types import SimSpec, SpecError
 
 LATENCY_FIGURES = ("mean", "p50", "p90", "p99", "p999")
@@ -203,10 +204,12 @@ def fraction_over(h: LatencyHistogram, target: float) -> float | None:
     return over / h.count
 
 
-def slo_fractions(h: LatencyHistogram, targets_ms: Sequence[float]) -> list[dict[str, Any]]:
-    """``[{"target_ms": t, "fraction_over": P(latency > t)}, ...]`` for a histogram in
-    seconds (``fraction_over`` None when nothing was measured)."""
-    return [{"target_ms": t, "fraction_over": fraction_over(h, t / 1000.0)} for t in targets_ms]
+def slo_fractions(h: LatencyHistogram, targets_ms: Sequence[float]) -> list[SloFraction]:
+    """P(latency > t) for each target ``t`` (ms) of a histogram in seconds
+    (``fraction_over`` None when nothing was measured)."""
+    return [
+        SloFraction(target_ms=t, fraction_over=fraction_over(h, t / 1000.0)) for t in targets_ms
+    ]
 
 
 __all__ = [
