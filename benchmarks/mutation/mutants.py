@@ -504,6 +504,31 @@ MUTANTS: tuple[Mutant, ...] = (
         "for i in range(first, len(ms) - left):",
         "MIG geometry: the last legal start position is never tried",
     ),
+    # found by cosmic-ray's generated mutants (cosmic.py), each now killed by a case or test
+    Mutant(
+        "alc-scope-label-ordering",
+        "allocation",
+        "memory/_allocation_reads.py",
+        "and all(node.labels.get(k) == v for k, v in labels.items())",
+        "and all((node.labels.get(k) or '') >= v for k, v in labels.items())",
+        "an inventory label scope matches values that sort after the wanted one (ALC-028)",
+    ),
+    Mutant(
+        "alc-restore-forgets-original",
+        "allocation",
+        "memory/_allocation_cluster.py",
+        "            if n.restore_record is None:",
+        "            if n.restore_record is not None:",
+        "release restores a default MIG config, not the node's own (ALC-029)",
+    ),
+    Mutant(
+        "alc-memory-refusal-total",
+        "allocation",
+        "gpu/layout.py",
+        'f"have {card.memory * gpu_count}"',
+        'f"have {card.memory}"',
+        "a node-wide memory refusal states one card's slices as the node's",
+    ),
     # -- vtime -------------------------------------------------------------------------------
     Mutant(
         "vt-autojump-backwards",
