@@ -158,22 +158,6 @@ MUTANTS: tuple[Mutant, ...] = (
         "overflow reject by bytes refuses what fits and takes what does not (MSG-087)",
     ),
     Mutant(
-        "msg-new-floor-zero",
-        "messaging",
-        _M + "_subscription.py",
-        "self.floor = first - 1",
-        "self.floor = 0",
-        "a new subscription's ack floor starts at 0 under a channel that starts later (MSG-088)",
-    ),
-    Mutant(
-        "msg-new-cursor-on-empty-channel",
-        "messaging",
-        _M + "_subscription.py",
-        "else ch.last_seq + 1",
-        "else 0",
-        "a new subscription on an emptied channel starts below its last sequence (MSG-089)",
-    ),
-    Mutant(
         "msg-zero-byte-credit-taken",
         "messaging",
         _M + "backend.py",
