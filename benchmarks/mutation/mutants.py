@@ -158,14 +158,6 @@ MUTANTS: tuple[Mutant, ...] = (
         "overflow reject by bytes refuses what fits and takes what does not (MSG-087)",
     ),
     Mutant(
-        "msg-zero-byte-credit-taken",
-        "messaging",
-        _M + "backend.py",
-        "if item_credit < 1 or byte_credit < 1:",
-        "if item_credit < 1 or byte_credit < 0:",
-        "receive with byte_credit 0 is not a ValidationError (MSG-090)",
-    ),
-    Mutant(
         "msg-core-observation-range",
         "messaging",
         _M + "_core.py",

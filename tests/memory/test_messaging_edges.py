@@ -66,7 +66,8 @@ def test_an_archive_horizon_under_one_second_is_accepted() -> None:
 async def test_ensuring_an_unchanged_channel_records_no_update() -> None:
     log = ObservationLog()
     b, ch, _ = await setup(log=log)
-    await b.ensure_channel(ch, "op-again")  # the same spec: nothing to change
+    same = msgspec.structs.replace(ch)  # equal, not the same object
+    await b.ensure_channel(same, "op-again")  # nothing to change
     assert log.events("channel_updated") == []
     await b.ensure_channel(msgspec.structs.replace(ch, max_msgs=ch.max_msgs + 1), "op-more")
     assert [e.ident for e in log.events("channel_updated")] == ["op-more"]
