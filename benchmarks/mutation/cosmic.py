@@ -28,7 +28,9 @@ import importlib
 import json
 import os
 import random
+import shlex
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -131,12 +133,27 @@ def _commands(area: str, tree: Path, explore_seeds: int) -> dict[str, str]:
     return cmds
 
 
-def _timed(cmd: str, tree: Path) -> float:
-    """Run the unmutated ``cmd`` once; its wall time (the basis of the time limit)."""
+def _timed(cmd: str, tree: Path, limit: float) -> float:
+    """Run the unmutated ``cmd`` once (in its own process group, stopped after ``limit``
+    seconds); its wall time, the basis of the mutants' time limit."""
     start = time.perf_counter()  # wall-clock: sets a wall-clock limit
-    proc = subprocess.run(cmd, shell=True, cwd=tree, env=_env(tree), capture_output=True, text=True)
+    proc = subprocess.Popen(
+        shlex.split(cmd),
+        cwd=tree,
+        env=_env(tree),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        out, _ = proc.communicate(timeout=limit)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)  # the baseline's own group, nothing else
+        proc.communicate()
+        raise SystemExit(f"the unmutated tree took over {limit:.0f} s for `{cmd}`") from None
     if proc.returncode != 0:
-        raise SystemExit(f"the unmutated tree fails `{cmd}`:\n{proc.stdout[-3000:]}")
+        raise SystemExit(f"the unmutated tree fails `{cmd}`:\n{out[-3000:]}")
     return time.perf_counter() - start
 
 
@@ -248,14 +265,20 @@ def _results(session: Path) -> dict[tuple[str, str, int], tuple[str, str, int]]:
 
 
 def measure(
-    area: str, rev: str, sample: int, seed: int, explore_seeds: int, verbose: bool
+    area: str,
+    rev: str,
+    sample: int,
+    seed: int,
+    explore_seeds: int,
+    verbose: bool,
+    baseline_limit: float = 900.0,
 ) -> tuple[str, list[Mutant]]:
     with tempfile.TemporaryDirectory(prefix="vf-cosmic-") as tmp:
         tree = Path(tmp)
         commit = _export(rev, tree)
         print(f"{area}: commit {commit}, seed {seed}", flush=True)
         cmds = _commands(area, tree, explore_seeds)
-        limits = {lvl: 30.0 + 4.0 * _timed(cmd, tree) for lvl, cmd in cmds.items()}
+        limits = {lvl: 30.0 + 4.0 * _timed(cmd, tree, baseline_limit) for lvl, cmd in cmds.items()}
         print(f"baseline green; time limits { ({k: round(v) for k, v in limits.items()}) }")
         first = "conformance" if "conformance" in cmds else "unit"
         cfg = _config(tree, area, first, cmds[first], limits[first])
