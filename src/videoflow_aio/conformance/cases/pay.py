@@ -784,6 +784,21 @@ async def budget_counts_replaced(h: Harness) -> None:
     await _present(h, store, ref, _frame(10, size), "the replacement after the refusal")
 
 
+@case(
+    "PAY-026",
+    "consecutive puts of different bodies each carry their own digest and read back verified",
+    contract=PAY,
+)
+async def own_digest_per_put(h: Harness) -> None:
+    store = await h.open()
+    high, low = b"\xff" * 1024, b"\x00" * 1024  # the second sorts before the first
+    first = await store.put(high, "cam1/d1", _contract(h))
+    second = await store.put(low, "cam1/d2", _contract(h))
+    h.check(first.digest != second.digest, f"different bodies, one digest: {first.digest}")
+    await _present(h, store, second, low, "the second body")
+    await _present(h, store, first, high, "the first body")
+
+
 # cases register themselves by ID (``case``) and run through the registry: none is imported by
 # name, so the module exports nothing
 __all__: list[str] = []
