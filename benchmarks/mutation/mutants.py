@@ -336,6 +336,22 @@ MUTANTS: tuple[Mutant, ...] = (
         'not 0 < ttl_seconds > float("inf")',
         "put_bare refuses every finite TTL",
     ),
+    Mutant(
+        "pay-generation-by-identity",
+        "payload",
+        _P + "_space.py",
+        "        if obj.generation != ref.generation:\n            raise ConflictError(",
+        "        if obj.generation is not ref.generation:\n            raise ConflictError(",
+        "a ref's generation compared by identity: a decoded ref is a conflict (PAY-027)",
+    ),
+    Mutant(
+        "pay-stale-release-remaining",
+        "payload",
+        _P + "_space.py",
+        'return "stale-generation", 0',
+        'return "stale-generation", 1',
+        "a stale-generation release reports an obligation remaining (PAY-028)",
+    ),
     # -- runtime store -----------------------------------------------------------------------
     Mutant(
         "rts-cas-ignores-version",

@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import Any, Final
 
 import anyio
+import msgspec
 
 from ... import faults
 from ...contracts import Known, Unknown
@@ -797,6 +798,45 @@ async def own_digest_per_put(h: Harness) -> None:
     h.check(first.digest != second.digest, f"different bodies, one digest: {first.digest}")
     await _present(h, store, second, low, "the second body")
     await _present(h, store, first, high, "the first body")
+
+
+@case(
+    "PAY-027",
+    "a ref decoded from its wire form is as good as the original: read, acquire, renew, release",
+    contract=PAY,
+)
+async def decoded_ref(h: Harness) -> None:
+    store = await h.open()
+    data = _frame(27)
+    ref = await store.put(data, "cam1/w", _contract(h, "reader/a"))
+    wire = msgspec.json.decode(msgspec.json.encode(ref), type=ImmutablePayloadRef)
+    h.equal(wire, ref, "the decoded ref")
+    await _present(h, store, wire, data, "read with the decoded ref")
+    await store.acquire_obligation(wire, "reader/b", h.deadline(60))
+    await store.renew_obligation(wire, "reader/a", h.deadline(120))
+    r = await store.release_obligation(wire, "reader/a", "rel-a")
+    h.equal((r.outcome, r.remaining), ("released", 1), "reader/a released, reader/b left")
+    r = await store.release_obligation(wire, "reader/b", "rel-b")
+    h.equal(r.outcome, "reclaimed", "the last one out reclaims")
+
+
+@case(
+    "PAY-028",
+    "a release of a stale generation reports nothing remaining, not the newer set's count",
+    contract=PAY,
+)
+async def stale_release_remaining(h: Harness) -> None:
+    store = await h.open()
+    data = _frame(28)
+    old = await store.put(data, "cam1/s", _contract(h, "reader/a"))
+    h.equal((await store.release_obligation(old, "reader/a", "x")).outcome, "reclaimed", "release")
+    await store.put(data, "cam1/s", _contract(h, "reader/a", "reader/b"))
+    r = await store.release_obligation(old, "reader/a", "late")
+    h.equal(
+        (r.outcome, r.changed, r.remaining),
+        ("stale-generation", False, 0),
+        "a late release of the old generation",
+    )
 
 
 # cases register themselves by ID (``case``) and run through the registry: none is imported by
