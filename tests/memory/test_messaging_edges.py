@@ -82,7 +82,8 @@ async def test_a_max_age_drop_is_stamped_when_the_message_aged_out() -> None:
     await anyio.sleep(30)
     await b.publish(make_envelope(ch.channel, "q"), deadline())  # p left at +13, seen at +33
     (drop,) = log.events("drop")
-    assert (drop.ident, drop.at) == ("p", pytest.approx(t0 + 13.0))
+    assert drop.ident == "p"
+    assert drop.at == pytest.approx(t0 + 13.0)
 
 
 async def test_core_only_deliveries_are_recorded_as_core() -> None:

@@ -20,6 +20,7 @@ from ...contracts.allocation import (
     ClaimObservation,
     FeasiblePlan,
     Infeasible,
+    InventoryScope,
     InventorySnapshot,
     OwnershipConflict,
     WorkloadRequest,
@@ -706,13 +707,14 @@ async def inventory_scope(h: Harness) -> None:
         for name, value in (("a1", "a"), ("b1", "b"), ("a2", "a"))
     ]
     b = await h.open(nodes=[*nodes, _whole("plain", 1)])
-    for scope, names in (
+    scopes: list[tuple[InventoryScope, list[str]]] = [
         ({"labels": {pool: "a"}}, ["a1", "a2"]),
         ({"labels": {pool: "b"}}, ["b1"]),
         ({"labels": {pool: "0"}}, []),
         ({"nodes": ["b1", "plain"]}, ["b1", "plain"]),
         ({"nodes": ["a1", "b1"], "labels": {pool: "a"}}, ["a1"]),
-    ):
+    ]
+    for scope, names in scopes:
         got = await b.inventory(scope)
         h.check(isinstance(got, Known), f"inventory({scope}) is Known: {got!r}")
         if isinstance(got, Known):
