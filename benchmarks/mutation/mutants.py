@@ -432,6 +432,15 @@ MUTANTS: tuple[Mutant, ...] = (
         "        rec = self._records.get(key)\n        if faults.barriers().armed(CAS_READ_AFTER):",
         "CAS takes a version of another key (or a made-up one) without ValidationError",
     ),
+    # found by cosmic-ray's generated mutants (cosmic.py), each now killed by a case or test
+    Mutant(
+        "rts-file-delete-barrier-seen-inverted",
+        "runtime_store",
+        "memory/runtime_store.py",
+        "                DELETE_READ_AFTER,\n                key=key,\n                expected_version=expected_version,\n                seen_version=None if seen is None else make_version(key_tag(key), seen),",
+        "                DELETE_READ_AFTER,\n                key=key,\n                expected_version=expected_version,\n                seen_version=None if seen is not None else make_version(key_tag(key), seen),",
+        "the file store's delete barrier is told the opposite of what the delete read",
+    ),
     # -- allocation (memory allocation model and gpu planning) -------------------------------
     Mutant(
         "alc-stale-version-wins",
