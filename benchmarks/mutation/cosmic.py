@@ -30,7 +30,6 @@ import os
 import random
 import shlex
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -65,10 +64,16 @@ CONTRACT = {
 MARKS = "not server and not cluster and not slow"
 
 
+def _run_py() -> Any:
+    """``run.py`` beside this file (its unit-test lists and its subprocess runner)."""
+    here = str(Path(__file__).resolve().parent)
+    if here not in sys.path:
+        sys.path.insert(0, here)
+    return importlib.import_module("run")
+
+
 def _unit_tests(area: str) -> dict[str, tuple[str, ...]]:
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
-    run = importlib.import_module("run")
-    tests: dict[str, tuple[str, ...]] = run.UNIT_TESTS
+    tests: dict[str, tuple[str, ...]] = _run_py().UNIT_TESTS
     return tests
 
 
@@ -134,25 +139,15 @@ def _commands(area: str, tree: Path, explore_seeds: int) -> dict[str, str]:
 
 
 def _timed(cmd: str, tree: Path, limit: float) -> float:
-    """Run the unmutated ``cmd`` once (in its own process group, stopped after ``limit``
-    seconds); its wall time, the basis of the mutants' time limit."""
+    """Run the unmutated ``cmd`` once (``run.py``'s runner: its own process group, stopped
+    after ``limit`` seconds); its wall time, the basis of the mutants' time limit."""
+    run = _run_py()
+    run.ROOT = tree  # the runner's working directory: the exported tree
     start = time.perf_counter()  # wall-clock: sets a wall-clock limit
-    proc = subprocess.Popen(
-        shlex.split(cmd),
-        cwd=tree,
-        env=_env(tree),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        start_new_session=True,
-    )
-    try:
-        out, _ = proc.communicate(timeout=limit)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)  # the baseline's own group, nothing else
-        proc.communicate()
-        raise SystemExit(f"the unmutated tree took over {limit:.0f} s for `{cmd}`") from None
-    if proc.returncode != 0:
+    code, out = run._run(shlex.split(cmd), tree / "src", limit)
+    if code is None:
+        raise SystemExit(f"the unmutated tree took over {limit:.0f} s for `{cmd}`")
+    if code != 0:
         raise SystemExit(f"the unmutated tree fails `{cmd}`:\n{out[-3000:]}")
     return time.perf_counter() - start
 

@@ -814,10 +814,14 @@ async def decoded_ref(h: Harness) -> None:
     await _present(h, store, wire, data, "read with the decoded ref")
     await store.acquire_obligation(wire, "reader/b", h.deadline(60))
     await store.renew_obligation(wire, "reader/a", h.deadline(120))
-    r = await store.release_obligation(wire, "reader/a", "rel-a")
-    h.equal((r.outcome, r.remaining), ("released", 1), "reader/a released, reader/b left")
-    r = await store.release_obligation(wire, "reader/b", "rel-b")
-    h.equal(r.outcome, "reclaimed", "the last one out reclaims")
+    outcomes = []
+    for oid in ("reader/a", "reader/b"):
+        outcomes.append((oid, (await store.release_obligation(wire, oid, f"rel-{oid}")).outcome))
+    h.equal(
+        outcomes,
+        [("reader/a", "released"), ("reader/b", "reclaimed")],
+        "both released with the decoded ref, the last one out reclaiming",
+    )
 
 
 @case(
