@@ -4,7 +4,8 @@
 operators generate (every comparison, boolean, arithmetic and constant swap, a removed
 decorator, a loop that never iterates, …) so that the measurement does not depend on which
 bugs someone thought of. A full run is hours, so each area runs a *random sample* of its
-mutants (seeded: the same commit and seed give the same sample), at two levels:
+mutants (seeded: the same sources and seed give the same sample; mutants inside function
+signatures' annotations are left out, since nothing evaluates those), at two levels:
 
 (a) **conformance**: ``videoflow-aio conformance -p memory -b asyncio --contract <c>`` (not
     for ``vtime``, which has no contract);
