@@ -272,3 +272,15 @@ def test_every_published_mig_id_is_here() -> None:
     assert sorted(MIG_CASES) == [f"MIG-{i:03d}" for i in range(1, 11)]
     for case_id, test in MIG_CASES.items():
         assert (test.__doc__ or "").startswith(f"{case_id}: "), case_id
+
+
+def test_node_bound_refusals_state_the_node_totals() -> None:
+    """A node-wide refusal's figures are the node's: needed, and what all its cards have
+    (found by cosmic-ray: a wrong total in the reason went unnoticed)."""
+    h100 = "NVIDIA-H100-80GB-HBM3"
+    compute = plan_node(h100, 2, ["4g.40gb", "4g.40gb", "3g.40gb", "3g.40gb", "1g.10gb"])
+    assert isinstance(compute, MigRefusal)
+    assert "15 needed" in compute.reason and compute.reason.endswith("have 14"), compute
+    memory = plan_node(h100, 2, ["3g.40gb"] * 4 + ["1g.10gb"])
+    assert isinstance(memory, MigRefusal)
+    assert "17 needed" in memory.reason and memory.reason.endswith("have 16"), memory

@@ -6,10 +6,19 @@ slack, so these are model rules, pinned here rather than in a conformance case."
 from __future__ import annotations
 
 import anyio
+import msgspec
 import pytest
 
 from _msg_helpers import deadline, setup
-from videoflow_aio.contracts.messaging import Accepted, make_envelope
+from videoflow_aio.contracts.errors import ValidationError
+from videoflow_aio.contracts.messaging import (
+    Accepted,
+    make_channel,
+    make_envelope,
+    make_subscription,
+)
+from videoflow_aio.memory.messaging import MemoryMessagingBackend
+from videoflow_aio.observe import ObservationLog
 
 pytestmark = pytest.mark.anyio
 
@@ -43,3 +52,48 @@ async def test_a_message_that_exactly_fills_max_bytes_evicts_nothing() -> None:
     assert [e.publication_id for e in b.stored(ch.channel)] == ["a", "b"]
     await b.publish(make_envelope(ch.channel, "c", body=b"z"), deadline())  # 11: a leaves
     assert [e.publication_id for e in b.stored(ch.channel)] == ["b", "c"]
+
+
+# -- found by cosmic-ray's generated mutants (benchmarks/mutation/cosmic.py) ------------------
+
+
+def test_an_archive_horizon_under_one_second_is_accepted() -> None:
+    assert MemoryMessagingBackend(archive=True, archive_horizon_seconds=0.5).config.archive
+    with pytest.raises(ValidationError):
+        MemoryMessagingBackend(archive=True, archive_horizon_seconds=0.0)
+
+
+async def test_ensuring_an_unchanged_channel_records_no_update() -> None:
+    log = ObservationLog()
+    b, ch, _ = await setup(log=log)
+    same = msgspec.structs.replace(ch)  # equal, not the same object
+    await b.ensure_channel(same, "op-again")  # nothing to change
+    assert log.events("channel_updated") == []
+    await b.ensure_channel(msgspec.structs.replace(ch, max_msgs=ch.max_msgs + 1), "op-more")
+    assert [e.ident for e in log.events("channel_updated")] == ["op-more"]
+
+
+async def test_a_max_age_drop_is_stamped_when_the_message_aged_out() -> None:
+    log = ObservationLog()
+    b, ch, _ = await setup(log=log, max_age_seconds=10.0)
+    t0 = anyio.current_time()
+    await anyio.sleep(3)
+    await b.publish(make_envelope(ch.channel, "p"), deadline())
+    await anyio.sleep(30)
+    await b.publish(make_envelope(ch.channel, "q"), deadline())  # p left at +13, seen at +33
+    (drop,) = log.events("drop")
+    assert drop.ident == "p"
+    assert drop.at == pytest.approx(t0 + 13.0)
+
+
+async def test_core_only_deliveries_are_recorded_as_core() -> None:
+    log = ObservationLog()
+    b = MemoryMessagingBackend(core_only=True, log=log)
+    ch = make_channel("f", "r", "n", "work", retention="limits")
+    await b.ensure_channel(ch, "op-ch")
+    sub = make_subscription(ch.channel, "w")
+    await b.ensure_subscription(sub, "op-sub")
+    await b.publish(make_envelope(ch.channel, "p"), deadline())
+    assert len(await b.receive(sub.id, 1, 1 << 20, deadline())) == 1
+    (deliver,) = log.events("deliver")
+    assert deliver.attrs.get("core") is True

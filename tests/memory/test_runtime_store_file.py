@@ -17,8 +17,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from videoflow_aio import faults
 from videoflow_aio.contracts.errors import BackendUnavailable, OutcomeUnknown, ValidationError
-from videoflow_aio.contracts.runtime_store import CorruptRecord, version_number
+from videoflow_aio.contracts.runtime_store import DELETE_READ_AFTER, CorruptRecord, version_number
 from videoflow_aio.memory import _file_store
 from videoflow_aio.memory._file_store import (
     MAX_NAME,
@@ -528,3 +529,21 @@ def test_a_writer_waiting_on_a_lock_file_that_is_removed_takes_the_new_one(
     fd = core._try_lock(file_name("k"))
     assert fd is not None  # and released it
     os.close(fd)
+
+
+@pytest.mark.anyio
+async def test_the_delete_barrier_sees_the_version_read_before_it(tmp_path: Path) -> None:
+    """The context a ``DELETE_READ_AFTER`` barrier is handed names the version the delete read
+    (found by cosmic-ray: the file store's report of it could be inverted unnoticed)."""
+    store = FileRuntimeStore(tmp_path)
+    assert await store.cas("k", None, b"a")
+    _, v1 = await store.get("k")
+    with faults.isolated() as registry:
+        barrier = registry.arm(DELETE_READ_AFTER, crash=True, times=2)
+        for key, version in (("k", v1), ("absent", None)):
+            with pytest.raises(faults.SimulatedCrash):
+                await store.delete(key, version)
+    assert [(c["key"], c["seen_version"]) for c in barrier.contexts] == [
+        ("k", v1),
+        ("absent", None),
+    ]

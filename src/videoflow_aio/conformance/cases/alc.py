@@ -20,6 +20,7 @@ from ...contracts.allocation import (
     ClaimObservation,
     FeasiblePlan,
     Infeasible,
+    InventoryScope,
     InventorySnapshot,
     OwnershipConflict,
     WorkloadRequest,
@@ -692,6 +693,56 @@ async def geometry_only_on_idle(h: Harness) -> None:
     h.equal(changed, ["idle"], "the geometry change goes to the idle node")
     got = await b.plan([_mig("w", "1g.10gb", nodes=("busy",))], await _snapshot(h, b))
     h.check(isinstance(got, Infeasible), f"not on the busy node: {got!r}")
+
+
+@case(
+    "ALC-028",
+    "inventory scope: nodes by name, and labels matched by equal value only",
+    contract=ALC,
+)
+async def inventory_scope(h: Harness) -> None:
+    pool = "example.com/pool"
+    nodes = [
+        NodeFixture(name, H100, 1, 80.0, labels=_labels(1, **{pool: value}))
+        for name, value in (("a1", "a"), ("b1", "b"), ("a2", "a"))
+    ]
+    b = await h.open(nodes=[*nodes, _whole("plain", 1)])
+    scopes: list[tuple[InventoryScope, list[str]]] = [
+        ({"labels": {pool: "a"}}, ["a1", "a2"]),
+        ({"labels": {pool: "b"}}, ["b1"]),
+        ({"labels": {pool: "0"}}, []),
+        ({"nodes": ["b1", "plain"]}, ["b1", "plain"]),
+        ({"nodes": ["a1", "b1"], "labels": {pool: "a"}}, ["a1"]),
+    ]
+    for scope, names in scopes:
+        got = await b.inventory(scope)
+        h.check(isinstance(got, Known), f"inventory({scope}) is Known: {got!r}")
+        if isinstance(got, Known):
+            h.equal(sorted(n.name for n in got.value.nodes), names, f"inventory({scope})")
+
+
+@case(
+    "ALC-029",
+    "release restores a node's own MIG config and geometry, not a default",
+    contract=ALC,
+    needs=GEOMETRY,
+)
+async def release_restores_own_geometry(h: Harness) -> None:
+    b = await h.open(nodes=[_mixed("m")], authority="mig-manager", mig_apply_seconds=h.seconds(1))
+    before = (await _snapshot(h, b)).nodes[0]
+    claim = await b.reserve(await _plan(h, b, _mig("w", "7g.80gb")), "op", None)
+    await h.sleep(1.5)
+    during = (await _snapshot(h, b)).nodes[0]
+    h.equal(during.mig_layout, {"7g.80gb": 1}, "the claim's geometry")
+    rel = await b.release(claim.claim_id, "rel", claim.generation)
+    h.equal(rel.restored, ("m",), "restored nodes")
+    await h.sleep(1.5)
+    after = (await _snapshot(h, b)).nodes[0]
+    h.equal(
+        (after.mig_config, after.mig_layout),
+        (before.mig_config, before.mig_layout),
+        "the node's own config and geometry",
+    )
 
 
 # cases register themselves by ID (``case``) and run through the registry: none is imported by

@@ -1,5 +1,6 @@
-"""MSG cases on leases, credit and the ack floor that mutation testing showed unpinned
-(``benchmarks/mutation``): each holds every adapter to a rule whose breach a plausible bug in
+"""MSG cases on leases, credit, limits, observation and the ack floor that mutation testing
+showed unpinned (``benchmarks/mutation``: hand-written mutants, and cosmic-ray's generated
+ones from ``MSG-087`` on): each holds every adapter to a rule whose breach a plausible bug in
 the model went unnoticed by the other cases.
 
 Same conventions as :mod:`.msg`: durations through the harness (scaled on real engines), bounds
@@ -10,11 +11,20 @@ from __future__ import annotations
 
 import anyio
 
-from ...contracts.messaging import Completed, Delivery, Retry, SettleConfirmed
+from ...contracts.errors import ValidationError
+from ...contracts.messaging import (
+    Accepted,
+    Completed,
+    Delivery,
+    Rejected,
+    Retry,
+    SettleConfirmed,
+)
 from .._case import case
 from .._harness import MessagingHarness as Harness
 from ._msg_scenarios import (
     M,
+    _chan_obs,
     _pids,
     _publish,
     _recv,
@@ -23,7 +33,9 @@ from ._msg_scenarios import (
     _sub,
     _sub_obs,
     _subscribed,
+    _window,
     _with_channel,
+    _with_profile,
 )
 
 
@@ -163,6 +175,98 @@ async def floor_over_other_kinds(h: Harness) -> None:
     for d in got:
         await b.settle(d.token, Completed(), f"s-{d.sequence}")
     h.equal((await _sub_obs(h, b, sub.id)).ack_floor, last, "the eos between does not hold it")
+
+
+@case(
+    "MSG-087",
+    "overflow reject by bytes: what fits max_bytes is accepted and kept, only more is rejected",
+    contract=M,
+)
+async def reject_by_bytes_keeps_what_fits(h: Harness) -> None:
+    b, ch = await _with_channel(h, max_bytes=2500, overflow="reject")
+    for i in range(2):
+        out = await _publish(h, b, ch.channel, f"q{i}", body=b"z" * 1000)
+        h.check(isinstance(out, Accepted), f"q{i}: 1000-byte bodies fit 2500: {out!r}")
+    out = await _publish(h, b, ch.channel, "q2", body=b"z" * 1000)
+    h.check(isinstance(out, Rejected), f"q2: a third would exceed max_bytes: {out!r}")
+    h.equal((await _chan_obs(h, b, ch.channel)).messages, 2, "the two that fit are kept")
+
+
+# cosmic-ray's mutants of a new subscription's starting floor proved equivalent in the model
+# (observation advances the floor over removed sequences), but no case held an adapter to the
+# observed floor of a late subscription: MSG-088 and MSG-089 do
+@case(
+    "MSG-088",
+    "a new subscription's ack floor is just below the oldest retained message",
+    contract=M,
+)
+async def new_floor_below_oldest(h: Harness) -> None:
+    b, ch = await _with_channel(h, max_msgs=1)
+    gone = _seq(h, await _publish(h, b, ch.channel, "p1"))
+    await _publish(h, b, ch.channel, "p2")  # evicts p1: the channel starts after it
+    sub = await _sub(h, b, ch.channel)
+    h.equal((await _sub_obs(h, b, sub.id)).ack_floor, gone, "the evicted p1's sequence")
+
+
+@case(
+    "MSG-089",
+    "a new subscription on a channel emptied by max_age: its ack floor is the last sequence",
+    contract=M,
+)
+async def new_floor_on_emptied_channel(h: Harness) -> None:
+    b, ch = await _with_channel(
+        h, max_age_seconds=h.seconds(60), dedup_window_seconds=_window(h, 30)
+    )
+    await _publish(h, b, ch.channel, "p1")
+    last = _seq(h, await _publish(h, b, ch.channel, "p2"))
+    await h.sleep(70)  # both age out
+    obs = await _chan_obs(h, b, ch.channel)
+    h.equal((obs.messages, obs.first_sequence), (0, last + 1), "empty, past p2")
+    sub = await _sub(h, b, ch.channel)
+    h.equal((await _sub_obs(h, b, sub.id)).ack_floor, last, "the last sequence")
+    p3 = _seq(h, await _publish(h, b, ch.channel, "p3"))
+    got = await _recv(h, b, sub.id)
+    h.equal(_pids(got), ["p3"], "only what comes after")
+    for d in got:
+        await b.settle(d.token, Completed(), "s-p3")
+    h.equal((await _sub_obs(h, b, sub.id)).ack_floor, p3, "then the floor follows")
+
+
+@case(
+    "MSG-090",
+    "receive with an item or byte credit below 1 is a ValidationError and leases nothing",
+    contract=M,
+)
+async def receive_credit_below_one(h: Harness) -> None:
+    b, ch, sub = await _subscribed(h)
+    await _publish(h, b, ch.channel, "p1")
+    for items, nbytes in ((0, 1 << 20), (1, 0), (-1, 1 << 20), (1, -1)):
+        with h.raises(ValidationError, f"item_credit {items}, byte_credit {nbytes}"):
+            await b.receive(sub.id, items, nbytes, h.deadline(1))
+    got = await _recv(h, b, sub.id)
+    h.equal([(d.envelope.publication_id, d.attempt) for d in got], [("p1", 1)], "untouched")
+
+
+@case(
+    "MSG-091",
+    "core-only: a channel observation is an empty range after the last published sequence",
+    contract=M,
+    needs=("core_only",),
+)
+async def core_channel_observation(h: Harness) -> None:
+    b, ch = await _with_profile(h, "core_only")
+    sub = await _sub(h, b, ch.channel)
+    outs = [await _publish(h, b, ch.channel, f"p{i}") for i in range(3)]
+    h.equal(len(_pids(await _recv(h, b, sub.id))), 3, "all three delivered")
+    obs = await _chan_obs(h, b, ch.channel)
+    h.equal(
+        (obs.messages, obs.first_sequence - obs.last_sequence, obs.dead_letters),
+        (0, 1, 0),
+        "nothing retained: first == last + 1, no dead letters",
+    )
+    last = outs[-1]
+    if isinstance(last, Accepted):
+        h.equal(obs.last_sequence, last.sequence, "last is the last publication's sequence")
 
 
 # cases register themselves by ID (``case``) and run through the registry: none is imported by

@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import Any, Final
 
 import anyio
+import msgspec
 
 from ... import faults
 from ...contracts import Known, Unknown
@@ -782,6 +783,64 @@ async def budget_counts_replaced(h: Harness) -> None:
     with h.raises(PayloadBackpressure, "a new key is still over the budget"):
         await store.put(_frame(11, size), "cam1/b3", _contract(h))
     await _present(h, store, ref, _frame(10, size), "the replacement after the refusal")
+
+
+@case(
+    "PAY-026",
+    "consecutive puts of different bodies each carry their own digest and read back verified",
+    contract=PAY,
+)
+async def own_digest_per_put(h: Harness) -> None:
+    store = await h.open()
+    high, low = b"\xff" * 1024, b"\x00" * 1024  # the second sorts before the first
+    first = await store.put(high, "cam1/d1", _contract(h))
+    second = await store.put(low, "cam1/d2", _contract(h))
+    h.check(first.digest != second.digest, f"different bodies, one digest: {first.digest}")
+    await _present(h, store, second, low, "the second body")
+    await _present(h, store, first, high, "the first body")
+
+
+@case(
+    "PAY-027",
+    "a ref decoded from its wire form is as good as the original: read, acquire, renew, release",
+    contract=PAY,
+)
+async def decoded_ref(h: Harness) -> None:
+    store = await h.open()
+    data = _frame(27)
+    ref = await store.put(data, "cam1/w", _contract(h, "reader/a"))
+    wire = msgspec.json.decode(msgspec.json.encode(ref), type=ImmutablePayloadRef)
+    h.equal(wire, ref, "the decoded ref")
+    await _present(h, store, wire, data, "read with the decoded ref")
+    await store.acquire_obligation(wire, "reader/b", h.deadline(60))
+    await store.renew_obligation(wire, "reader/a", h.deadline(120))
+    outcomes = []
+    for oid in ("reader/a", "reader/b"):
+        outcomes.append((oid, (await store.release_obligation(wire, oid, f"rel-{oid}")).outcome))
+    h.equal(
+        outcomes,
+        [("reader/a", "released"), ("reader/b", "reclaimed")],
+        "both released with the decoded ref, the last one out reclaiming",
+    )
+
+
+@case(
+    "PAY-028",
+    "a release of a stale generation reports nothing remaining, not the newer set's count",
+    contract=PAY,
+)
+async def stale_release_remaining(h: Harness) -> None:
+    store = await h.open()
+    data = _frame(28)
+    old = await store.put(data, "cam1/s", _contract(h, "reader/a"))
+    h.equal((await store.release_obligation(old, "reader/a", "x")).outcome, "reclaimed", "release")
+    await store.put(data, "cam1/s", _contract(h, "reader/a", "reader/b"))
+    r = await store.release_obligation(old, "reader/a", "late")
+    h.equal(
+        (r.outcome, r.changed, r.remaining),
+        ("stale-generation", False, 0),
+        "a late release of the old generation",
+    )
 
 
 # cases register themselves by ID (``case``) and run through the registry: none is imported by
