@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from . import _hot_paths  # noqa: F401  (registers the hot methods' checked wrappers)
 from ._base import Known, Observed, Unknown
 from ._boundary import unchecked
 from .allocation import (

@@ -1,0 +1,206 @@
+"""The checks of the hot paths, written out by hand: the checked wrappers of six contract
+methods and the field tests of ``Envelope`` and ``ChannelId``.
+
+Every other method gets its wrapper from :mod:`._boundary`, which composes the parameters'
+fast tests (one call each), and every other checked Struct its field test from
+:mod:`._specs`; these run on every message or record, so their test is one
+inline expression — what the hints of the contract ask for, in the order
+:mod:`._specs` checks it, for the well-formed values callers pass (ASCII strs, an empty or
+str-to-str ``headers``). Anything it does not accept goes to ``slow``, the precise check,
+which raises the same :class:`~videoflow_aio.contracts.errors.ValidationError` as everywhere
+else or finds nothing wrong (a non-ASCII str). ``tests/contracts/test_boundary_hand_written.py``
+feeds each one the wrong values of every parameter's hint and the valid ones it must let
+through.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from ._boundary import Slow, hand_written
+from ._specs import hand_written_fields
+from .messaging import (
+    KINDS,
+    ChannelId,
+    Completed,
+    DeliveryToken,
+    Envelope,
+    MessagingBackend,
+    Retry,
+    SubscriptionId,
+    Terminal,
+)
+from .runtime_store import RuntimeStore
+
+_MAX_FLOAT = 1.7976931348623157e308  # an int deadline must fit a float
+_OUTCOMES = frozenset({Completed, Retry, Terminal})
+_KINDS = frozenset(KINDS)
+_NOT_IN_TOKEN = frozenset(" .*>\t\n")  # Token: a non-empty ASCII str without these
+
+Impl = Callable[..., Any]
+
+
+def _str_to_str(headers: dict[Any, Any]) -> bool:
+    for k, v in headers.items():
+        if not (type(k) is str and k.isascii() and type(v) is str and v.isascii()):
+            return False
+    return True
+
+
+def _token_ok(token: Any) -> bool:
+    return (
+        type(token) is DeliveryToken
+        and type(token.subscription) is SubscriptionId
+        and type(token.sequence) is int
+        and token.sequence >= 0
+        and type(token.attempt) is int
+        and token.attempt >= 0
+        and type(token.lease_id) is str
+        and token.lease_id.isascii()
+        and type(token.opaque) is str
+        and token.opaque.isascii()
+    )
+
+
+def _token(value: Any) -> bool:
+    return (
+        type(value) is str and value.isascii() and value != "" and _NOT_IN_TOKEN.isdisjoint(value)
+    )
+
+
+@hand_written_fields(ChannelId)
+def _channel_id(c: Any) -> bool:
+    return _token(c.flow_id) and _token(c.run_id) and _token(c.node)
+
+
+@hand_written_fields(Envelope)
+def _envelope(e: Any) -> bool:
+    return (
+        type(e.channel) is ChannelId
+        and type(e.publication_id) is str
+        and e.publication_id.isascii()
+        and e.publication_id != ""
+        and type(e.body) is bytes
+        and type(e.event_id) is str
+        and e.event_id.isascii()
+        and type(e.kind) is str
+        and e.kind in _KINDS
+        and (e.partition_key is None or _token(e.partition_key))
+        and (
+            e.event_ts is None
+            or (type(e.event_ts) is float and e.event_ts - e.event_ts == 0.0)  # finite
+            or (type(e.event_ts) is int and -_MAX_FLOAT <= e.event_ts <= _MAX_FLOAT)
+        )
+        and (e.source_epoch is None or (type(e.source_epoch) is str and e.source_epoch.isascii()))
+        and (e.source_offset is None or type(e.source_offset) is int)
+        and type(e.headers) is dict
+        and (not e.headers or _str_to_str(e.headers))
+    )
+
+
+@hand_written(MessagingBackend.publish)
+def _publish(impl: Impl, slow: Slow) -> Impl:
+    async def publish(self: Any, envelope: Any, deadline: Any) -> Any:
+        if not (
+            type(envelope) is Envelope
+            and type(envelope.headers) is dict
+            and (not envelope.headers or _str_to_str(envelope.headers))
+            and (
+                (type(deadline) is float and deadline - deadline == 0.0)  # finite
+                or (type(deadline) is int and -_MAX_FLOAT <= deadline <= _MAX_FLOAT)
+            )
+        ):
+            slow(envelope, deadline)
+        return await impl(self, envelope, deadline)
+
+    return publish
+
+
+@hand_written(MessagingBackend.receive)
+def _receive(impl: Impl, slow: Slow) -> Impl:
+    async def receive(
+        self: Any, subscription: Any, item_credit: Any, byte_credit: Any, deadline: Any
+    ) -> Any:
+        if not (
+            type(subscription) is SubscriptionId
+            and type(item_credit) is int
+            and item_credit >= 1
+            and type(byte_credit) is int
+            and byte_credit >= 1
+            and (
+                (type(deadline) is float and deadline - deadline == 0.0)  # finite
+                or (type(deadline) is int and -_MAX_FLOAT <= deadline <= _MAX_FLOAT)
+            )
+        ):
+            slow(subscription, item_credit, byte_credit, deadline)
+        return await impl(self, subscription, item_credit, byte_credit, deadline)
+
+    return receive
+
+
+@hand_written(MessagingBackend.settle)
+def _settle(impl: Impl, slow: Slow) -> Impl:
+    async def settle(self: Any, token: Any, outcome: Any, settlement_id: Any) -> Any:
+        if not (
+            type(token) is DeliveryToken
+            and type(token.subscription) is SubscriptionId
+            and type(token.sequence) is int
+            and token.sequence >= 0
+            and type(token.attempt) is int
+            and token.attempt >= 0
+            and type(token.lease_id) is str
+            and token.lease_id.isascii()
+            and type(token.opaque) is str
+            and token.opaque.isascii()
+            and type(outcome) in _OUTCOMES
+            and type(settlement_id) is str
+            and settlement_id.isascii()
+            and settlement_id != ""
+        ):
+            slow(token, outcome, settlement_id)
+        return await impl(self, token, outcome, settlement_id)
+
+    return settle
+
+
+@hand_written(MessagingBackend.renew)
+def _renew(impl: Impl, slow: Slow) -> Impl:
+    async def renew(self: Any, token: Any) -> Any:
+        if not _token_ok(token):
+            slow(token)
+        return await impl(self, token)
+
+    return renew
+
+
+@hand_written(RuntimeStore.get)
+def _get(impl: Impl, slow: Slow) -> Impl:
+    async def get(self: Any, key: Any) -> Any:
+        if not (type(key) is str and key.isascii() and key != ""):
+            slow(key)
+        return await impl(self, key)
+
+    return get
+
+
+@hand_written(RuntimeStore.cas)
+def _cas(impl: Impl, slow: Slow) -> Impl:
+    async def cas(self: Any, key: Any, expected_version: Any, value: Any) -> Any:
+        if not (
+            type(key) is str
+            and key.isascii()
+            and key != ""
+            and (
+                expected_version is None
+                or (type(expected_version) is str and expected_version.isascii())
+            )
+            and type(value) is bytes
+        ):
+            slow(key, expected_version, value)
+        return await impl(self, key, expected_version, value)
+
+    return cas
+
+
+__all__: list[str] = []
