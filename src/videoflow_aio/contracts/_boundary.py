@@ -145,11 +145,27 @@ def _general(
     keywords: dict[str, Spec] | None,
     is_async: bool,
 ) -> Any:
-    """The wrapper for any signature: binds the call to ``impl``'s signature and runs the
-    precise check of each argument given (the path of keyword calls and of constructors)."""
-    var_kw = next((p.name for p in signature.parameters.values() if p.kind is p.VAR_KEYWORD), "")
+    """The wrapper for any signature (model controls, constructors, keyword calls): a
+    positional call giving every parameter runs each one's fast test and, where it says no, the
+    precise check; any other call is bound to ``impl``'s signature and precisely checked."""
+    params = list(signature.parameters.values())[1:]
+    var_kw = next((p.name for p in params if p.kind is p.VAR_KEYWORD), "")
+    in_order = [(p.name, named.get(p.name, ANY)) for p in params]
+    tests = [(name, spec, spec.test() or spec.ok) for name, spec in in_order if spec is not ANY]
+    positional = [i for i, p in enumerate(params) if p.kind is not p.KEYWORD_ONLY]
+    simple = positional == list(range(len(params)))  # no keyword-only parameter, no **
 
     def check(args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+        if simple and not kwargs and len(args) == len(params):
+            values = _checked_values(args, in_order)
+            for (name, precise, test), value in zip(tests, values, strict=True):
+                try:
+                    ok = test(value)
+                except Exception:
+                    ok = False
+                if not ok:
+                    precise.check(value, name)
+            return
         try:
             bound = signature.bind(None, *args, **kwargs)  # None: self
         except TypeError:
@@ -178,6 +194,10 @@ def _general(
             return impl(self, *args, **kwargs)
 
     return checked
+
+
+def _checked_values(args: tuple[Any, ...], in_order: list[tuple[str, Spec]]) -> list[Any]:
+    return [value for value, (_, spec) in zip(args, in_order, strict=True) if spec is not ANY]
 
 
 # -- the wrappers of coroutine methods taking 1 to 4 parameters ------------------------------

@@ -143,16 +143,7 @@ def _receive(impl: Impl, slow: Slow) -> Impl:
 def _settle(impl: Impl, slow: Slow) -> Impl:
     async def settle(self: Any, token: Any, outcome: Any, settlement_id: Any) -> Any:
         if not (
-            type(token) is DeliveryToken
-            and type(token.subscription) is SubscriptionId
-            and type(token.sequence) is int
-            and token.sequence >= 0
-            and type(token.attempt) is int
-            and token.attempt >= 0
-            and type(token.lease_id) is str
-            and token.lease_id.isascii()
-            and type(token.opaque) is str
-            and token.opaque.isascii()
+            _token_ok(token)
             and type(outcome) in _OUTCOMES
             and type(settlement_id) is str
             and settlement_id.isascii()
