@@ -3,7 +3,8 @@
 Every contract ABC derives from :class:`Boundary`. When a provider class is defined, each
 contract method it implements is replaced by a wrapper that checks the arguments against the
 *contract's* hints before the implementation runs, and the provider's constructor and each
-public method of its own (a model control) against their own hints. A wrong type or value raises
+method of its own marked :func:`checked_control` (a model control) against their own hints;
+no other method is touched. A wrong type or value raises
 :class:`~videoflow_aio.contracts.errors.ValidationError` naming the parameter (dotted into
 Structs and indexed into containers: ``envelope.channel.node``, ``owned[2]``) and the value;
 nothing of the implementation has run, so state is unchanged. The memory models, the file
@@ -40,6 +41,7 @@ from typing import Any, ClassVar
 from ._specs import ANY, Spec, Test, spec_for
 
 _WRAPPED = "__vf_boundary__"
+_CONTROL = "__vf_control__"
 
 Slow = Callable[..., None]
 """The precise check of every parameter, in order: raises the first one's error."""
@@ -93,6 +95,8 @@ def _make_wrapper(impl: Callable[..., Any], hints: dict[str, Any], wrap: Wrap | 
         return None  # *args: nothing sensible to check against
     named = dict(_checked_params(params, hints))
     keywords = _keyword_specs(params, hints)
+    if keywords is None and any(p.kind is p.VAR_KEYWORD for p in params):
+        return None  # a bare **kwargs (passed on to a base): nothing sensible to check against
     if not named and not keywords:
         return None
     is_async = inspect.iscoroutinefunction(impl)
@@ -344,11 +348,11 @@ def _wrap(
 
 
 class Boundary:
-    """Base of every contract ABC: a subclass's methods are checked at the boundary.
+    """Base of every contract ABC: a subclass's contract methods are checked at the boundary.
 
     For a provider class (any subclass of a contract), every contract method it implements is
-    wrapped with the check compiled from the contract's hints, and its constructor and every
-    public method of its own (model controls) with the check compiled from their own hints.
+    wrapped with the check built from the contract's hints, and its constructor and each
+    method marked :func:`checked_control` with the check built from their own hints.
     Already-wrapped methods (inherited from a provider base) are left as they are.
     """
 
@@ -391,7 +395,7 @@ def _install(cls: type[Boundary]) -> None:
             continue
         for name, obj in list(vars(klass).items()):
             if (
-                name.startswith("_")
+                not getattr(obj, _CONTROL, False)
                 or name in methods
                 or not inspect.isfunction(obj)
                 or getattr(obj, _WRAPPED, False)
@@ -399,6 +403,21 @@ def _install(cls: type[Boundary]) -> None:
             ):
                 continue
             _wrap(cls, name, obj, _hints_of(obj))
+
+
+_F = typing.TypeVar("_F", bound=Callable[..., Any])
+
+
+def checked_control(method: _F) -> _F:
+    """Mark a provider's own public method (a model control, an admin helper taking a
+    caller's values) to be checked at the boundary like a contract method, against its own
+    hints, in every provider class that has it (the mark is read when the class is defined).
+
+    A contract method needs no mark: every implementation of one is checked against the
+    contract's hints, and a provider cannot opt out. Other methods are checked only when
+    marked."""
+    setattr(method, _CONTROL, True)
+    return method
 
 
 def unchecked(method: Any) -> Any:
@@ -420,4 +439,4 @@ def unchecked(method: Any) -> Any:
     return impl.__get__(owner, type(owner))
 
 
-__all__ = ["Boundary", "hand_written", "unchecked"]
+__all__ = ["Boundary", "checked_control", "hand_written", "unchecked"]
