@@ -4,13 +4,36 @@ wrapper is a plain closure, called positionally or with keywords alike."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import videoflow_aio.contracts as contracts
-from videoflow_aio.contracts import ValidationError, checked_control
+from _boundary_inputs import bad
+from videoflow_aio.contracts import (
+    ChannelId,
+    Completed,
+    DeliveryToken,
+    Retry,
+    SubscriptionId,
+    Terminal,
+    ValidationError,
+    checked_control,
+)
+from videoflow_aio.contracts._specs import (
+    NonEmptyStr,
+    NonNegFloat,
+    NonNegInt,
+    OneOf,
+    PositiveFloat,
+    PositiveInt,
+    Token,
+    spec_for,
+)
 from videoflow_aio.memory.runtime_store import MemoryRuntimeStore
 from videoflow_aio.vtime import VirtualClock
 from videoflow_aio.vtime import run as vrun
@@ -79,3 +102,47 @@ def test_a_composed_wrapper_takes_keywords_and_reports_wrong_calls_as_python_doe
         assert await s.log_entries("l") == [b"r"]
 
     vrun(main, clock=VirtualClock())
+
+
+_HINTS: list[Any] = [
+    str,
+    NonEmptyStr,
+    Token,
+    Annotated[str, OneOf(("a", "b"))],
+    bytes,
+    NonNegInt,
+    PositiveInt,
+    float,
+    NonNegFloat,
+    PositiveFloat,
+    bool,
+    float | None,
+    str | None,
+    tuple[str, ...],
+    list[NonEmptyStr],
+    dict[str, int],
+    SubscriptionId,
+    DeliveryToken,
+    Completed | Retry | Terminal,
+    Sequence[ChannelId],
+]
+
+
+@pytest.mark.parametrize("hint", _HINTS, ids=repr)
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_a_composed_fast_test_accepts_nothing_the_precise_check_refuses(
+    hint: Any, data: Any
+) -> None:
+    spec = spec_for(hint)
+    fast = spec.test()
+    strategy = bad(hint)
+    if fast is None or strategy is None:
+        return
+    value = data.draw(strategy)
+    try:
+        ok = fast(value)
+    except Exception:  # an exception sends the value to the precise check
+        ok = False
+    if ok:
+        spec.check(value, "x")  # raises when the fast test was wrong

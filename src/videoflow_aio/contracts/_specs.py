@@ -1,5 +1,6 @@
-"""What a contract type hint accepts, as a check compiled once: the rules the boundary
-(:mod:`videoflow_aio.contracts._boundary`) and the input Structs' ``__post_init__`` share.
+"""What a contract type hint accepts, as a fast test and a precise check built once from plain
+closures (no generated code): the rules the boundary (:mod:`videoflow_aio.contracts._boundary`)
+and the input Structs' ``__post_init__`` share.
 
 Rules:
 
@@ -60,6 +61,10 @@ def _true(value: Any) -> bool:
 
 def _is_ascii_str(value: Any) -> bool:
     return type(value) is str and value.isascii()
+
+
+def _is_non_empty_ascii_str(value: Any) -> bool:
+    return type(value) is str and value.isascii() and value != ""
 
 
 _COMPARE: dict[str, Callable[[Any, Any], bool]] = {
@@ -201,6 +206,13 @@ class _IntSpec(Spec):
         self.bounds = _Bounds(meta)
 
     def test(self) -> Test:
+        if [op for op, _ in self.bounds.items] == ["ge"]:  # NonNegInt, PositiveInt: one call
+            low = self.bounds.items[0][1]
+
+            def int_at_least(value: Any) -> bool:
+                return type(value) is int and value >= low
+
+            return int_at_least
         return self.bounds.within(_is_int)
 
     def check(self, value: Any, path: str) -> None:
@@ -273,6 +285,29 @@ class _StrSpec(Spec):
         self.excludes: frozenset[str] | None = meta.get("excludes")
 
     def test(self) -> Test:
+        plain = (
+            self.choices is None
+            and self.pattern is None
+            and self.excludes is None
+            and self.lengths.max is None
+        )
+        if plain and self.lengths.min == 1:  # NonEmptyStr: one call
+            return _is_non_empty_ascii_str
+        if plain and not self.lengths.min:
+            return _is_ascii_str
+        if self.choices is None and self.lengths.min == 1 and self.lengths.max is None:
+            excluded = self.excludes
+            if excluded is not None:  # Token: one call
+
+                def token(value: Any) -> bool:
+                    return (
+                        type(value) is str
+                        and value.isascii()
+                        and value != ""
+                        and excluded.isdisjoint(value)
+                    )
+
+                return token
         if self.choices is not None:  # the choices are valid strs: membership says it all
             choices = self.choices
 
@@ -834,7 +869,7 @@ def struct_spec(cls: type) -> _StructSpec:
     return spec
 
 
-# -- compiled checks -------------------------------------------------------------------------
+# -- field checks ----------------------------------------------------------------------------
 
 _FIELD_CHECKS: dict[type, Callable[[Any], None]] = {}
 
