@@ -24,16 +24,7 @@ from videoflow_aio.contracts import (
     ValidationError,
     checked_control,
 )
-from videoflow_aio.contracts._specs import (
-    NonEmptyStr,
-    NonNegFloat,
-    NonNegInt,
-    OneOf,
-    PositiveFloat,
-    PositiveInt,
-    Token,
-    spec_for,
-)
+from videoflow_aio.contracts import _specs as specs
 from videoflow_aio.memory.runtime_store import MemoryRuntimeStore
 from videoflow_aio.vtime import VirtualClock
 from videoflow_aio.vtime import run as vrun
@@ -106,20 +97,20 @@ def test_a_composed_wrapper_takes_keywords_and_reports_wrong_calls_as_python_doe
 
 _HINTS: list[Any] = [
     str,
-    NonEmptyStr,
-    Token,
-    Annotated[str, OneOf(("a", "b"))],
+    specs.NonEmptyStr,
+    specs.Token,
+    Annotated[str, specs.OneOf(("a", "b"))],
     bytes,
-    NonNegInt,
-    PositiveInt,
+    specs.NonNegInt,
+    specs.PositiveInt,
     float,
-    NonNegFloat,
-    PositiveFloat,
+    specs.NonNegFloat,
+    specs.PositiveFloat,
     bool,
     float | None,
     str | None,
     tuple[str, ...],
-    list[NonEmptyStr],
+    list[specs.NonEmptyStr],
     dict[str, int],
     SubscriptionId,
     DeliveryToken,
@@ -134,7 +125,7 @@ _HINTS: list[Any] = [
 def test_a_composed_fast_test_accepts_nothing_the_precise_check_refuses(
     hint: Any, data: Any
 ) -> None:
-    spec = spec_for(hint)
+    spec = specs.spec_for(hint)
     fast = spec.test()
     strategy = bad(hint)
     if fast is None or strategy is None:

@@ -25,7 +25,10 @@ from videoflow_aio.contracts import (
     Completed,
     DeliveryToken,
     Envelope,
+    ImmutablePayloadRef,
     MessagingBackend,
+    PayloadStore,
+    RetentionContract,
     RuntimeStore,
     SubscriptionId,
     ValidationError,
@@ -38,6 +41,7 @@ from videoflow_aio.contracts._specs import spec_for, struct_spec
 _CID = ChannelId("f", "r", "n")
 _SUB = SubscriptionId(_CID, "c")
 _TOKEN = DeliveryToken(_SUB, 1, 1, "l", "o")
+_REF = ImmutablePayloadRef("k", 3, "d" * 64, "g1", "memory")
 
 #: contract method -> valid arguments (the well-formed values callers pass)
 VALID: dict[Any, tuple[Any, ...]] = {
@@ -47,6 +51,10 @@ VALID: dict[Any, tuple[Any, ...]] = {
     MessagingBackend.renew: (_TOKEN,),
     RuntimeStore.get: ("k",),
     RuntimeStore.cas: ("k", None, b"v"),
+    PayloadStore.put: (b"data", "c1", RetentionContract(obligations=("o1",))),
+    PayloadStore.acquire_obligation: (_REF, "o1", 5.0),
+    PayloadStore.renew_obligation: (_REF, "o1", 5),
+    PayloadStore.release_obligation: (_REF, "o1", "done"),
 }
 #: Struct -> a valid instance
 INSTANCES: dict[type, Any] = {

@@ -1,5 +1,6 @@
-"""The checks of the hot paths, written out by hand: the checked wrappers of six contract
-methods and the field tests of ``Envelope`` and ``ChannelId``.
+"""The checks of the hot paths, written out by hand: the checked wrappers of the contract
+methods called per message, record or frame, and the field tests of ``Envelope`` and
+``ChannelId``.
 
 Every other method gets its wrapper from :mod:`._boundary`, which composes the parameters'
 fast tests (one call each), and every other checked Struct its field test from
@@ -31,6 +32,7 @@ from .messaging import (
     SubscriptionId,
     Terminal,
 )
+from .payload import ImmutablePayloadRef, PayloadStore, RetentionContract
 from .runtime_store import RuntimeStore
 
 _MAX_FLOAT = 1.7976931348623157e308  # an int deadline must fit a float
@@ -67,6 +69,21 @@ def _token(value: Any) -> bool:
     return (
         type(value) is str and value.isascii() and value != "" and _NOT_IN_TOKEN.isdisjoint(value)
     )
+
+
+def _ref_ok(ref: Any) -> bool:
+    return (
+        type(ref) is ImmutablePayloadRef
+        and _non_empty(ref.key)
+        and type(ref.size) is int
+        and ref.size >= 0
+        and type(ref.digest) is type(ref.generation) is type(ref.store) is str
+        and (ref.digest + ref.generation + ref.store).isascii()  # each of them ASCII
+    )
+
+
+def _non_empty(value: Any) -> bool:
+    return type(value) is str and value.isascii() and value != ""
 
 
 @hand_written_fields(ChannelId)
@@ -192,6 +209,47 @@ def _cas(impl: Impl, slow: Slow) -> Impl:
         return await impl(self, key, expected_version, value)
 
     return cas
+
+
+@hand_written(PayloadStore.put)
+def _put(impl: Impl, slow: Slow) -> Impl:
+    async def put(self: Any, data: Any, content_id: Any, contract: Any) -> Any:
+        if not (
+            type(data) is bytes and _non_empty(content_id) and type(contract) is RetentionContract
+        ):
+            slow(data, content_id, contract)
+        return await impl(self, data, content_id, contract)
+
+    return put
+
+
+def _finite(deadline: Any) -> bool:
+    if type(deadline) is float:
+        return deadline - deadline == 0.0  # finite
+    return type(deadline) is int and -_MAX_FLOAT <= deadline <= _MAX_FLOAT
+
+
+@hand_written(PayloadStore.acquire_obligation)
+@hand_written(PayloadStore.renew_obligation)
+def _obligation(impl: Impl, slow: Slow) -> Impl:
+    async def obligation(self: Any, ref: Any, obligation_id: Any, deadline: Any) -> Any:
+        if not (_ref_ok(ref) and _non_empty(obligation_id) and _finite(deadline)):
+            slow(ref, obligation_id, deadline)
+        return await impl(self, ref, obligation_id, deadline)
+
+    return obligation
+
+
+@hand_written(PayloadStore.release_obligation)
+def _release_obligation(impl: Impl, slow: Slow) -> Impl:
+    async def release_obligation(
+        self: Any, ref: Any, obligation_id: Any, completion_receipt: Any
+    ) -> Any:
+        if not (_ref_ok(ref) and _non_empty(obligation_id) and _non_empty(completion_receipt)):
+            slow(ref, obligation_id, completion_receipt)
+        return await impl(self, ref, obligation_id, completion_receipt)
+
+    return release_obligation
 
 
 __all__: list[str] = []
