@@ -4,6 +4,7 @@ wrapper is a plain closure, called positionally or with keywords alike."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Annotated, Any
@@ -119,7 +120,7 @@ _HINTS: list[Any] = [
 ]
 
 
-@pytest.mark.parametrize("hint", _HINTS, ids=repr)
+@pytest.mark.parametrize("hint", _HINTS, ids=lambda h: re.sub(r" at 0x[0-9a-f]+", "", repr(h)))
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data())
 def test_a_composed_fast_test_accepts_nothing_the_precise_check_refuses(

@@ -88,7 +88,12 @@ def _non_empty(value: Any) -> bool:
 
 @hand_written_fields(ChannelId)
 def _channel_id(c: Any) -> bool:
-    return _token(c.flow_id) and _token(c.run_id) and _token(c.node)
+    if not (type(c.flow_id) is type(c.run_id) is type(c.node) is str):
+        return False
+    if c.flow_id == "" or c.run_id == "" or c.node == "":
+        return False
+    joined = c.flow_id + c.run_id + c.node  # ASCII and without those if each one is
+    return joined.isascii() and _NOT_IN_TOKEN.isdisjoint(joined)
 
 
 @hand_written_fields(Envelope)

@@ -23,7 +23,6 @@ Rules:
 from __future__ import annotations
 
 import collections.abc
-import functools
 import operator
 import re
 import types
@@ -871,9 +870,7 @@ def struct_spec(cls: type) -> _StructSpec:
 
 # -- field checks ----------------------------------------------------------------------------
 
-_FIELD_CHECKS: dict[type, Callable[[Any], None]] = {}
-
-
+_FIELD_TESTS: dict[type, Test] = {}
 _HAND_WRITTEN: dict[type, Test] = {}
 
 
@@ -885,42 +882,39 @@ def hand_written_fields(cls: type) -> Callable[[Test], Test]:
 
     def register(test: Test) -> Test:
         _HAND_WRITTEN[cls] = test
-        _FIELD_CHECKS.pop(cls, None)
+        _FIELD_TESTS[cls] = test
         return test
 
     return register
 
 
-def _compile_fields(cls: type) -> Callable[[Any], None]:
+def _no(obj: Any) -> bool:
+    return False
+
+
+def _fields_test(cls: type) -> Test:
     spec = struct_spec(cls)
-    fast = _HAND_WRITTEN.get(cls) or spec.fields_test(spec.fields)
-    slow = functools.partial(spec.check_fields, path="", fields=spec.fields)
-    if fast is None:
-        _FIELD_CHECKS[cls] = slow
-        return slow
-
-    def check(obj: Any) -> None:
-        try:
-            ok = fast(obj)
-        except Exception:
-            ok = False
-        if not ok:
-            slow(obj)
-
-    _FIELD_CHECKS[cls] = check
-    return check
+    test = _HAND_WRITTEN.get(cls) or spec.fields_test(spec.fields) or _no
+    _FIELD_TESTS[cls] = test
+    return test
 
 
 def check_fields(obj: Any) -> None:
     """Check every field of Struct ``obj`` against its hint (call it from ``__post_init__``);
     :class:`ValidationError` names the first bad field."""
-    fn = _FIELD_CHECKS.get(type(obj))
-    if fn is None:
+    test = _FIELD_TESTS.get(type(obj))
+    if test is None:
         try:
-            fn = _compile_fields(type(obj))
+            test = _fields_test(type(obj))
         except NameError:  # built while its module is still importing: checked from then on
             return
-    fn(obj)
+    try:
+        ok = test(obj)
+    except Exception:  # the precise check says what is wrong
+        ok = False
+    if not ok:
+        spec = struct_spec(type(obj))
+        spec.check_fields(obj, "", spec.fields)
 
 
 __all__ = [
