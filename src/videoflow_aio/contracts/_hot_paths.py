@@ -164,8 +164,15 @@ def _receive(impl: Impl, slow: Slow) -> Impl:
 @hand_written(MessagingBackend.settle)
 def _settle(impl: Impl, slow: Slow) -> Impl:
     async def settle(self: Any, token: Any, outcome: Any, settlement_id: Any) -> Any:
-        if not (
-            _token_ok(token)
+        if not (  # _token_ok inline: settle is the hottest call
+            type(token) is DeliveryToken
+            and type(token.subscription) is SubscriptionId
+            and type(token.sequence) is type(token.attempt) is int
+            and token.sequence >= 0
+            and token.attempt >= 0
+            and type(token.lease_id) is type(token.opaque) is str
+            and token.lease_id.isascii()
+            and token.opaque.isascii()
             and type(outcome) in _OUTCOMES
             and type(settlement_id) is str
             and settlement_id.isascii()
