@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from . import _hot_paths  # noqa: F401  (registers the hot methods' checked wrappers)
 from ._base import Known, Observed, Unknown
-from ._boundary import unchecked
+from ._boundary import checked_control, unchecked
 from .allocation import (
     AcceleratorAllocationBackend,
     AllocationCapabilities,
@@ -153,6 +154,7 @@ __all__ = [
     "VideoflowError",
     "WorkloadBindings",
     "WorkloadRequest",
+    "checked_control",
     "make_channel",
     "make_envelope",
     "make_subscription",

@@ -3,7 +3,8 @@
 Every contract ABC derives from :class:`Boundary`. When a provider class is defined, each
 contract method it implements is replaced by a wrapper that checks the arguments against the
 *contract's* hints before the implementation runs, and the provider's constructor and each
-public method of its own (a model control) against their own hints. A wrong type or value raises
+method of its own marked :func:`checked_control` (a model control) against their own hints;
+no other method is touched. A wrong type or value raises
 :class:`~videoflow_aio.contracts.errors.ValidationError` naming the parameter (dotted into
 Structs and indexed into containers: ``envelope.channel.node``, ``owned[2]``) and the value;
 nothing of the implementation has run, so state is unchanged. The memory models, the file
@@ -18,11 +19,16 @@ every field checked at every crossing, since a caller can also build them by han
 
 What each hint accepts is :mod:`videoflow_aio.contracts._specs`.
 
-Each wrapper is compiled once per method: a single boolean expression accepts well-formed
-arguments without a function call per check; anything it does not accept goes to the precise
-checker, which either finds nothing wrong (an ``int`` for a ``float``, a non-ASCII ``str``) and
-the call proceeds, or raises the error naming the first bad field. What a rejected call costs
-does not matter; what an accepted one costs is measured in ``benchmarks/messaging_bench.py``.
+No code is generated. Each wrapper is a plain closure: for the hot methods (publish, receive,
+settle, renew, get, cas) one written out by hand in :mod:`._hot_paths` whose single inline
+expression accepts well-formed arguments; for every other coroutine method of one to four
+parameters, a closure of that arity calling each parameter's fast test
+(:meth:`~._specs.Spec.test`); for any other signature, and for calls with keywords, one that
+binds the call and runs the precise check. Anything a fast test does not accept goes to the
+precise checker, which either finds nothing wrong (an ``int`` for a ``float``, a non-ASCII
+``str``) and the call proceeds, or raises the error naming the first bad field. What a
+rejected call costs does not matter; what an accepted one costs is measured in
+``benchmarks/boundary_bench.py``.
 """
 
 from __future__ import annotations
@@ -32,41 +38,85 @@ import typing
 from collections.abc import Callable
 from typing import Any, ClassVar
 
-from ._specs import ANY, Names, Spec, spec_for
+from ._specs import ANY, Spec, Test, spec_for
 
 _WRAPPED = "__vf_boundary__"
+_CONTROL = "__vf_control__"
+
+Slow = Callable[..., None]
+"""The precise check of every parameter, in order: raises the first one's error."""
+Wrap = Callable[[Callable[..., Any], Slow], Callable[..., Any]]
+"""A hand-written checked wrapper for one contract method: ``wrap(impl, slow)``."""
+
+_HAND_WRITTEN: dict[Callable[..., Any], Wrap] = {}
 
 
-def _make_wrapper(impl: Callable[..., Any], hints: dict[str, Any], is_async: bool) -> Any:
-    """A function with ``impl``'s signature that checks its arguments, then calls ``impl``."""
-    params = list(inspect.signature(impl).parameters.values())[1:]  # after self
-    if any(p.kind is p.VAR_POSITIONAL for p in params):
-        return None  # *args: nothing sensible to check against
-    if any(p.kind is p.VAR_KEYWORD for p in params):
-        return _keywords_wrapper(impl, params, hints, is_async)
-    names = Names()
-    sig_parts, call_parts = _signature_parts(params, names)
-    checked = _checked_params(params, hints)
-    if not checked:
-        return None
+def hand_written(contract_method: Callable[..., Any]) -> Callable[[Wrap], Wrap]:
+    """Register ``wrap`` as the checked wrapper of ``contract_method`` (a hot path).
 
+    ``wrap(impl, slow)`` returns an ``async def`` with the contract's parameter names whose
+    inline test accepts only arguments the precise check accepts (anything else goes to
+    ``slow``, which raises the error or finds nothing wrong) and which then returns
+    ``await impl(self, …)``. It is used for every implementation whose parameters are the
+    contract's (same names, no defaults); tests/contracts/test_boundary_hand_written.py holds
+    each one to the contract's hints."""
+
+    def register(wrap: Wrap) -> Wrap:
+        _HAND_WRITTEN[contract_method] = wrap
+        return wrap
+
+    return register
+
+
+class _Missing:
+    """A parameter the caller did not pass positionally."""
+
+
+_MISSING: Any = _Missing()
+
+
+def _slow(checked: list[tuple[str, Spec]]) -> Slow:
     def slow(*values: Any) -> None:
         for (name, spec), value in zip(checked, values, strict=True):
             spec.check(value, name)
 
-    names.ns["_vf_impl"] = impl
-    names.ns["_vf_slow"] = slow
-    guard = _guard(checked, names)
-    first = "async def" if is_async else "def"
-    call = f"_vf_impl(_vf_self, {', '.join(call_parts)})"
-    src = (
-        f"{first} {impl.__name__}(_vf_self, {', '.join(sig_parts)}):\n"
-        f"{guard}"
-        f"    return {'await ' if is_async else ''}{call}\n"
+    return slow
+
+
+def _never(*values: Any) -> bool:
+    return False
+
+
+def _make_wrapper(impl: Callable[..., Any], hints: dict[str, Any], wrap: Wrap | None) -> Any:
+    """A function calling ``impl`` after checking its arguments; None when nothing needs it."""
+    signature = inspect.signature(impl)
+    params = list(signature.parameters.values())[1:]  # after self
+    if any(p.kind is p.VAR_POSITIONAL for p in params):
+        return None  # *args: nothing sensible to check against
+    named = dict(_checked_params(params, hints))
+    keywords = _keyword_specs(params, hints)
+    if keywords is None and any(p.kind is p.VAR_KEYWORD for p in params):
+        return None  # a bare **kwargs (passed on to a base): nothing sensible to check against
+    if not named and not keywords:
+        return None
+    is_async = inspect.iscoroutinefunction(impl)
+    general = _general(impl, signature, named, keywords, is_async)
+    if keywords is not None or not is_async or len(params) > len(_ARITY):
+        return _dress(general, impl)
+    checked = [(p.name, named.get(p.name, ANY)) for p in params]
+    slow = _slow(checked)
+    if wrap is not None:  # the implementation takes exactly the contract's parameters
+        return _dress(wrap(impl, slow), impl)
+    tests = [spec.test() for _, spec in checked]
+    if any(t is None for t in tests):  # one has no fast test: always the precise check
+        tests = [_never] * len(tests)
+    return _dress(
+        _ARITY[len(params) - 1](impl, typing.cast(list[Test], tests), slow, general), impl
     )
-    exec(src, names.ns)
-    wrapper = names.ns[impl.__name__]
-    for attr in ("__module__", "__qualname__", "__doc__"):
+
+
+def _dress(wrapper: Any, impl: Callable[..., Any]) -> Any:
+    for attr in ("__module__", "__qualname__", "__doc__", "__name__"):
         setattr(wrapper, attr, getattr(impl, attr, None))
     wrapper.__annotations__ = dict(getattr(impl, "__annotations__", {}))  # get_type_hints
     wrapper.__wrapped__ = impl
@@ -74,58 +124,174 @@ def _make_wrapper(impl: Callable[..., Any], hints: dict[str, Any], is_async: boo
     return wrapper
 
 
-def _keywords_wrapper(
-    impl: Callable[..., Any], params: list[inspect.Parameter], hints: dict[str, Any], is_async: bool
-) -> Any:
+def _keyword_specs(
+    params: list[inspect.Parameter], hints: dict[str, Any]
+) -> dict[str, Spec] | None:
     """For ``**options: Unpack[SomeTypedDict]`` (a constructor taking a connection's
-    keywords): a plain wrapper checking the named parameters and each keyword given against
-    the TypedDict's hints. Not compiled: such signatures are constructors, not hot paths.
-    None for a bare ``**kwargs``."""
-    var_kw = next(p for p in params if p.kind is p.VAR_KEYWORD)
+    keywords): each keyword's spec. None without ``**`` or for a bare ``**kwargs``."""
+    var_kw = next((p for p in params if p.kind is p.VAR_KEYWORD), None)
+    if var_kw is None:
+        return None
     hint = hints.get(var_kw.name)
     if typing.get_origin(hint) is not typing.Unpack:
         return None  # a bare **kwargs: nothing sensible to check against
-    options = typing.get_args(hint)[0]
     try:
-        option_hints = typing.get_type_hints(options, include_extras=True)
+        option_hints = typing.get_type_hints(typing.get_args(hint)[0], include_extras=True)
     except Exception:  # a hint that does not resolve
         return None
-    named = dict(_checked_params([p for p in params if p is not var_kw], hints))
-    keywords = {k: spec_for(h) for k, h in option_hints.items()}
-    signature = inspect.signature(impl)
+    return {k: spec_for(h) for k, h in option_hints.items()}
+
+
+def _general(
+    impl: Callable[..., Any],
+    signature: inspect.Signature,
+    named: dict[str, Spec],
+    keywords: dict[str, Spec] | None,
+    is_async: bool,
+) -> Any:
+    """The wrapper for any signature (model controls, constructors, keyword calls): a
+    positional call giving every parameter runs each one's fast test and, where it says no, the
+    precise check; any other call is bound to ``impl``'s signature and precisely checked."""
+    params = list(signature.parameters.values())[1:]
+    var_kw = next((p.name for p in params if p.kind is p.VAR_KEYWORD), "")
+    in_order = [(p.name, named.get(p.name, ANY)) for p in params]
+    tests = [(name, spec, spec.test() or spec.ok) for name, spec in in_order if spec is not ANY]
+    positional = [i for i, p in enumerate(params) if p.kind is not p.KEYWORD_ONLY]
+    simple = positional == list(range(len(params)))  # no keyword-only parameter, no **
 
     def check(args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+        if simple and not kwargs and len(args) == len(params):
+            values = _checked_values(args, in_order)
+            for (name, precise, test), value in zip(tests, values, strict=True):
+                try:
+                    ok = test(value)
+                except Exception:
+                    ok = False
+                if not ok:
+                    precise.check(value, name)
+            return
         try:
             bound = signature.bind(None, *args, **kwargs)  # None: self
         except TypeError:
             return  # a wrong call: the implementation raises Python's own TypeError
         for name, value in bound.arguments.items():
-            if name == var_kw.name:
+            if name == var_kw:
                 for key, given in value.items():
-                    spec = keywords.get(key)
+                    spec = None if keywords is None else keywords.get(key)
                     if spec is not None:
                         spec.check(given, key)
-            elif name in named:
-                named[name].check(value, name)
+            else:
+                spec = named.get(name)
+                if spec is not None:
+                    spec.check(value, name)
 
     if is_async:
 
-        async def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
+        async def checked(self: Any, *args: Any, **kwargs: Any) -> Any:
             check(args, kwargs)
             return await impl(self, *args, **kwargs)
 
     else:
 
-        def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:  # type: ignore[misc]
+        def checked(self: Any, *args: Any, **kwargs: Any) -> Any:  # type: ignore[misc]
             check(args, kwargs)
             return impl(self, *args, **kwargs)
 
-    for attr in ("__module__", "__qualname__", "__doc__", "__name__"):
-        setattr(wrapper, attr, getattr(impl, attr, None))
-    wrapper.__annotations__ = dict(getattr(impl, "__annotations__", {}))
-    wrapper.__wrapped__ = impl  # type: ignore[attr-defined]
-    setattr(wrapper, _WRAPPED, True)
-    return wrapper
+    return checked
+
+
+def _checked_values(args: tuple[Any, ...], in_order: list[tuple[str, Spec]]) -> list[Any]:
+    return [value for value, (_, spec) in zip(args, in_order, strict=True) if spec is not ANY]
+
+
+# -- the wrappers of coroutine methods taking 1 to 4 parameters ------------------------------
+# A positional call runs each parameter's fast test and, only when one says no, the precise
+# check; a call with keywords (or leaving out a parameter with a default) takes ``general``.
+
+
+def _given(*values: Any) -> tuple[Any, ...]:
+    return tuple(v for v in values if v is not _MISSING)
+
+
+def _arity1(impl: Callable[..., Any], tests: list[Test], slow: Slow, general: Any) -> Any:
+    (t0,) = tests
+
+    async def checked(self: Any, a: Any = _MISSING, /, **kw: Any) -> Any:
+        if kw or a is _MISSING:
+            return await general(self, *_given(a), **kw)
+        try:
+            ok = t0(a)
+        except Exception:
+            ok = False
+        if not ok:
+            slow(a)
+        return await impl(self, a)
+
+    return checked
+
+
+def _arity2(impl: Callable[..., Any], tests: list[Test], slow: Slow, general: Any) -> Any:
+    t0, t1 = tests
+
+    async def checked(self: Any, a: Any = _MISSING, b: Any = _MISSING, /, **kw: Any) -> Any:
+        if kw or b is _MISSING:
+            return await general(self, *_given(a, b), **kw)
+        try:
+            ok = t0(a) and t1(b)
+        except Exception:
+            ok = False
+        if not ok:
+            slow(a, b)
+        return await impl(self, a, b)
+
+    return checked
+
+
+def _arity3(impl: Callable[..., Any], tests: list[Test], slow: Slow, general: Any) -> Any:
+    t0, t1, t2 = tests
+
+    async def checked(
+        self: Any, a: Any = _MISSING, b: Any = _MISSING, c: Any = _MISSING, /, **kw: Any
+    ) -> Any:
+        if kw or c is _MISSING:
+            return await general(self, *_given(a, b, c), **kw)
+        try:
+            ok = t0(a) and t1(b) and t2(c)
+        except Exception:
+            ok = False
+        if not ok:
+            slow(a, b, c)
+        return await impl(self, a, b, c)
+
+    return checked
+
+
+def _arity4(impl: Callable[..., Any], tests: list[Test], slow: Slow, general: Any) -> Any:
+    t0, t1, t2, t3 = tests
+
+    async def checked(
+        self: Any,
+        a: Any = _MISSING,
+        b: Any = _MISSING,
+        c: Any = _MISSING,
+        d: Any = _MISSING,
+        /,
+        **kw: Any,
+    ) -> Any:
+        if kw or d is _MISSING:
+            return await general(self, *_given(a, b, c, d), **kw)
+        try:
+            ok = t0(a) and t1(b) and t2(c) and t3(d)
+        except Exception:
+            ok = False
+        if not ok:
+            slow(a, b, c, d)
+        return await impl(self, a, b, c, d)
+
+    return checked
+
+
+_ARITY = (_arity1, _arity2, _arity3, _arity4)
 
 
 def _checked_params(
@@ -134,47 +300,6 @@ def _checked_params(
     """``(name, spec)`` of each parameter whose hint checks anything."""
     specs = [(p.name, spec_for(hints[p.name]) if p.name in hints else ANY) for p in params]
     return [(n, s) for n, s in specs if s is not ANY]
-
-
-def _signature_parts(params: list[inspect.Parameter], names: Names) -> tuple[list[str], list[str]]:
-    """The wrapper's parameter list (defaults by reference, ``/`` and ``*`` where ``impl``
-    has them) and the arguments of its call to ``impl``."""
-    sig_parts: list[str] = []
-    call_parts: list[str] = []
-    seen_kwonly = False
-    for p in params:
-        text = p.name
-        if p.default is not p.empty:
-            text += f"={names.ref(p.default)}"
-        if p.kind is p.KEYWORD_ONLY:
-            if not seen_kwonly:
-                sig_parts.append("*")
-                seen_kwonly = True
-            call_parts.append(f"{p.name}={p.name}")
-        else:
-            call_parts.append(p.name)
-        sig_parts.append(text)
-    if any(p.kind is p.POSITIONAL_ONLY for p in params):
-        last = max(i for i, p in enumerate(params) if p.kind is p.POSITIONAL_ONLY)
-        sig_parts.insert(last + 1, "/")
-    return sig_parts, call_parts
-
-
-def _guard(checked: list[tuple[str, Spec]], names: Names) -> str:
-    """The wrapper's check: the specs' inline fast tests, falling back to the full checks
-    (which raise the typed error) when one fails or a spec has none."""
-    fast_parts = [spec.fast(name, names) for name, spec in checked]
-    slow_call = f"_vf_slow({', '.join(n for n, _ in checked)})"
-    if any(f is None for f in fast_parts):
-        return f"    {slow_call}\n"
-    return (
-        "    try:\n"
-        f"        _vf_ok = {' and '.join(typing.cast(list[str], fast_parts))}\n"
-        "    except Exception:\n"
-        "        _vf_ok = False\n"
-        "    if not _vf_ok:\n"
-        f"        {slow_call}\n"
-    )
 
 
 def _hints_of(fn: Callable[..., Any]) -> dict[str, Any] | None:
@@ -201,23 +326,33 @@ def _contract_hints(contract_fn: Callable[..., Any], impl: Callable[..., Any]) -
     return out
 
 
-def _wrap(cls: type, name: str, impl: Any, hints: dict[str, Any] | None) -> None:
+def _same_parameters(contract_fn: Callable[..., Any], impl: Callable[..., Any]) -> bool:
+    """Whether ``impl`` takes exactly the contract's parameters (names, kinds, no defaults)."""
+    mine = list(inspect.signature(impl).parameters.values())[1:]
+    theirs = list(inspect.signature(contract_fn).parameters.values())[1:]
+    return [p.name for p in mine] == [p.name for p in theirs] and all(
+        p.kind is p.POSITIONAL_OR_KEYWORD and p.default is p.empty for p in mine
+    )
+
+
+def _wrap(
+    cls: type, name: str, impl: Any, hints: dict[str, Any] | None, wrap: Wrap | None = None
+) -> None:
     if hints is None:
         return
-    is_async = inspect.iscoroutinefunction(impl)
-    if not is_async and (inspect.isasyncgenfunction(impl) or inspect.isgeneratorfunction(impl)):
+    if inspect.isasyncgenfunction(impl) or inspect.isgeneratorfunction(impl):
         return
-    wrapper = _make_wrapper(impl, hints, is_async)
+    wrapper = _make_wrapper(impl, hints, wrap)
     if wrapper is not None:
         setattr(cls, name, wrapper)
 
 
 class Boundary:
-    """Base of every contract ABC: a subclass's methods are checked at the boundary.
+    """Base of every contract ABC: a subclass's contract methods are checked at the boundary.
 
     For a provider class (any subclass of a contract), every contract method it implements is
-    wrapped with the check compiled from the contract's hints, and its constructor and every
-    public method of its own (model controls) with the check compiled from their own hints.
+    wrapped with the check built from the contract's hints, and its constructor and each
+    method marked :func:`checked_control` with the check built from their own hints.
     Already-wrapped methods (inherited from a provider base) are left as they are.
     """
 
@@ -246,7 +381,11 @@ def _install(cls: type[Boundary]) -> None:
         impl = inspect.getattr_static(cls, name)
         if impl is contract_fn or not inspect.isfunction(impl) or getattr(impl, _WRAPPED, False):
             continue
-        _wrap(cls, name, impl, _contract_hints(contract_fn, impl))
+        hints = _contract_hints(contract_fn, impl)
+        if _same_parameters(contract_fn, impl):
+            _wrap(cls, name, impl, hints, _HAND_WRITTEN.get(contract_fn))
+        else:
+            _wrap(cls, name, impl, hints)
     init = vars(cls).get("__init__")
     if inspect.isfunction(init) and not getattr(init, _WRAPPED, False):
         _wrap(cls, "__init__", init, _hints_of(init))  # the provider's constructor: its own hints
@@ -256,7 +395,7 @@ def _install(cls: type[Boundary]) -> None:
             continue
         for name, obj in list(vars(klass).items()):
             if (
-                name.startswith("_")
+                not getattr(obj, _CONTROL, False)
                 or name in methods
                 or not inspect.isfunction(obj)
                 or getattr(obj, _WRAPPED, False)
@@ -264,6 +403,21 @@ def _install(cls: type[Boundary]) -> None:
             ):
                 continue
             _wrap(cls, name, obj, _hints_of(obj))
+
+
+_F = typing.TypeVar("_F", bound=Callable[..., Any])
+
+
+def checked_control(method: _F) -> _F:
+    """Mark a provider's own public method (a model control, an admin helper taking a
+    caller's values) to be checked at the boundary like a contract method, against its own
+    hints, in every provider class that has it (the mark is read when the class is defined).
+
+    A contract method needs no mark: every implementation of one is checked against the
+    contract's hints, and a provider cannot opt out. Other methods are checked only when
+    marked."""
+    setattr(method, _CONTROL, True)
+    return method
 
 
 def unchecked(method: Any) -> Any:
@@ -285,4 +439,4 @@ def unchecked(method: Any) -> Any:
     return impl.__get__(owner, type(owner))
 
 
-__all__ = ["Boundary", "unchecked"]
+__all__ = ["Boundary", "checked_control", "hand_written", "unchecked"]

@@ -1,5 +1,6 @@
-"""What a contract type hint accepts, as a check compiled once: the rules the boundary
-(:mod:`videoflow_aio.contracts._boundary`) and the input Structs' ``__post_init__`` share.
+"""What a contract type hint accepts, as a fast test and a precise check built once from plain
+closures (no generated code): the rules the boundary (:mod:`videoflow_aio.contracts._boundary`)
+and the input Structs' ``__post_init__`` share.
 
 Rules:
 
@@ -22,12 +23,11 @@ Rules:
 from __future__ import annotations
 
 import collections.abc
-import functools
-import math
+import operator
 import re
 import types
 import typing
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Annotated, Any, ClassVar, TypeVar
 
 import msgspec
@@ -49,26 +49,40 @@ def _fail(path: str, message: str, value: Any) -> ValidationError:
     return ValidationError(f"{path} {message}, got {_describe(value)}", field=path, value=value)
 
 
-class Names:
-    """The globals of generated code: objects referenced by generated expressions."""
+Test = Callable[[Any], bool]
+"""A fast test of one value: True only for a value the precise check accepts; False (or an
+exception) sends the value to the precise check, which accepts it or names what is wrong."""
 
-    def __init__(self) -> None:
-        self.ns: dict[str, Any] = {"_vf_inf": math.inf, "_vf_max": _MAX_FLOAT}
-        self._ids: dict[int, str] = {}
 
-    def ref(self, obj: Any) -> str:
-        name = self._ids.get(id(obj))
-        if name is None:
-            name = f"_vf_{len(self.ns)}"
-            self.ns[name] = obj
-            self._ids[id(obj)] = name
-        return name
+def _true(value: Any) -> bool:
+    return True
+
+
+def _is_ascii_str(value: Any) -> bool:
+    return type(value) is str and value.isascii()
+
+
+def _is_non_empty_ascii_str(value: Any) -> bool:
+    return type(value) is str and value.isascii() and value != ""
+
+
+_COMPARE: dict[str, Callable[[Any, Any], bool]] = {
+    "ge": operator.ge,
+    "gt": operator.gt,
+    "le": operator.le,
+    "lt": operator.lt,
+}
 
 
 class Spec:
-    """What one hint accepts: a fast boolean expression (None: none) and a precise check."""
+    """What one hint accepts: a fast test (None: none) and a precise check."""
 
-    def fast(self, x: str, names: Names) -> str | None:
+    def test(self) -> Test | None:
+        """The fast test, built once from plain closures (no generated code)."""
+        return None
+
+    def exact_type(self) -> type | None:
+        """The one type whose every instance this spec accepts, when that is all it asks."""
         return None
 
     def check(self, value: Any, path: str) -> None:
@@ -91,8 +105,8 @@ class Spec:
 
 
 class _AnySpec(Spec):
-    def fast(self, x: str, names: Names) -> str:
-        return "True"
+    def test(self) -> Test:
+        return _true
 
     def check(self, value: Any, path: str) -> None:
         return None
@@ -101,9 +115,16 @@ class _AnySpec(Spec):
 ANY = _AnySpec()
 
 
+def _is_none(value: Any) -> bool:
+    return value is None
+
+
 class _NoneSpec(Spec):
-    def fast(self, x: str, names: Names) -> str:
-        return f"{x} is None"
+    def test(self) -> Test:
+        return _is_none
+
+    def exact_type(self) -> type:
+        return type(None)
 
     def check(self, value: Any, path: str) -> None:
         if value is not None:
@@ -113,9 +134,13 @@ class _NoneSpec(Spec):
         return value is None
 
 
+def _is_bool(value: Any) -> bool:
+    return value is True or value is False
+
+
 class _BoolSpec(Spec):
-    def fast(self, x: str, names: Names) -> str:
-        return f"({x} is True or {x} is False)"
+    def test(self) -> Test:
+        return _is_bool
 
     def check(self, value: Any, path: str) -> None:
         if value is not True and value is not False:
@@ -133,8 +158,24 @@ class _Bounds:
 
     _OPS: ClassVar[dict[str, str]] = {"ge": ">=", "gt": ">", "le": "<=", "lt": "<"}
 
-    def fast(self, x: str, names: Names) -> str:
-        return "".join(f" and {x} {self._OPS[op]} {names.ref(bound)}" for op, bound in self.items)
+    def within(self, kind: Test) -> Test:
+        """``kind`` (a type test) and every bound: one closure, specialised for the usual
+        single lower bound."""
+        if not self.items:
+            return kind
+        if len(self.items) == 1 and self.items[0][0] == "ge":
+            low = self.items[0][1]
+
+            def at_least(value: Any) -> bool:
+                return kind(value) and value >= low
+
+            return at_least
+        compare = [(_COMPARE[op], bound) for op, bound in self.items]
+
+        def bounded(value: Any) -> bool:
+            return kind(value) and all(op(value, bound) for op, bound in compare)
+
+        return bounded
 
     def check(self, value: Any, path: str) -> None:
         for op, bound in self.items:
@@ -148,12 +189,30 @@ class _Bounds:
                 raise _fail(path, f"must be {self._OPS[op]} {bound}", value)
 
 
+def _is_int(value: Any) -> bool:
+    return type(value) is int
+
+
+def _is_finite(value: Any) -> bool:
+    # value - value is 0.0 for a finite float, nan for inf and nan
+    if type(value) is float:
+        return value - value == 0.0
+    return type(value) is int and -_MAX_FLOAT <= value <= _MAX_FLOAT
+
+
 class _IntSpec(Spec):
     def __init__(self, meta: dict[str, Any]) -> None:
         self.bounds = _Bounds(meta)
 
-    def fast(self, x: str, names: Names) -> str:
-        return f"(type({x}) is int{self.bounds.fast(x, names)})"
+    def test(self) -> Test:
+        if [op for op, _ in self.bounds.items] == ["ge"]:  # NonNegInt, PositiveInt: one call
+            low = self.bounds.items[0][1]
+
+            def int_at_least(value: Any) -> bool:
+                return type(value) is int and value >= low
+
+            return int_at_least
+        return self.bounds.within(_is_int)
 
     def check(self, value: Any, path: str) -> None:
         if not isinstance(value, int) or isinstance(value, bool):
@@ -168,13 +227,8 @@ class _FloatSpec(Spec):
     def __init__(self, meta: dict[str, Any]) -> None:
         self.bounds = _Bounds(meta)
 
-    def fast(self, x: str, names: Names) -> str:
-        # x - x is 0.0 for a finite float, nan for inf and nan
-        finite = (
-            f"((type({x}) is float and {x} - {x} == 0.0)"
-            f" or (type({x}) is int and -_vf_max <= {x} <= _vf_max))"
-        )
-        return f"({finite}{self.bounds.fast(x, names)})"
+    def test(self) -> Test:
+        return self.bounds.within(_is_finite)
 
     def check(self, value: Any, path: str) -> None:
         if not isinstance(value, int | float) or isinstance(value, bool):
@@ -192,15 +246,23 @@ class _Lengths:
         self.min = meta.get("min_length")
         self.max = meta.get("max_length")
 
-    def fast(self, x: str) -> str:
-        out = ""
-        if self.min == 1:
-            out += f" and {x}"
-        elif self.min:
-            out += f" and len({x}) >= {self.min}"
-        if self.max is not None:
-            out += f" and len({x}) <= {self.max}"
-        return out
+    def within(self, kind: Test) -> Test:
+        """``kind`` (a type test) and the length bounds, specialised for none and for
+        non-empty."""
+        low, high = self.min or 0, self.max
+        if not low and high is None:
+            return kind
+        if low == 1 and high is None:
+
+            def non_empty(value: Any) -> bool:
+                return kind(value) and len(value) > 0
+
+            return non_empty
+
+        def sized(value: Any) -> bool:
+            return kind(value) and len(value) >= low and (high is None or len(value) <= high)
+
+        return sized
 
     def check(self, value: Any, path: str) -> None:
         if self.min is not None and len(value) < self.min:
@@ -221,16 +283,54 @@ class _StrSpec(Spec):
         self.description = meta.get("description")
         self.excludes: frozenset[str] | None = meta.get("excludes")
 
-    def fast(self, x: str, names: Names) -> str:
+    def test(self) -> Test:
+        plain = (
+            self.choices is None
+            and self.pattern is None
+            and self.excludes is None
+            and self.lengths.max is None
+        )
+        if plain and self.lengths.min == 1:  # NonEmptyStr: one call
+            return _is_non_empty_ascii_str
+        if plain and not self.lengths.min:
+            return _is_ascii_str
+        if self.choices is None and self.lengths.min == 1 and self.lengths.max is None:
+            excluded = self.excludes
+            if excluded is not None:  # Token: one call
+
+                def token(value: Any) -> bool:
+                    return (
+                        type(value) is str
+                        and value.isascii()
+                        and value != ""
+                        and excluded.isdisjoint(value)
+                    )
+
+                return token
         if self.choices is not None:  # the choices are valid strs: membership says it all
-            out = f"(type({x}) is str and {x} in {names.ref(self.choices)}"
+            choices = self.choices
+
+            def chosen(value: Any) -> bool:
+                return type(value) is str and value in choices
+
+            kind: Test = chosen
         else:
-            out = f"(type({x}) is str and {x}.isascii(){self.lengths.fast(x)}"
+            kind = self.lengths.within(_is_ascii_str)  # ASCII: valid Unicode, cheaply
         if self.excludes is not None:
-            out += f" and {names.ref(self.excludes)}.isdisjoint({x})"
-        elif self.pattern is not None:
-            out += f" and {names.ref(self.pattern.search)}({x}) is not None"
-        return out + ")"
+            excludes = self.excludes
+
+            def excluding(value: Any) -> bool:
+                return kind(value) and excludes.isdisjoint(value)
+
+            return excluding
+        if self.pattern is not None:
+            search = self.pattern.search
+
+            def matching(value: Any) -> bool:
+                return kind(value) and search(value) is not None
+
+            return matching
+        return kind
 
     def check(self, value: Any, path: str) -> None:
         if not isinstance(value, str):
@@ -254,12 +354,16 @@ class _StrSpec(Spec):
         return isinstance(value, str)
 
 
+def _is_bytes(value: Any) -> bool:
+    return type(value) is bytes
+
+
 class _BytesSpec(Spec):
     def __init__(self, meta: dict[str, Any]) -> None:
         self.lengths = _Lengths(meta)
 
-    def fast(self, x: str, names: Names) -> str:
-        return f"(type({x}) is bytes{self.lengths.fast(x)})"
+    def test(self) -> Test:
+        return self.lengths.within(_is_bytes)
 
     def check(self, value: Any, path: str) -> None:
         if not isinstance(value, bytes):
@@ -284,13 +388,33 @@ class _UnionSpec(Spec):
     def __init__(self, options: list[Spec]) -> None:
         self.options = options
 
-    def fast(self, x: str, names: Names) -> str | None:
+    def test(self) -> Test | None:
         # None first: the cheapest test, and the usual value of an optional field
         options = sorted(self.options, key=lambda o: not isinstance(o, _NoneSpec))
-        parts = [o.fast(x, names) for o in options]
-        if any(p is None for p in parts):
+        exact = [o.exact_type() for o in options]
+        if all(t is not None for t in exact):  # Structs trusted whole, None: one set lookup
+            types_ = frozenset(exact)
+
+            def one_of_types(value: Any) -> bool:
+                return type(value) in types_
+
+            return one_of_types
+        tests = [o.test() for o in options]
+        if any(t is None for t in tests):
             return None
-        return "(" + " or ".join(typing.cast(list[str], parts)) + ")"
+        if len(tests) == 2 and isinstance(options[0], _NoneSpec):
+            other = typing.cast(Test, tests[1])
+
+            def optional(value: Any) -> bool:
+                return value is None or other(value)
+
+            return optional
+        every = typing.cast(list[Test], tests)
+
+        def either(value: Any) -> bool:
+            return any(t(value) for t in every)
+
+        return either
 
     def check(self, value: Any, path: str) -> None:
         claimants = [o for o in self.options if o.claims(value)]
@@ -316,25 +440,39 @@ class _UnionSpec(Spec):
 _NOT_SEQUENCES = (str, bytes, bytearray, memoryview)
 
 
-def _every(
-    variables: list[str], loop: str, specs: list[Spec], fallback: Callable[[Any], bool]
-) -> Callable[[Any], bool]:
-    """A compiled ``all(...)`` over a container's elements (``fallback`` when an element spec
-    has no fast expression): False sends the caller to the precise check."""
-    names = Names()
-    parts = [spec.fast(var, names) for var, spec in zip(variables, specs, strict=True)]
-    if any(p is None for p in parts):
-        return fallback
-    test = " and ".join(typing.cast(list[str], parts))
-    src = (
-        "def _vf_every(x):\n"
-        f"    for {loop}:\n"
-        f"        if not ({test}):\n"
-        "            return False\n"
-        "    return True\n"
-    )
-    exec(src, names.ns)
-    return typing.cast(Callable[[Any], bool], names.ns["_vf_every"])
+def _elements(container: type, item: Spec) -> Test | None:
+    """The fast test of a ``container`` (exact type) whose every element passes ``item``."""
+    each = item.test()
+    if each is None:
+        return None
+
+    def every(value: Any) -> bool:
+        if type(value) is not container:
+            return False
+        elements = typing.cast(Iterable[Any], value)  # narrowed to object by the test above
+        for element in elements:  # noqa: SIM110 - a loop: no generator frame per call
+            if not each(element):
+                return False
+        return True
+
+    return every
+
+
+def _entries(key: Spec, item: Spec) -> Test | None:
+    """The fast test of a ``dict`` whose every key and value pass ``key`` and ``item``."""
+    key_ok, item_ok = key.test(), item.test()
+    if key_ok is None or item_ok is None:
+        return None
+
+    def every(value: Any) -> bool:
+        if type(value) is not dict:
+            return False
+        for k, v in value.items():  # noqa: SIM110 - a loop: no generator frame per call
+            if not (key_ok(k) and item_ok(v)):
+                return False
+        return True
+
+    return every
 
 
 class _SeqSpec(Spec):
@@ -345,11 +483,11 @@ class _SeqSpec(Spec):
         self.container = container
         self.lengths = _Lengths(meta)
 
-    def fast(self, x: str, names: Names) -> str | None:
+    def test(self) -> Test | None:
         if self.container is None:
             return None
-        every = names.ref(_every(["e"], "e in x", [self.item], self.ok))
-        return f"(type({x}) is {names.ref(self.container)} and (not {x} or {every}({x})))"
+        every = _elements(self.container, self.item)
+        return None if every is None else self.lengths.within(every)
 
     def check(self, value: Any, path: str) -> None:
         if self.container is not None:
@@ -398,11 +536,11 @@ class _MapSpec(Spec):
         self.exact_dict = exact_dict
         self.lengths = _Lengths(meta)
 
-    def fast(self, x: str, names: Names) -> str | None:
+    def test(self) -> Test | None:
         if not self.exact_dict:
             return None
-        every = names.ref(_every(["k", "v"], "k, v in x.items()", [self.key, self.item], self.ok))
-        return f"(type({x}) is dict and (not {x} or {every}({x})))"
+        every = _entries(self.key, self.item)
+        return None if every is None else self.lengths.within(every)
 
     def check(self, value: Any, path: str) -> None:
         if self.exact_dict:
@@ -455,8 +593,13 @@ class _ClassSpec(Spec):
     def __init__(self, cls: type) -> None:
         self.cls = cls
 
-    def fast(self, x: str, names: Names) -> str:
-        return f"isinstance({x}, {names.ref(self.cls)})"
+    def test(self) -> Test:
+        cls = self.cls
+
+        def instance(value: Any) -> bool:
+            return isinstance(value, cls)
+
+        return instance
 
     def check(self, value: Any, path: str) -> None:
         if not isinstance(value, self.cls):
@@ -488,19 +631,36 @@ class _StructSpec(Spec):
             return self.fields
         return [(name, spec) for name, spec in self.fields if spec.mutable()]
 
-    def fields_fast(self, x: str, names: Names, fields: list[tuple[str, Spec]]) -> str | None:
-        parts = [spec.fast(f"{x}.{name}", names) for name, spec in fields]
-        if any(p is None for p in parts):
-            return None
-        return " and ".join(typing.cast(list[str], parts)) or "True"
+    def exact_type(self) -> type | None:
+        return None if self.crossing_fields() else self.cls
 
-    def fast(self, x: str, names: Names) -> str | None:
-        head = f"type({x}) is {names.ref(self.cls)}"
-        fields = self.crossing_fields()
-        if not fields:
-            return head
-        body = self.fields_fast(x, names, fields)
-        return None if body is None else f"({head} and {body})"
+    def fields_test(self, fields: list[tuple[str, Spec]]) -> Test | None:
+        """The fast test of an instance of exactly this class whose ``fields`` pass."""
+        cls = self.cls
+        tests = [(name, spec.test()) for name, spec in fields if spec is not ANY]
+        if any(t is None for _, t in tests):
+            return None
+        checks = typing.cast(list[tuple[str, Test]], tests)
+        if len(checks) == 1:
+            ((name, only),) = checks
+
+            def one_field(value: Any) -> bool:
+                return type(value) is cls and only(getattr(value, name))
+
+            return one_field
+
+        def every_field(value: Any) -> bool:
+            if type(value) is not cls:
+                return False
+            for name, check in checks:  # noqa: SIM110 - a loop: no generator frame per call
+                if not check(getattr(value, name)):
+                    return False
+            return True
+
+        return every_field
+
+    def test(self) -> Test | None:
+        return self.fields_test(self.crossing_fields())
 
     def check_fields(self, value: Any, path: str, fields: list[tuple[str, Spec]]) -> None:
         prefix = f"{path}." if path else ""
@@ -708,44 +868,53 @@ def struct_spec(cls: type) -> _StructSpec:
     return spec
 
 
-# -- compiled checks -------------------------------------------------------------------------
+# -- field checks ----------------------------------------------------------------------------
 
-_FIELD_CHECKS: dict[type, Callable[[Any], None]] = {}
+_FIELD_TESTS: dict[type, Test] = {}
+_HAND_WRITTEN: dict[type, Test] = {}
 
 
-def _compile_fields(cls: type) -> Callable[[Any], None]:
+def hand_written_fields(cls: type) -> Callable[[Test], Test]:
+    """Register ``test`` as the fast test of :func:`check_fields` for Struct ``cls`` (one
+    built on a hot path, such as an ``Envelope`` per message): one inline expression instead
+    of a call per field. It must accept only instances whose every field passes its hint;
+    anything else goes to the precise check, which names the bad field."""
+
+    def register(test: Test) -> Test:
+        _HAND_WRITTEN[cls] = test
+        _FIELD_TESTS[cls] = test
+        return test
+
+    return register
+
+
+def _no(obj: Any) -> bool:
+    return False
+
+
+def _fields_test(cls: type) -> Test:
     spec = struct_spec(cls)
-    names = Names()
-    body = spec.fields_fast("o", names, spec.fields)
-    names.ns["_vf_slow"] = functools.partial(spec.check_fields, fields=spec.fields)
-    if body is None:
-        src = "def _vf_check(o):\n    _vf_slow(o, '')\n"
-    else:
-        src = (
-            "def _vf_check(o):\n"
-            "    try:\n"
-            f"        ok = {body}\n"
-            "    except Exception:\n"
-            "        ok = False\n"
-            "    if not ok:\n"
-            "        _vf_slow(o, '')\n"
-        )
-    exec(src, names.ns)
-    fn: Callable[[Any], None] = names.ns["_vf_check"]
-    _FIELD_CHECKS[cls] = fn
-    return fn
+    test = _HAND_WRITTEN.get(cls) or spec.fields_test(spec.fields) or _no
+    _FIELD_TESTS[cls] = test
+    return test
 
 
 def check_fields(obj: Any) -> None:
     """Check every field of Struct ``obj`` against its hint (call it from ``__post_init__``);
     :class:`ValidationError` names the first bad field."""
-    fn = _FIELD_CHECKS.get(type(obj))
-    if fn is None:
+    test = _FIELD_TESTS.get(type(obj))
+    if test is None:
         try:
-            fn = _compile_fields(type(obj))
+            test = _fields_test(type(obj))
         except NameError:  # built while its module is still importing: checked from then on
             return
-    fn(obj)
+    try:
+        ok = test(obj)
+    except Exception:  # the precise check says what is wrong
+        ok = False
+    if not ok:
+        spec = struct_spec(type(obj))
+        spec.check_fields(obj, "", spec.fields)
 
 
 __all__ = [
@@ -759,6 +928,7 @@ __all__ = [
     "Token",
     "check_fields",
     "checked",
+    "hand_written_fields",
     "spec_for",
     "struct_spec",
 ]

@@ -31,7 +31,7 @@ import itertools
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
-from ..contracts import Known, Unknown
+from ..contracts import Known, Unknown, checked_control
 from ..contracts.allocation import (
     AcceleratorAllocationBackend,
     AllocationCapabilities,
@@ -137,6 +137,7 @@ class MemoryAllocationBackend(AcceleratorAllocationBackend):
         """Advance every geometry write whose delay has elapsed (for manual clocks)."""
         self._c.settle()
 
+    @checked_control
     def mutations(self, kinds: Sequence[str] | None = None) -> list[Mutation]:
         """Every state change so far as ``(kind, subject, by, detail)``, oldest first.
 
@@ -165,6 +166,7 @@ class MemoryAllocationBackend(AcceleratorAllocationBackend):
     # ==========================================================================================
     # model controls: nodes, reads, the manager, workloads
 
+    @checked_control
     def node(self, name: str) -> NodeFixture:
         """The live fixture of ``name``."""
         self._c.settle()
@@ -173,21 +175,25 @@ class MemoryAllocationBackend(AcceleratorAllocationBackend):
         except KeyError:
             raise NotFound(f"no node {name!r}", kind="node", name=name) from None
 
+    @checked_control
     def fail_reads(self, kind: str, reason: str | None = "timeout") -> None:
         """Make ``nodes`` / ``pods`` / ``config`` reads fail (``reason=None`` restores them)."""
         self._reads.fail(kind, reason)
 
+    @checked_control
     def fail_geometry(self, node_name: str) -> None:
         """Make the manager report ``state=failed`` for every geometry write on ``node_name``
         (a permanent preparation failure)."""
         self.node(node_name)
         self._c.failing_geometry.add(node_name)
 
+    @checked_control
     def clear_geometry_failure(self, node_name: str) -> None:
         """Undo :meth:`fail_geometry` for later writes (a repaired node)."""
         self.node(node_name)
         self._c.failing_geometry.discard(node_name)
 
+    @checked_control
     def bind_workload(self, node: str, workload_id: str, units: int) -> None:
         """A workload (ours or foreign) now holds ``units`` devices on ``node``."""
         fixture = self.node(node)
@@ -205,6 +211,7 @@ class MemoryAllocationBackend(AcceleratorAllocationBackend):
         fixture.workloads[workload_id] = units
         self._c.mutate("workload.bind", node, "control", f"{workload_id}={units}")
 
+    @checked_control
     def unbind_workload(self, node: str, workload_id: str) -> None:
         """The workload no longer holds devices on ``node``."""
         fixture = self.node(node)
@@ -215,6 +222,7 @@ class MemoryAllocationBackend(AcceleratorAllocationBackend):
         del fixture.workloads[workload_id]
         self._c.mutate("workload.unbind", node, "control", workload_id)
 
+    @checked_control
     def mark_workload_ready(self, claim_id: str) -> None:
         """The claim's workloads are running (pods ready)."""
         claim = self._claim(claim_id)

@@ -29,7 +29,7 @@ import anyio
 import msgspec
 
 from ... import faults
-from ...contracts import Known, Unknown
+from ...contracts import Known, Unknown, checked_control
 from ...contracts.errors import (
     AccessDenied,
     AuthenticationFailed,
@@ -194,12 +194,15 @@ class RedisPayloadStore(PayloadStore):
         """The underlying ``redis.asyncio.Redis`` (tests, benchmarks, controls)."""
         return self._conn.client
 
+    @checked_control
     def obj_key(self, key: str) -> str:
         return f"{self.ns}:o:{key}"
 
+    @checked_control
     def meta_key(self, key: str) -> str:
         return f"{self.ns}:m:{key}"
 
+    @checked_control
     def set_key(self, key: str) -> str:
         return f"{self.ns}:s:{key}"
 

@@ -4,6 +4,7 @@ A conformance case that uses one declares it in ``controls=``."""
 
 from __future__ import annotations
 
+from ...contracts import checked_control
 from ...contracts.errors import NotFound, ValidationError
 from ...contracts.payload import payload_digest, validate_id
 from ...observe import ObservationLog
@@ -29,6 +30,7 @@ class PayloadControls:
         return obj
 
     # -- damage and outside actions ---------------------------------------------------------
+    @checked_control
     def corrupt(self, key: str) -> None:
         """Model bit rot: flip the first byte (or add one to an empty object)."""
         obj = self._present(key)
@@ -40,6 +42,7 @@ class PayloadControls:
         if self._log is not None:
             self._log.record("corrupt", subject=key, ident=obj.generation)
 
+    @checked_control
     def truncate(self, key: str, size: int) -> None:
         """Model a truncated object: the bytes are cut short, the metadata still names the
         original."""
@@ -54,6 +57,7 @@ class PayloadControls:
         if self._log is not None:
             self._log.record("truncate", subject=key, ident=obj.generation, size=size)
 
+    @checked_control
     def delete(self, key: str) -> None:
         """Model an outside deletion of the object (bytes and metadata); an obligation set
         it had is left dangling, as a ``DEL`` of the object key leaves it on the server."""
@@ -62,6 +66,7 @@ class PayloadControls:
         if self._log is not None:
             self._log.record("delete", subject=key, ident=obj.generation)
 
+    @checked_control
     def expire_obligation(self, key: str, obligation_id: str) -> None:
         """Model one obligation record vanishing; an emptied set no longer exists, as on the
         server."""
@@ -82,6 +87,7 @@ class PayloadControls:
                 "expire", subject=key, ident=obligation_id, what="obligation", forced=True
             )
 
+    @checked_control
     def expire_obligation_set(self, key: str) -> None:
         """Model the whole obligation set expiring or being evicted while the bytes remain
         (PAY-008)."""
@@ -100,6 +106,7 @@ class PayloadControls:
                 obligations=sorted(oset.deadlines),
             )
 
+    @checked_control
     def put_bare(self, key: str, data: bytes, ttl_seconds: float | None = None) -> None:
         """Model an RFC 0002 publisher: bare bytes at ``key``, no metadata, no obligation set
         (refs to it are unverifiable). Extra control, beyond the seed's list."""
@@ -131,6 +138,7 @@ class PayloadControls:
             )
 
     # -- failures --------------------------------------------------------------------------
+    @checked_control
     def fail_inventory(self, reason: str | None) -> None:
         """Make ``inventory`` return ``Unknown(reason)`` (and ``reconcile`` raise) until
         called with None."""
@@ -138,6 +146,7 @@ class PayloadControls:
             validate_id(reason, "reason")
         self._inventory_failure = reason
 
+    @checked_control
     def fail_reads(self, reasons: list[str]) -> None:
         """The next ``len(reasons)`` reads return ``TransientFailure`` with these reasons."""
         if not isinstance(reasons, list | tuple):
@@ -155,6 +164,7 @@ class PayloadControls:
         space.advance()
         return len(space.objects)
 
+    @checked_control
     def obligations(self, key: str) -> dict[str, float]:
         """Obligation id -> deadline of the set at ``key`` (a dangling one too); {} if none."""
         space = self._space
