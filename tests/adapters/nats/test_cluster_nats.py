@@ -178,6 +178,37 @@ def test_settle_and_renew_during_a_consumer_leader_election_are_never_stale(
     assert isinstance(again, SettleConfirmed), again
 
 
+def test_a_receive_during_a_consumer_leader_election_waits_for_the_new_leader(
+    nats_cluster: ClusterProcess,
+) -> None:
+    """Nobody answers a pull while the consumer has no leader (no responders), which on a
+    cluster means "no leader yet": a receive raised BackendUnavailable at once (seen on a
+    new consumer whose leader's interest had not yet reached this client's server, in a full
+    run on an idle machine). Now it asks again until its deadline and returns the message."""
+
+    async def main() -> tuple[list[str], float]:
+        b, spec = await _fresh(nats_cluster, {"retention": "limits"})
+        sub = make_subscription(spec.channel, "w", ack_wait_seconds=120.0)
+        await b.ensure_subscription(sub, "op-sub")
+        for pid in ("p1", "p2"):
+            await b.publish(make_envelope(spec.channel, pid), anyio.current_time() + 2)
+        first = await b.receive(sub.id, 1, 1 << 20, anyio.current_time() + 5)
+        leader = await _consumer_leader_not_ours(nats_cluster, b, sub.id)
+        await anyio.to_thread.run_sync(leader.kill)
+        try:
+            start = anyio.current_time()
+            rest = await b.receive(sub.id, 1, 1 << 20, start + 60)
+            took = anyio.current_time() - start
+        finally:
+            await anyio.to_thread.run_sync(heal, nats_cluster)
+        await b.drop_namespace()
+        await b.aclose()
+        return [d.envelope.publication_id for d in first + rest], took
+
+    got, took = anyio.run(main)
+    assert got == ["p1", "p2"], (got, took)
+
+
 async def _adv_led_by(cluster: ClusterProcess, b: Any, channel: ChannelId, member: Any) -> None:
     """Step the channel's ``__adv`` stream down until ``member`` leads it: the advisory the
     consumer's leader emits as it dies is then stored, unreplicated, by the same member."""

@@ -7,7 +7,9 @@ delivery belongs to the pull open when it arrives; later ones are kept (``st.lat
 returned by the next receive while their lease lasts and their message is still stored
 (an administrator may have purged it meanwhile). nats-py would turn the statuses into a
 timeout; the adapter reads them: ``409 Consumer Deleted`` or ``503`` is ``NotFound`` once
-``CONSUMER.INFO`` confirms it, no answer at all ``BackendUnavailable`` — never ``[]``.
+``CONSUMER.INFO`` confirms it, no answer at all ``BackendUnavailable`` — never ``[]``. A
+``503`` from a consumer that exists means nobody leads it yet (a cluster's election): the
+receive asks again until its deadline, then ``BackendUnavailable``.
 
 A redelivery of a message this client settled with the server's confirmation means the
 server lost the settle (a crash before it saved consumer state): the settle is sent again
@@ -219,18 +221,24 @@ async def confirm_consumer(c: Client, st: SubState) -> None:
         st.reset(created, info.config.opt_start_seq or 1)
 
 
-async def check_status(c: Client, st: SubState, p: Pull) -> None:
+async def check_status(c: Client, st: SubState, p: Pull) -> bool:
+    """Raise what the pull's status means; True for "no responders" (``503``) from a consumer
+    not known gone: nobody leads it yet — on a cluster, an election (its ``CONSUMER.INFO``
+    may time out too), or a new consumer whose leader's interest has not yet reached this
+    client's server. Not gone, not empty."""
     if p.status is None:
-        return
+        return False
     code, desc = p.status
-    if code == "503":  # no responders: the consumer is gone, or JetStream is down
-        await confirm_consumer(c, st)
-        raise BackendUnavailable(f"receive on {st.id}: no responders", backend="nats")
+    if code == "503":  # no responders: the consumer is gone, or has no leader (yet)
+        with contextlib.suppress(BackendUnavailable):  # its leader answers that read too
+            await confirm_consumer(c, st)  # NotFound when it is gone
+        return True
     if code == "409" and "Consumer Deleted" in desc:
         c.forget_sub(st.id)
         raise NotFound(f"subscription {st.id} was deleted", kind="subscription", name=st.id.name)
     if code == "error":
         raise BackendUnavailable(f"receive on {st.id}: {desc}", backend="nats")
+    return False
 
 
 async def watch_deletions(nc: Any, chs: ChanState) -> None:
@@ -282,7 +290,15 @@ async def _receive(
         return out
     while True:
         p = await pull(c, nc, st, item_credit, budget, deadline)
-        await check_status(c, st, p)
+        if await check_status(c, st, p):  # no leader yet: ask again until the deadline
+            if loop_time() + _settle.ELECTION_POLL >= deadline:
+                raise BackendUnavailable(
+                    f"receive on {st.id}: no responders until the deadline (the consumer "
+                    "exists but nobody leads it: a leader election, or JetStream is down)",
+                    backend="nats",
+                )
+            await asyncio.sleep(_settle.ELECTION_POLL)  # asyncio-side: nats-py's loop
+            continue
         out = await _fresh(c, st, [delivery(c, st, m, p.sent_at) for m in p.msgs])
         if out:
             return await _the_rest(c, nc, st, p, out, item_credit, budget, deadline)
@@ -336,7 +352,8 @@ async def _the_rest(
             break
         await asyncio.sleep(0.001)  # asyncio-side: nats-py's loop
         p = await pull(c, nc, st, item_credit - len(out), left, deadline)
-        await check_status(c, st, p)
+        if await check_status(c, st, p):
+            break  # no leader now: return what this receive already leased
         out += await _fresh(c, st, [delivery(c, st, m, p.sent_at) for m in p.msgs])
     return out
 
