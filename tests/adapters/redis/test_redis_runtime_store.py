@@ -19,7 +19,7 @@ from redis import exceptions as rexc
 
 from _servers_fixtures import need_binary
 from _store_proxy import HoldingProxy
-from videoflow_aio.adapters._errors import ReplyLost
+from videoflow_aio.adapters._errors import NotSent, ReplyLost
 from videoflow_aio.adapters.redis import RedisRuntimeStore
 from videoflow_aio.adapters.redis import runtime_store as rts_mod
 from videoflow_aio.adapters.redis._client import WaitingConnectionPool, errors
@@ -233,6 +233,44 @@ async def test_a_full_pool_waits_instead_of_raising(redis_srv: ServerProcess) ->
             tg.start_soon(one, i)
     assert results == [True] * 40
     await s.aclose()
+
+
+async def test_failed_connects_do_not_widen_the_pool(redis_srv: ServerProcess) -> None:
+    """A connect that failed gave its pool slot back twice (redis-py releases the connection
+    itself): after an outage the pool opened more than ``max_connections`` and a caller got
+    redis-py's "Too many connections" instead of waiting for a free one."""
+    port = free_port()
+    pool = WaitingConnectionPool(wait_timeout=30.0, host="127.0.0.1", port=port, max_connections=2)
+    for _ in range(3):  # the server is down
+        with pytest.raises(NotSent, match="connecting to"):
+            await pool.get_connection()
+
+    async def forward(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        up_r, up_w = await asyncio.open_connection("127.0.0.1", redis_srv.port)
+
+        async def pipe(r: asyncio.StreamReader, w: asyncio.StreamWriter) -> None:
+            while data := await r.read(65536):
+                w.write(data)
+            w.close()
+
+        await asyncio.gather(pipe(reader, up_w), pipe(up_r, writer), return_exceptions=True)
+
+    back = await asyncio.start_server(forward, "127.0.0.1", port)  # the server is back
+    held = [await pool.get_connection() for _ in range(2)]
+    got: list[object] = []
+
+    async def third() -> None:
+        got.append(await pool.get_connection())
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(third)
+        await anyio.wait_all_tasks_blocked()  # the third caller waits, or has raised
+        assert got == []  # the pool is full: it waits (it raised "Too many connections")
+        await pool.release(held[0])
+    assert got == [held[0]]
+    await pool.disconnect()
+    back.close()
+    await back.wait_closed()
 
 
 async def test_aof_always_server_keeps_records_and_versions_across_a_restart(

@@ -132,6 +132,11 @@ _CONNECTED: contextvars.ContextVar[bool] = contextvars.ContextVar("_CONNECTED", 
 point sent nothing (True by default: anywhere else a lost reply stays ambiguous)."""
 
 
+_HANDED_BACK: contextvars.ContextVar[bool] = contextvars.ContextVar("_HANDED_BACK", default=False)
+"""True in a ``get_connection`` whose connect failed: redis-py releases that connection (and so
+its pool slot) itself."""
+
+
 class WaitingConnectionPool(ConnectionPool):
     """A connection pool that waits (up to ``wait_timeout``) for a free connection instead of
     raising once ``max_connections`` are in use — what ``BlockingConnectionPool`` does, gated
@@ -153,22 +158,33 @@ class WaitingConnectionPool(ConnectionPool):
                 raise NotSent(f"{_POOL_EXHAUSTED}.") from err
         else:
             await self._slots.acquire()
+        handed_back = _HANDED_BACK.set(False)
         try:
             connection = await super().get_connection(*args, **kwargs)  # type: ignore[no-untyped-call]
             _CONNECTED.set(True)
             return connection
         except (rexc.RedisError, OSError) as exc:
-            self._slots.release()
+            self._give_back_slot()
             reason = await self._diagnose(exc)
             raise NotSent(f"{type(exc).__name__}: {exc}", security=reason) from exc
         except BaseException:
-            self._slots.release()
+            self._give_back_slot()
             raise
+        finally:
+            _HANDED_BACK.reset(handed_back)
+
+    def _give_back_slot(self) -> None:
+        """The slot of a ``get_connection`` that failed, unless :meth:`release` gave it back
+        already (redis-py releases a connection whose connect failed): once, never twice —
+        each extra release let the pool open one more connection than ``max_connections``."""
+        if not _HANDED_BACK.get():
+            self._slots.release()
 
     async def ensure_connection(self, connection: Any) -> None:
         try:
             await super().ensure_connection(connection)  # type: ignore[no-untyped-call]
         except BaseException:
+            _HANDED_BACK.set(True)  # redis-py's get_connection releases it next
             # a refused handshake (TLS) can leave the socket open in redis-py
             with contextlib.suppress(Exception):
                 await connection.disconnect(nowait=True)
