@@ -24,7 +24,10 @@ from ._cluster import ClusterControls, ClusterProvider
 from .redis import EVICTABLE, RedisProvider
 
 WAIT_REPLICAS = 1
-WAIT_TIMEOUT = 2.0
+WAIT_TIMEOUT = 5.0
+"""Seconds a write waits for the replica's acknowledgement: milliseconds when healthy; the
+bound is for a loaded machine, where a replica fsyncing every write (``appendfsync always``)
+can stall for a second or more. No case waits it out: its faults hit the primary."""
 
 
 if TYPE_CHECKING:
