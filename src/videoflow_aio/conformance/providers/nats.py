@@ -193,6 +193,9 @@ class NatsProvider(ServerProvider):
     request_timeout_floor = 1.0
     """The least a JetStream API request waits for its reply (the cases' scaled 20 s
     otherwise)."""
+    connect_timeout = 10.0
+    """Seconds a backend's first connection may take: nats-py's 2 s default timed out once
+    on trio at a load average of 18 (no case connects to a server that is down)."""
 
     name = "nats"
     client_modules = ("nats",)
@@ -214,7 +217,7 @@ class NatsProvider(ServerProvider):
         ``nats-secure``); its admins take the backend's."""
         from ...adapters.nats import NatsConnection
 
-        return NatsConnection(self.url())
+        return NatsConnection(self.url(), connect_timeout=self.connect_timeout)
 
     def subject_for(self, namespace: str) -> str:
         """The subject prefix of a backend in ``namespace`` (``nats-secure``: under the root

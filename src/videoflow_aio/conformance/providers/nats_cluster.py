@@ -137,6 +137,9 @@ class NatsClusterProvider(ClusterProvider, NatsProvider):
     # creating an R3 stream elects its raft leader: on a loaded 2-core machine that took
     # over 1 s (MSG-001's ensure_channel got no reply in a parallel run)
     request_timeout_floor = 4.0
+    # each URL gets this long in turn: a paused member accepts the TCP connection and never
+    # answers, so the next member is tried only after it (nats-py's default, as users get)
+    connect_timeout = 2.0
     parallel_backends = True
     exclusive_controls = MEMBER_CONTROLS | SERVER_PROCESS_CONTROLS
 

@@ -74,7 +74,9 @@ class SecureNatsProvider(NatsProvider):
     def connection(self) -> NatsConnection:
         from ...adapters.nats import NatsConnection
 
-        return NatsConnection(self.url(), **self.secured.client_options())
+        return NatsConnection(
+            self.url(), connect_timeout=self.connect_timeout, **self.secured.client_options()
+        )
 
     def subject_for(self, namespace: str) -> str:
         root = f"{ROOT}."
