@@ -228,7 +228,7 @@ def test_asyncio_sleep_returns_its_result(seed: int | None) -> None:
     async def main() -> tuple[object, object, float]:
         loop = asyncio.get_running_loop()
         given = await asyncio.sleep(1, result="given")
-        plain = await asyncio.sleep(1)
+        plain: object = await asyncio.sleep(1, result=None)  # the default result
         return given, plain, loop.time()
 
     assert vtime.run(main, seed=seed) == ("given", None, 1002.0)
