@@ -672,4 +672,107 @@ MUTANTS: tuple[Mutant, ...] = (
         "limit = math.inf",
         "seeded jitter overshoots past what advance() reached in manual mode",
     ),
+    # the gaps of cosmic-ray's vtime sample (benchmarks/mutation/cosmic.py --area vtime)
+    Mutant(
+        "vt-call-later-nan-by-identity",
+        "vtime",
+        "vtime/_loop.py",
+        'if when != when:  # NaN\n            raise ValueError("timer delay must not be NaN")',
+        'if when is not when:  # NaN\n            raise ValueError("timer delay must not be NaN")',
+        "call_later tests NaN by identity: a NaN delay is scheduled instead of refused",
+    ),
+    Mutant(
+        "vt-bare-loop-no-main-task",
+        "vtime",
+        "vtime/_loop.py",
+        "self._vt_main = future if isinstance(future, asyncio.Task) else None",
+        "self._vt_main = None",
+        "a loop run without a guard forgets its main task: a deadlock is raised from "
+        "run_until_complete instead of at the blocked await",
+    ),
+    Mutant(
+        "vt-interrupt-refires-its-timer",
+        "vtime",
+        "vtime/_clock.py",
+        "for entry in group[i + 1 :]:",
+        "for entry in group[i:]:",
+        "a KeyboardInterrupt from a standalone timer leaves that timer pending: it fires again",
+    ),
+    Mutant(
+        "vt-real-wait-kept-across-instants",
+        "vtime",
+        "vtime/_clock.py",
+        "if self._at != now or self._deadline != deadline:",
+        "if self._deadline != deadline:",
+        "real I/O pending: the real-time count is not restarted when time moves under the "
+        "same deadline",
+    ),
+    Mutant(
+        "vt-fired-timer-still-scheduled",
+        "vtime",
+        "vtime/_loop.py",
+        "                    timer._scheduled = False\n                    ready.append(timer)",
+        "                    ready.append(timer)",
+        "a timer fired by an idle jump still counts as scheduled: its late cancel inflates "
+        "the cancelled count that triggers heap compaction",
+    ),
+    Mutant(
+        "vt-call-at-nan-by-identity",
+        "vtime",
+        "vtime/_loop.py",
+        'if when != when:  # NaN\n            raise ValueError("timer deadline must not be NaN")',
+        'if when is not when:  # NaN\n            raise ValueError("timer deadline must not be NaN")',
+        "call_at tests NaN by identity: a NaN deadline is scheduled instead of refused",
+    ),
+    Mutant(
+        "vt-compaction-count-off-by-one",
+        "vtime",
+        "vtime/_loop.py",
+        "heapq.heapify(heap)  # _run_once holds a reference to this very list\n"
+        "            self._vt_cancelled = 0",
+        "heapq.heapify(heap)  # _run_once holds a reference to this very list\n"
+        "            self._vt_cancelled = 1",
+        "heap compaction leaves the cancelled count at one instead of none",
+    ),
+    Mutant(
+        "vt-deadlock-note-inverted",
+        "vtime",
+        "vtime/_clock.py",
+        "if self._lost_advance is not None:\n            msg +=",
+        "if self._lost_advance is None:\n            msg +=",
+        "a deadlock report names a dropped advance() only when there was none (Note: None)",
+    ),
+    Mutant(
+        "vt-clock-start-finite-and",
+        "vtime",
+        "vtime/_clock.py",
+        "if not math.isfinite(start) or not math.isfinite(wall_start):",
+        "if not math.isfinite(start) and not math.isfinite(wall_start):",
+        "a clock starting at inf or NaN is accepted unless both readings are",
+    ),
+    Mutant(
+        "vt-deadlock-cap-never-reset",
+        "vtime",
+        "vtime/_clock.py",
+        "            self._deadlock_at = self._now\n            self._deliveries = 0\n",
+        "            self._deadlock_at = self._now\n",
+        "the cap on deadlock reports counts over the whole run, not per instant: after 1000 "
+        "handled deadlocks the next one is no longer delivered",
+    ),
+    Mutant(
+        "vt-executor-shutdown-keeps-count",
+        "vtime",
+        "vtime/_loop.py",
+        "        finally:\n            self._vt_threads -= 1\n",
+        "        finally:\n            pass\n",
+        "shutting the default executor down leaves a thread counted: time never moves again",
+    ),
+    Mutant(
+        "vt-inline-sleep-result-lost",
+        "vtime",
+        "vtime/_loop.py",
+        "fut.set_result(args[1])",
+        "fut.set_result(None)",
+        "asyncio.sleep(d, result) woken on the inlined path returns None",
+    ),
 )
