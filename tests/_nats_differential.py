@@ -399,6 +399,7 @@ class NatsWorld(World):
         self.store: Path | None = None
         self.raw: RawWatch | None = None
         self.watched: SubscriptionId | None = None
+        self.publishers: set[int] = set()  # the clients that published: see observe
 
     @property
     def url(self) -> str:
@@ -412,6 +413,23 @@ class NatsWorld(World):
 
     async def lose_reply(self, i: int, sid: SubscriptionId) -> None:
         (await self.client(i))._c.lose_replies.add(sid)  # the provider control's fault
+
+    async def publish(
+        self, i: int, ch: ChannelId, pid: str, label: str = "", wait: float = 2.0, **kw: Any
+    ) -> Any:
+        out = await super().publish(i, ch, pid, label, wait, **kw)
+        self.publishers.add(i)
+        return out
+
+    async def observe(self, i: int, sid: SubscriptionId, label: str = "") -> Any:
+        """As the model's, once every other client that published has observed ``sid`` itself
+        (unrecorded): JetStream counts a publication into a consumer after the PubAck, so
+        another client's read may miss it for a moment (3 in 2,000 reads right after one, on
+        a loaded machine); the publisher's own observation waits until it is counted."""
+        for k in sorted(self.publishers - {i}):
+            with contextlib.suppress(VideoflowError):
+                await (await self.client(k)).observe_subscription(sid)
+        return await super().observe(i, sid, label)
 
     def admin(self) -> JetStreamAdmin:
         sp, subp = self.prefix
