@@ -139,6 +139,16 @@ async def _consumer_leader_not_ours(cluster: ClusterProcess, b: Any, sub: Subscr
     )
 
 
+async def _two_published(cluster: ClusterProcess) -> tuple[Any, Any]:
+    """A backend and a subscription (ack wait 120 s) of a new R3 channel holding p1 and p2."""
+    b, spec = await _fresh(cluster, {"retention": "limits"})
+    sub = make_subscription(spec.channel, "w", ack_wait_seconds=120.0)
+    await b.ensure_subscription(sub, "op-sub")
+    for pid in ("p1", "p2"):
+        await b.publish(make_envelope(spec.channel, pid), anyio.current_time() + 2)
+    return b, sub
+
+
 def test_settle_and_renew_during_a_consumer_leader_election_are_never_stale(
     nats_cluster: ClusterProcess,
 ) -> None:
@@ -148,11 +158,7 @@ def test_settle_and_renew_during_a_consumer_leader_election_are_never_stale(
     live and the same settle applied once a leader was elected."""
 
     async def main() -> tuple[Any, Any, Any]:
-        b, spec = await _fresh(nats_cluster, {"retention": "limits"})
-        sub = make_subscription(spec.channel, "w", ack_wait_seconds=120.0)
-        await b.ensure_subscription(sub, "op-sub")
-        for pid in ("p1", "p2"):
-            await b.publish(make_envelope(spec.channel, pid), anyio.current_time() + 2)
+        b, sub = await _two_published(nats_cluster)
         got = await b.receive(sub.id, 2, 1 << 20, anyio.current_time() + 2)
         assert len(got) == 2
         leader = await _consumer_leader_not_ours(nats_cluster, b, sub.id)
@@ -187,11 +193,7 @@ def test_a_receive_during_a_consumer_leader_election_waits_for_the_new_leader(
     run on an idle machine). Now it asks again until its deadline and returns the message."""
 
     async def main() -> tuple[list[str], float]:
-        b, spec = await _fresh(nats_cluster, {"retention": "limits"})
-        sub = make_subscription(spec.channel, "w", ack_wait_seconds=120.0)
-        await b.ensure_subscription(sub, "op-sub")
-        for pid in ("p1", "p2"):
-            await b.publish(make_envelope(spec.channel, pid), anyio.current_time() + 2)
+        b, sub = await _two_published(nats_cluster)
         first = await b.receive(sub.id, 1, 1 << 20, anyio.current_time() + 5)
         leader = await _consumer_leader_not_ours(nats_cluster, b, sub.id)
         await anyio.to_thread.run_sync(leader.kill)
