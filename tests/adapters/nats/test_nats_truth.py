@@ -677,3 +677,33 @@ async def test_a_retry_no_leader_answered_leaves_the_first_attempt_unknown(
     seen = await b.observe_publication(env)
     assert isinstance(seen, PublicationUnknown), seen
     await b.aclose()
+
+
+async def test_a_publish_no_stream_leader_answered_is_sent_again_until_its_deadline(
+    srv: ServerProcess, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Nobody answers a stream that exists while its leader is being elected, or while a new
+    R3 stream's interest has not reached this client's server ("no responders"): nothing
+    was stored, so the publish is sent again until its deadline. It answered Rejected at once
+    (MSG-001 on nats-cluster failed so right after ensure_channel, on an idle machine)."""
+    from videoflow_aio.adapters.nats import _api
+
+    b = backend(srv)
+    ch, sub = await setup(b)
+    real = _api.request
+    refused: list[str] = []
+
+    async def leaderless_twice(*args: Any, **kwargs: Any) -> Any:
+        if len(refused) < 2:
+            refused.append(args[1])
+            raise _api.NoResponders("no responders available for request")
+        return await real(*args, **kwargs)
+
+    monkeypatch.setattr(_api, "request", leaderless_twice)
+    out = await b.publish(make_envelope(ch.channel, "p1"), dl())
+    monkeypatch.setattr(_api, "request", real)
+    assert isinstance(out, Accepted), out
+    assert len(refused) == 2
+    got = await b.receive(sub.id, 8, 1 << 20, dl())
+    assert [d.envelope.publication_id for d in got] == ["p1"]  # stored once
+    await b.aclose()

@@ -119,27 +119,40 @@ def subject(c: Client, chs: ChanState, kind: str, partition_key: str | None) -> 
     return cached
 
 
+LEADERLESS_POLL = 0.05
+"""Seconds between attempts while nobody answers for a stream that exists (no leader yet)."""
+
+
 async def send(c: Client, nc: Any, chs: ChanState, env: Envelope, seconds: float) -> PublishOutcome:
     pid = env.publication_id
     subject_ = subject(c, chs, env.kind, env.partition_key)
     hdrs = _codec.headers(env, chs.spec.dedup_window_seconds > 0)
-    try:
-        msg = await _api.request(nc, subject_, env.body, seconds, headers=hdrs)
-    except NoAnswer as exc:
-        return PublicationUnknown(
-            pid, f"no acknowledgement before the deadline ({exc}); it may still be stored"
-        )
-    except NotSent as exc:
-        return Rejected(pid, f"not sent: {exc}")
-    except NoResponders as exc:
-        # nothing took the message: not stored. On a cluster a stream whose leader is being
-        # elected has no responder either, so "no channel" only when the stream is gone.
-        if await _stream_gone(c, chs):
-            c.forget_channel(chs.id)
-            raise NotFound(
-                f"no channel {chs.id} (no stream answers)", kind="channel", name=chs.id.name
-            ) from exc
-        return Rejected(pid, f"not stored: no stream leader answered ({exc})")
+    end = loop_time() + seconds
+    while True:
+        try:
+            msg = await _api.request(
+                nc, subject_, env.body, max(end - loop_time(), 0.001), headers=hdrs
+            )
+            break
+        except NoAnswer as exc:
+            return PublicationUnknown(
+                pid, f"no acknowledgement before the deadline ({exc}); it may still be stored"
+            )
+        except NotSent as exc:
+            return Rejected(pid, f"not sent: {exc}")
+        except NoResponders as exc:
+            # nothing took the message: not stored, so sending it again stores it at most once.
+            # On a cluster a stream whose leader is being elected (or a new stream whose
+            # leader's interest has not reached this server) has no responder either: "no
+            # channel" only when the stream is gone, else again until the deadline
+            if await _stream_gone(c, chs):
+                c.forget_channel(chs.id)
+                raise NotFound(
+                    f"no channel {chs.id} (no stream answers)", kind="channel", name=chs.id.name
+                ) from exc
+            if loop_time() + LEADERLESS_POLL >= end:
+                return Rejected(pid, f"not stored: no stream leader answered ({exc})")
+            await asyncio.sleep(LEADERLESS_POLL)  # asyncio-side: nats-py's loop
     try:
         ack = decode_pub_ack(msg.data)
     except msgspec.DecodeError:
