@@ -60,6 +60,20 @@ def loop_time() -> float:
     return asyncio.get_running_loop().time()
 
 
+ELECTION_POLL = 0.05
+"""Seconds between asks while nobody answers for a stream or consumer that exists (no
+responders: its leader is being elected, or its interest has not reached this server)."""
+
+
+async def await_leader(until: float) -> bool:
+    """Pause ``ELECTION_POLL`` before asking a leaderless group again; False, without a
+    pause, when that would pass the loop-clock ``until``."""
+    if loop_time() + ELECTION_POLL >= until:
+        return False
+    await asyncio.sleep(ELECTION_POLL)  # asyncio-side: nats-py's loop
+    return True
+
+
 def on_asyncio_side() -> None:
     """Refuse to touch nats-py outside asyncio (a backend first used from asyncio, then
     called from trio, is not bridged: its connection belongs to the asyncio loop)."""

@@ -28,7 +28,7 @@ from ...contracts.messaging import (
 from . import _api, _codec, _profiles
 from ._api import CallFailed, NoAnswer, NoResponders, NotSent
 from ._channels import chan
-from ._connection import Client, loop_time
+from ._connection import Client, await_leader, loop_time
 from ._state import ChanState
 from ._wire import decode_pub_ack
 
@@ -119,10 +119,6 @@ def subject(c: Client, chs: ChanState, kind: str, partition_key: str | None) -> 
     return cached
 
 
-LEADERLESS_POLL = 0.05
-"""Seconds between attempts while nobody answers for a stream that exists (no leader yet)."""
-
-
 async def send(c: Client, nc: Any, chs: ChanState, env: Envelope, seconds: float) -> PublishOutcome:
     pid = env.publication_id
     subject_ = subject(c, chs, env.kind, env.partition_key)
@@ -150,9 +146,8 @@ async def send(c: Client, nc: Any, chs: ChanState, env: Envelope, seconds: float
                 raise NotFound(
                     f"no channel {chs.id} (no stream answers)", kind="channel", name=chs.id.name
                 ) from exc
-            if loop_time() + LEADERLESS_POLL >= end:
+            if not await await_leader(end):
                 return Rejected(pid, f"not stored: no stream leader answered ({exc})")
-            await asyncio.sleep(LEADERLESS_POLL)  # asyncio-side: nats-py's loop
     try:
         ack = decode_pub_ack(msg.data)
     except msgspec.DecodeError:

@@ -28,7 +28,7 @@ from ...contracts.errors import AccessDenied, BackendUnavailable, NotFound, Vali
 from ...contracts.messaging import Delivery, DeliveryToken, SubscriptionId
 from . import _api, _codec, _security, _settle
 from ._api import unavailable
-from ._connection import Client, loop_time
+from ._connection import Client, await_leader, loop_time
 from ._ledger import matches, parse_ts
 from ._names import ADV_TERMINATED
 from ._state import ChanState, Pull, SubState
@@ -291,13 +291,12 @@ async def _receive(
     while True:
         p = await pull(c, nc, st, item_credit, budget, deadline)
         if await check_status(c, st, p):  # no leader yet: ask again until the deadline
-            if loop_time() + _settle.ELECTION_POLL >= deadline:
+            if not await await_leader(deadline):
                 raise BackendUnavailable(
                     f"receive on {st.id}: no responders until the deadline (the consumer "
                     "exists but nobody leads it: a leader election, or JetStream is down)",
                     backend="nats",
                 )
-            await asyncio.sleep(_settle.ELECTION_POLL)  # asyncio-side: nats-py's loop
             continue
         out = await _fresh(c, st, [delivery(c, st, m, p.sent_at) for m in p.msgs])
         if out:

@@ -52,7 +52,7 @@ from ...contracts.messaging import (
 )
 from . import _api, _codec, _security
 from ._api import ApiError, CallFailed, NoResponders
-from ._connection import Client, loop_time
+from ._connection import Client, await_leader, loop_time
 from ._ledger import parse_ts
 from ._names import ADV_DELETED, ADV_NAKED, METRIC_ACK
 from ._state import Bounded, SubState
@@ -66,8 +66,6 @@ BARRIER = b"+VFB"
 sent before it on the same consumer."""
 EVIDENCE_WAIT = 0.02
 """Seconds to wait for a settle's evidence before asking with a barrier."""
-ELECTION_POLL = 0.05
-"""Seconds between asks while a replicated consumer has no leader (no responders)."""
 LAPSE_GRACE = 0.1
 """Seconds past this client's deadline of a final-attempt lease after which the server has
 surely seen it lapse (this client's deadline is the earlier one, see ``_pull.delivery``)."""
@@ -329,12 +327,11 @@ async def _barrier(
         except NoResponders:
             if st is None or not replicated(st) or incarnation(token) in st.dead:
                 return SettleStale("the subscription's consumer no longer exists")
-            if loop_time() + ELECTION_POLL >= until:
+            if not await await_leader(until):
                 return SettleUnknown(
                     "no responders for the consumer: its leader is being elected (or it was "
                     "deleted)"
                 )
-            await asyncio.sleep(ELECTION_POLL)  # asyncio-side: nats-py's loop, as the request
             payload = again or payload
             continue
         except CallFailed as exc:
