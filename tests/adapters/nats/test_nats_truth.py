@@ -41,6 +41,7 @@ from videoflow_aio.contracts.messaging import (
     Accepted,
     Completed,
     PublicationUnknown,
+    Rejected,
     Retry,
     SettleConfirmed,
     SettleStale,
@@ -706,4 +707,38 @@ async def test_a_publish_no_stream_leader_answered_is_sent_again_until_its_deadl
     assert len(refused) == 2
     got = await b.receive(sub.id, 8, 1 << 20, dl())
     assert [d.envelope.publication_id for d in got] == ["p1"]  # stored once
+    await b.aclose()
+
+
+async def test_a_publish_with_no_stream_leader_returns_by_its_deadline(
+    srv: ServerProcess, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """While nobody answers a stream, its ``STREAM.INFO`` ("is it gone?") may go unanswered
+    too: that read is bounded by the publication's deadline, not by ``request_timeout``. It
+    waited the whole ``request_timeout`` (4 s on the cluster provider) past a 0.25 s
+    deadline."""
+    from videoflow_aio.adapters.nats import _api
+
+    b = backend(srv, request_timeout=5.0)
+    ch, _sub = await setup(b)
+    real_api = _api.api
+
+    async def leaderless(*args: Any, **kwargs: Any) -> Any:
+        raise _api.NoResponders("no responders available for request")
+
+    async def info_unanswered(nc: Any, subject: str, body: Any, seconds: float, into: Any) -> Any:
+        if ".STREAM.INFO." not in subject:
+            return await real_api(nc, subject, body, seconds, into)
+        await anyio.sleep(seconds)
+        raise _api.NoAnswer(f"no reply on {subject} within {seconds} s")
+
+    monkeypatch.setattr(_api, "request", leaderless)
+    monkeypatch.setattr(_api, "api", info_unanswered)
+    deadline = dl(0.3)
+    out = await b.publish(make_envelope(ch.channel, "p1"), deadline)
+    returned = anyio.current_time()
+    monkeypatch.undo()
+    assert isinstance(out, Rejected), out
+    assert "no stream leader answered" in out.reason
+    assert returned <= deadline + 0.1, returned - deadline
     await b.aclose()

@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+import anyio
 import msgspec
 
 from ...contracts.errors import NotFound, ValidationError
@@ -141,7 +142,7 @@ async def send(c: Client, nc: Any, chs: ChanState, env: Envelope, seconds: float
             # On a cluster a stream whose leader is being elected (or a new stream whose
             # leader's interest has not reached this server) has no responder either: "no
             # channel" only when the stream is gone, else again until the deadline
-            if await _stream_gone(c, chs):
+            if await _stream_gone(c, chs, end):
                 c.forget_channel(chs.id)
                 raise NotFound(
                     f"no channel {chs.id} (no stream answers)", kind="channel", name=chs.id.name
@@ -163,12 +164,15 @@ async def send(c: Client, nc: Any, chs: ChanState, env: Envelope, seconds: float
     return Accepted(pid, ack.seq, ack.duplicate)
 
 
-async def _stream_gone(c: Client, chs: ChanState) -> bool:
-    """True only when ``STREAM.INFO`` says the channel's stream does not exist."""
-    try:
-        return await c.stream_info(chs.stream) is None
-    except CallFailed:
-        return False  # cannot tell: not "gone"
+async def _stream_gone(c: Client, chs: ChanState, until: float) -> bool:
+    """True only when ``STREAM.INFO``, answered before the loop-clock ``until`` (the
+    publication's deadline), says the channel's stream does not exist."""
+    with anyio.move_on_after(until - loop_time()):
+        try:
+            return await c.stream_info(chs.stream) is None
+        except CallFailed:
+            pass
+    return False  # cannot tell (a leaderless stream's read may go unanswered): not "gone"
 
 
 async def publish(
