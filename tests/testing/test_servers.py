@@ -160,3 +160,48 @@ def test_the_server_fixtures_exist() -> None:
 
     for name in _servers_fixtures.SERVER_FIXTURES:
         assert callable(getattr(_servers_fixtures, name)), name
+
+
+def test_free_port_never_hands_out_a_port_twice_across_processes() -> None:
+    """A stopped server's peers keep dialling its port (a NATS route, a Redis replica's
+    primary): a port handed out once is not handed out again for an hour, by this process or
+    another. Without the record, 2,000 kernel picks from ~28,000 ephemeral ports repeat one
+    some 70 times."""
+    import subprocess
+    import sys
+
+    child = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "from videoflow_aio.testing.servers import free_port\n"
+            "print(' '.join(str(free_port()) for _ in range(500)))",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    )
+    theirs = [int(p) for p in child.stdout.split()]
+    ours = [servers.free_port() for _ in range(1500)]
+    assert len(theirs) == 500
+    assert len(set(ours + theirs)) == 2000
+
+
+def test_a_port_is_handed_out_again_once_its_record_expired(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from videoflow_aio.testing import _ports
+
+    monkeypatch.setattr(_ports, "registry", lambda: tmp_path)
+    monkeypatch.setattr(_ports, "_pick", lambda host: 40000)
+    assert _ports.claim("127.0.0.1") == 40000
+    assert (tmp_path / "40000").exists()
+    monkeypatch.setattr(_ports, "TRIES", 3)
+    assert _ports.claim("127.0.0.1") == 40000  # every pick recorded: the last one, anyway
+    old = (tmp_path / "40000").stat().st_mtime - _ports.REUSE_AFTER - 1
+    os.utime(tmp_path / "40000", (old, old))
+    picks = iter([40000, 40001])
+    monkeypatch.setattr(_ports, "_pick", lambda host: next(picks))
+    assert _ports.claim("127.0.0.1") == 40000  # expired: handed out again, stamped anew
+    assert (tmp_path / "40000").stat().st_mtime > old + _ports.REUSE_AFTER

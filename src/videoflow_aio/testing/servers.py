@@ -55,7 +55,7 @@ from typing import Any, ClassVar, Generic, Protocol, TypeVar
 import anyio.to_thread
 
 from ..contracts.errors import BackendUnavailable
-from . import _reaper
+from . import _ports, _reaper
 
 HOST = "127.0.0.1"
 """The address every test server binds: loopback only."""
@@ -96,10 +96,10 @@ def binary_unavailable(name: str) -> str | None:
 
 
 def free_port() -> int:
-    """A TCP port on 127.0.0.1 that was free a moment ago (the caller retries on a race)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind((HOST, 0))
-        return int(s.getsockname()[1])
+    """A TCP port on 127.0.0.1 that was free a moment ago (the caller retries on a race) and
+    that no process of this user was handed in the last hour: a stopped server's peers may
+    still dial its port, and a new server there would be joined by them."""
+    return _ports.claim(HOST)
 
 
 def _port_taken(port: int) -> bool:
