@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import time
 from pathlib import Path
 
 import pytest
@@ -162,6 +163,59 @@ def test_nats_cluster_meta_and_stream_leader(nats_cluster: ClusterProcess) -> No
     meta.restart()
     c.wait_formed(60)
     _pause_resume(c, c.members[0])
+
+
+def _route_port(m: Member) -> int:
+    conf = (m.dir / "nats.conf").read_text()
+    return int(conf.split("cluster {", 1)[1].split("listen: ")[1].split("\n")[0].rsplit(":", 1)[1])
+
+
+def _server_id(m: Member) -> str:
+    import json
+    import urllib.request
+
+    with urllib.request.urlopen(f"{m.monitor_url}/varz", timeout=5) as r:
+        return str(json.load(r)["server_id"])
+
+
+def _route_ids(m: Member) -> set[str]:
+    import json
+    import urllib.request
+
+    with urllib.request.urlopen(f"{m.monitor_url}/routez", timeout=5) as r:
+        return {route["remote_id"] for route in json.load(r)["routes"]}
+
+
+@pytest.mark.server
+def test_a_nats_member_on_a_killed_members_route_port_is_not_taken_into_its_cluster() -> None:
+    """A killed member's peers dial its route port every second. A member of another cluster
+    that comes up on that port (another test, another xdist worker: the kernel hands ports
+    out again) is refused — each cluster has a name of its own — not taken in. With one
+    name for all, it joined the other cluster's routes and JetStream meta group."""
+    need_binary("nats-server")
+    with NatsCluster() as a, NatsCluster() as b:
+        dead, stranger = a.members[2], b.members[0]
+        port = _route_port(dead)
+        dead.kill()
+        stranger.stop()
+        conf = stranger.dir / "nats.conf"
+        text = conf.read_text()
+        own = f"listen: 127.0.0.1:{_route_port(stranger)}\n  routes"
+        assert own in text
+        conf.write_text(text.replace(own, f"listen: 127.0.0.1:{port}\n  routes"))
+        stranger.restart()
+        log = stranger.dir / "server.log"
+        for _ in range(200):  # a's members dial every second: refused, logged
+            if "does not match" in log.read_text():
+                break
+            time.sleep(0.05)  # wall clock: another process's retry timer
+        assert "does not match" in log.read_text(), stranger.log_tail()
+        ours = {_server_id(m) for m in b.members if m is not stranger}
+        theirs = {_server_id(m) for m in a.members if m is not dead}
+        assert not _route_ids(stranger) & theirs
+        for m in a.members:
+            if m is not dead:
+                assert not _route_ids(m) & (ours | {_server_id(stranger)})
 
 
 # -- Redis ------------------------------------------------------------------------------------

@@ -345,8 +345,9 @@ def _get_json(url: str, path: str) -> Any:
 
 @dataclass(kw_only=True)
 class NatsCluster(Cluster):
-    """``size`` nats-server processes with a ``cluster {}`` block and routes to each other,
-    JetStream on each (its own store directory), a unique ``server_name`` (``n1``, ``n2``, …).
+    """``size`` nats-server processes with a ``cluster {}`` block (a name unique to this
+    cluster) and routes to each other, JetStream on each (its own store directory), a unique
+    ``server_name`` (``n1``, ``n2``, …).
 
     ``sync_interval`` sets JetStream's ``sync_interval`` (``"always"`` fsyncs before every
     acknowledgement; the server's default fsyncs every two minutes). ``leader()`` is the
@@ -361,6 +362,9 @@ class NatsCluster(Cluster):
     def _members(self, tmp: Path, path: str) -> list[Member]:
         ports = [(free_port(), free_port(), free_port()) for _ in range(self.size)]
         routes = ", ".join(f"nats-route://{HOST}:{r}" for _, r, _ in ports)
+        # a cluster name of its own: a killed member's peers keep dialling its route port,
+        # and a member of another cluster that lands on that port is refused, not joined
+        name = tmp.name
         members = []
         for i, (client, route, monitor) in enumerate(ports):
             m = self._member(
@@ -380,7 +384,7 @@ class NatsCluster(Cluster):
                 f"listen: {HOST}:{client}\n"
                 f"http: {HOST}:{monitor}\n"
                 f'jetstream {{\n  store_dir: "{m.dir / "js"}"{sync}\n}}\n'
-                f"cluster {{\n  name: videoflow\n  listen: {HOST}:{route}\n"
+                f"cluster {{\n  name: {name}\n  listen: {HOST}:{route}\n"
                 f"  routes: [{routes}]\n}}\n"
             )
             m.argv[:0] = ["-c", str(conf)]
