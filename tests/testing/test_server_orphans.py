@@ -63,7 +63,7 @@ def test_blocks(servers):
     report = {"pids": [a.pid, b.pid, *behind], "dirs": [str(a.dir), str(b.dir)],
               "reaper": _reaper.reaper_pid(), "behind": behind}
     os.write(int(os.environ["ORPHAN_REPORT_FD"]), json.dumps(report).encode() + b"\\n")
-    os.read(0, 1)  # blocks until the run is killed
+    os.read(int(os.environ["ORPHAN_HOLD_FD"]), 1)  # blocks until the run is killed
 """
 
 CLUSTER_CHILD = """
@@ -84,7 +84,7 @@ def test_blocks(cluster):
     report = {"pids": [m.pid for m in cluster.members], "dirs": [str(cluster.dir)],
               "reaper": _reaper.reaper_pid()}
     os.write(int(os.environ["ORPHAN_REPORT_FD"]), json.dumps(report).encode() + b"\\n")
-    os.read(0, 1)  # blocks until the run is killed
+    os.read(int(os.environ["ORPHAN_HOLD_FD"]), 1)  # blocks until the run is killed
 """
 
 WAIT_SECONDS = 15.0
@@ -154,8 +154,17 @@ def _run_and_kill(tmp_path: Path, how: str, child: str = CHILD, *, wrapped: bool
     tmpdir = tmp_path / "t"
     tmpdir.mkdir()
     read_end, write_end = os.pipe()
+    # the run blocks reading a pipe nobody writes to: not its stdin, which pytest's capture
+    # points at /dev/null (a read there returned at once, and the run tore its servers down
+    # while it was being killed: a directory was left behind one run in ten under load)
+    hold_read, hold_write = os.pipe()
     report: dict[str, Any] = {"pids": []}
-    env = {**os.environ, "TMPDIR": str(tmpdir), "ORPHAN_REPORT_FD": str(write_end)}
+    env = {
+        **os.environ,
+        "TMPDIR": str(tmpdir),
+        "ORPHAN_REPORT_FD": str(write_end),
+        "ORPHAN_HOLD_FD": str(hold_read),
+    }
     if wrapped:
         env["PATH"] = f"{_wrapper(tmp_path / 'bin')}{os.pathsep}{env.get('PATH', '')}"
     proc = subprocess.Popen(
@@ -165,13 +174,16 @@ def _run_and_kill(tmp_path: Path, how: str, child: str = CHILD, *, wrapped: bool
         stdin=subprocess.PIPE,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
-        pass_fds=(write_end,),
+        pass_fds=(write_end, hold_read),
     )
     os.close(write_end)
+    os.close(hold_read)
     try:
         ready, _, _ = select.select([read_end], [], [], 60.0)
         assert ready, "the child run did not start its servers in 60 s"
         report = json.loads(os.read(read_end, 65536).decode())
+        for directory in report["dirs"]:  # the run is blocked with its servers up
+            assert Path(directory).is_dir(), f"{directory} gone before the run was killed"
         if wrapped:
             assert report["behind"], "the wrapper did not start the server as its child"
         if how == "SIGKILL":
@@ -193,6 +205,7 @@ def _run_and_kill(tmp_path: Path, how: str, child: str = CHILD, *, wrapped: bool
             assert not Path(directory).exists(), f"{directory} left behind ({how})"
     finally:
         os.close(read_end)
+        os.close(hold_write)
         if proc.poll() is None:
             proc.kill()
             proc.wait()
@@ -258,3 +271,27 @@ def test_a_server_started_from_a_short_lived_thread_outlives_the_thread() -> Non
         assert srv.alive()
     finally:
         srv.stop()
+
+
+@pytest.mark.skipif(not hasattr(os, "pidfd_open"), reason="needs Linux pidfds")
+def test_stop_removes_the_directory_before_the_reaper_lets_it_go(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """An owner killed while it stops a server leaves nothing behind: the reaper is told the
+    server is gone only once its directory is (it was told first, and a run killed in between
+    left the directory)."""
+    from videoflow_aio.testing import _reaper
+    from videoflow_aio.testing.servers import RedisServer
+
+    need_binary("redis-server")
+    srv = RedisServer().start()
+    real = _reaper.forget
+    seen: list[bool] = []
+
+    def forget(pid: int) -> None:
+        seen.append(srv.dir.exists())
+        real(pid)
+
+    monkeypatch.setattr(_reaper, "forget", forget)
+    srv.stop()
+    assert seen == [False]

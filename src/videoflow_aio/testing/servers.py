@@ -157,7 +157,6 @@ class ServerProcess:
             if popen.poll() is None:
                 _signal_group(popen, signal.SIGKILL)
                 popen.wait(timeout)
-            _reaper.forget(popen.pid)
             with _LIVE_LOCK:
                 _LIVE.discard(self)
         if self._log is not None:
@@ -165,6 +164,10 @@ class ServerProcess:
             self._log = None
         if not keep_dir:
             shutil.rmtree(self.dir, ignore_errors=True)
+        if popen is not None:
+            # only now: an owner killed before the directory was gone leaves it to the reaper
+            # (which will not kill a reaped pid that names another process now)
+            _reaper.forget(popen.pid)
 
     def __hash__(self) -> int:
         return id(self)
