@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import time
 from pathlib import Path
 
@@ -166,8 +167,9 @@ def test_nats_cluster_meta_and_stream_leader(nats_cluster: ClusterProcess) -> No
 
 
 def _route_port(m: Member) -> int:
-    conf = (m.dir / "nats.conf").read_text()
-    return int(conf.split("cluster {", 1)[1].split("listen: ")[1].split("\n")[0].rsplit(":", 1)[1])
+    found = re.search(r"cluster \{[^}]*?listen: [\d.]+:(\d+)", (m.dir / "nats.conf").read_text())
+    assert found is not None
+    return int(found.group(1))
 
 
 def _server_id(m: Member) -> str:

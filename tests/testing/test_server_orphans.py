@@ -273,7 +273,6 @@ def test_a_server_started_from_a_short_lived_thread_outlives_the_thread() -> Non
         srv.stop()
 
 
-@pytest.mark.skipif(not hasattr(os, "pidfd_open"), reason="needs Linux pidfds")
 def test_stop_removes_the_directory_before_the_reaper_lets_it_go(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

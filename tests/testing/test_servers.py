@@ -167,7 +167,7 @@ def test_free_port_never_hands_out_a_port_twice_across_processes(
 ) -> None:
     """A stopped server's peers keep dialling its port (a NATS route, a Redis replica's
     primary): a port handed out once is not handed out again for an hour, by this process or
-    another. Without the record, 2,000 kernel picks repeated a port 126 times. (A registry of
+    another. Without the record, 2,000 kernel picks held 126 repeats. (A registry of
     its own: the 2,000 records stay out of the one the other tests share.)"""
     import subprocess
     import sys
@@ -211,3 +211,15 @@ def test_a_port_is_handed_out_again_once_its_record_expired(
     monkeypatch.setattr(_ports, "_pick", lambda host: next(picks))
     assert _ports.claim("127.0.0.1") == 40000  # expired: handed out again, stamped anew
     assert (tmp_path / "40000").stat().st_mtime > old + _ports.REUSE_AFTER
+
+
+def test_a_registry_that_cannot_be_used_still_gives_a_port(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from videoflow_aio.testing import _ports
+
+    blocker = tmp_path / "not-a-dir"
+    blocker.write_text("")  # the registry's path is a file: mkdir fails
+    monkeypatch.setattr(_ports, "registry", lambda: blocker)
+    port = _ports.claim("127.0.0.1")
+    assert 0 < port < 65536

@@ -1,14 +1,16 @@
-"""Ports handed out to test servers are not handed out again on this machine for an hour.
+"""Ports handed out to test servers are not handed out again for an hour (best effort).
 
 A stopped or killed server's peers keep dialling its address: a NATS cluster member its
 route, a Redis replica its primary, a client its server. A new server that the kernel puts on
 that port — in another test, or another pytest-xdist worker — would be joined by them: a NATS
 member of one cluster was taken into another (same cluster name, the route accepted), a Redis
 primary would count a stranger's replica in ``WAIT``. So every port :func:`claim` returns is
-recorded, one empty file per port in a directory all of this user's processes share, and
-skipped while that file is younger than :data:`REUSE_AFTER`.
+recorded, one empty file per port in a directory shared by this user's processes with the
+same temporary directory (``TMPDIR``), and skipped while that file's mtime is younger than
+:data:`REUSE_AFTER`. The registry is a precaution: when it cannot be used (permissions, a
+full disk) a port is picked without it.
 
-Files are wall-clock stamped (``os.utime``): ports outlive any one event loop.
+Records carry wall-clock mtimes: ports outlive any one event loop.
 """
 
 from __future__ import annotations
@@ -68,19 +70,24 @@ def _prune(directory: Path, now: float) -> None:
 
 
 def claim(host: str) -> int:
-    """A port on ``host`` that was free a moment ago and that no process of this user was
-    handed in the last :data:`REUSE_AFTER` seconds (after :data:`TRIES` kernel picks, the
-    last pick)."""
+    """A port on ``host`` that was free a moment ago and that no process sharing the registry
+    was handed in the last :data:`REUSE_AFTER` seconds (after :data:`TRIES` kernel picks,
+    the last pick, recorded too)."""
     global _claims
-    directory = registry()
-    directory.mkdir(mode=0o700, exist_ok=True)
-    now = time.time()  # wall clock: see the module docstring
-    _claims += 1
-    if _claims % PRUNE_EVERY == 1:
-        _prune(directory, now)
-    port = _pick(host)
-    for _ in range(TRIES):
-        if _record(directory / str(port), now):
-            return port
+    try:
+        directory = registry()
+        directory.mkdir(mode=0o700, exist_ok=True)
+        now = time.time()  # wall clock: see the module docstring
+        _claims += 1
+        if _claims % PRUNE_EVERY == 1:
+            _prune(directory, now)
         port = _pick(host)
-    return port
+        for _ in range(TRIES):
+            if _record(directory / str(port), now):
+                return port
+            port = _pick(host)
+        with contextlib.suppress(OSError):
+            os.utime(directory / str(port), (now, now))
+        return port
+    except OSError:  # no registry here (permissions, a full disk): the kernel's pick
+        return _pick(host)

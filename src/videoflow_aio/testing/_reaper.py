@@ -18,7 +18,8 @@ Two independent guards, both set up by :func:`popen` for every server that
   so a server behind a wrapper goes too) and removes their temporary directories
   (:mod:`videoflow_aio.testing._reaper_main`).
 
-A clean stop unregisters the server first. Waiting for processes is wall-clock work.
+A clean stop unregisters the server once its directory is removed. Waiting for processes
+is wall-clock work.
 """
 
 from __future__ import annotations

@@ -384,7 +384,7 @@ class NatsCluster(Cluster):
                 f"listen: {HOST}:{client}\n"
                 f"http: {HOST}:{monitor}\n"
                 f'jetstream {{\n  store_dir: "{m.dir / "js"}"{sync}\n}}\n'
-                f"cluster {{\n  name: {name}\n  listen: {HOST}:{route}\n"
+                f'cluster {{\n  name: "{name}"\n  listen: {HOST}:{route}\n'
                 f"  routes: [{routes}]\n}}\n"
             )
             m.argv[:0] = ["-c", str(conf)]

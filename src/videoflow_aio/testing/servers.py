@@ -96,9 +96,10 @@ def binary_unavailable(name: str) -> str | None:
 
 
 def free_port() -> int:
-    """A TCP port on 127.0.0.1 that was free a moment ago (the caller retries on a race) and
-    that no process of this user was handed in the last hour: a stopped server's peers may
-    still dial its port, and a new server there would be joined by them."""
+    """A TCP port on 127.0.0.1 that was free a moment ago (the caller retries on a race) and,
+    best effort, that no process of this user with the same ``TMPDIR`` was handed in the last
+    hour: a stopped server's peers may still dial its port, and a new server there would be
+    joined by them."""
     return _ports.claim(HOST)
 
 

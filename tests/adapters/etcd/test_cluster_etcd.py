@@ -47,7 +47,9 @@ async def store(cluster: ClusterProcess) -> AsyncIterator[EtcdRuntimeStore]:
 
 def _in_use(store: EtcdRuntimeStore, cluster: ClusterProcess) -> Member:
     endpoint = store.endpoints[store._endpoints.order()[0]]
-    return next(m for m in cluster.members if m.url.endswith(f"//{endpoint}"))
+    member = next((m for m in cluster.members if m.url.endswith(f"//{endpoint}")), None)
+    assert member is not None, f"no member at {endpoint}"
+    return member
 
 
 def test_endpoints_are_parsed() -> None:

@@ -167,7 +167,7 @@ async def send(c: Client, nc: Any, chs: ChanState, env: Envelope, seconds: float
 async def _stream_gone(c: Client, chs: ChanState, until: float) -> bool:
     """True only when ``STREAM.INFO``, answered before the loop-clock ``until`` (the
     publication's deadline), says the channel's stream does not exist."""
-    with anyio.move_on_after(until - loop_time()):
+    with anyio.CancelScope(deadline=until):
         try:
             return await c.stream_info(chs.stream) is None
         except CallFailed:
