@@ -66,6 +66,15 @@ def test_blocks(servers):
     os.read(int(os.environ["ORPHAN_HOLD_FD"]), 1)  # blocks until the run is killed
 """
 
+#: the run, with Ctrl-C as a terminal's run finds it: a test run started in the background
+#: (``cmd &``, as CI may be) inherits SIGINT ignored, and so would its child, which then sat
+#: through both SIGINTs until the test gave up
+RUN_CHILD = (
+    "import signal, sys, pytest\n"
+    "signal.signal(signal.SIGINT, signal.default_int_handler)\n"
+    "sys.exit(pytest.main(['-q', '-p', 'no:cacheprovider', 'test_child.py']))\n"
+)
+
 CLUSTER_CHILD = """
 import json, os
 import pytest
@@ -168,7 +177,7 @@ def _run_and_kill(tmp_path: Path, how: str, child: str = CHILD, *, wrapped: bool
     if wrapped:
         env["PATH"] = f"{_wrapper(tmp_path / 'bin')}{os.pathsep}{env.get('PATH', '')}"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_child.py"],
+        [sys.executable, "-c", RUN_CHILD],
         cwd=tmp_path,
         env=env,
         stdin=subprocess.PIPE,
