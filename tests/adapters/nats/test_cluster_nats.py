@@ -273,3 +273,40 @@ def test_a_final_attempt_lapsing_during_a_consumer_leader_election_is_seen_by_ot
     for seen in anyio.run(main):
         # every Known observation accounts for the one retained message
         assert all(p + le + u == 1 and d == 0 for p, le, u, d in seen), seen
+
+
+def test_a_pull_lost_with_its_consumer_leader_is_sent_again(
+    nats_cluster: ClusterProcess, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A waiting pull lives on the consumer's leader only: sent to a leader that just died,
+    or waiting there when it dies, it is never answered. A 60 s receive then waited its whole
+    deadline and raised ``BackendUnavailable`` though the message was there (CI, right after
+    a consumer leader's kill). A replicated consumer's pull now waits at most
+    ``REPLICATED_PULL_SLICE``; one never answered is sent again. Here the first pull is lost."""
+    from videoflow_aio.adapters.nats import _pull
+
+    async def main() -> tuple[list[str], float]:
+        b, sub = await _two_published(nats_cluster)
+        nc = b._c.nc
+        real = nc.publish
+        lost: list[str] = []
+
+        async def lose_the_first_pull(subject: str, *args: Any, **kwargs: Any) -> Any:
+            if ".CONSUMER.MSG.NEXT." in subject and not lost:
+                lost.append(subject)
+                return None  # the request never reaches a leader
+            return await real(subject, *args, **kwargs)
+
+        monkeypatch.setattr(nc, "publish", lose_the_first_pull)
+        start = anyio.current_time()
+        got = await b.receive(sub.id, 2, 1 << 20, start + 60)
+        took = anyio.current_time() - start
+        monkeypatch.undo()
+        assert lost
+        await b.drop_namespace()
+        await b.aclose()
+        return [d.envelope.publication_id for d in got], took
+
+    got, took = anyio.run(main)
+    assert got == ["p1", "p2"], (got, took)
+    assert took < _pull.REPLICATED_PULL_SLICE + 2 * 2.0 + 5, took  # not the 60 s deadline

@@ -22,6 +22,7 @@ import asyncio
 import contextlib
 from typing import Any
 
+import anyio
 import nats.errors
 
 from ...contracts.errors import AccessDenied, BackendUnavailable, NotFound, ValidationError
@@ -109,13 +110,23 @@ def delivery(c: Client, st: SubState, msg: Any, sent_at: float) -> Delivery:
     return Delivery(env, seq, attempt, token, deadline)
 
 
+REPLICATED_PULL_SLICE = 5.0
+"""Longest a replicated consumer's pull waits: a waiting pull lives on the consumer's leader
+only, and dies with it unanswered (or is routed to a leader that just died), so a long
+receive pulls afresh at least this often and loses at most one slice (plus
+``request_timeout``) to a leader change."""
+
+
 async def pull(
     c: Client, nc: Any, st: SubState, batch: int, max_bytes: int, deadline: float
 ) -> Pull:
     """One pull request (see the module docstring). The caller holds ``st.lock``."""
     now = loop_time()
     token = str(next(c.pull_ids))
-    expires = max(deadline - now - 0.005, 0.001)
+    wait = deadline - now
+    if st.chan.spec.replicas > 1:
+        wait = min(wait, REPLICATED_PULL_SLICE)
+    expires = max(wait - 0.005, 0.001)
     p = Pull(st, batch, now, now + expires)
     c.pulls[token] = p
     st.current = p
@@ -304,6 +315,12 @@ async def _receive(
         if p.msgs:
             continue  # every one was a re-settled redelivery: pull again
         if p.status is None:  # the server never answered: not "no messages"
+            if p.expires_at < deadline - 0.006 and loop_time() < deadline:
+                # a slice's pull lost with its consumer's leader: ask again (only NotFound,
+                # the consumer gone, is final; its leader answers that read too)
+                with anyio.CancelScope(deadline=deadline), contextlib.suppress(BackendUnavailable):
+                    await confirm_consumer(c, st)
+                continue
             await confirm_consumer(c, st)  # NotFound when the consumer is gone
             raise BackendUnavailable(
                 f"receive on {st.id}: no answer from the server within "
