@@ -77,7 +77,7 @@ def claim(host: str) -> int:
     try:
         directory = registry()
         directory.mkdir(mode=0o700, exist_ok=True)
-        now = time.time()  # wall clock: see the module docstring
+        now = time.time()  # wall-clock: a record must outlive any one event loop
         _claims += 1
         if _claims % PRUNE_EVERY == 1:
             _prune(directory, now)
