@@ -15,7 +15,7 @@ import anyio
 import pytest
 
 from _nats_helpers import backend
-from videoflow_aio.adapters._tasks import BackgroundTaskFailed, TaskOwner
+from videoflow_aio.adapters._tasks import BackgroundTaskFailed, TaskOwner, gather
 from videoflow_aio.adapters.etcd import EtcdRuntimeStore
 from videoflow_aio.adapters.nats import _api
 from videoflow_aio.adapters.nats._api import NotSent
@@ -119,6 +119,74 @@ async def test_aclose_is_shielded_from_its_callers_cancel() -> None:
         asyncio.get_running_loop().call_soon(release.set)
         await owner.aclose()
     assert kept.done() and not kept.cancelled()
+
+
+# -- gather: the caller's cancellation survives a child that swallows it ------------------------
+async def _swallows(scope: anyio.CancelScope, woke: list[str]) -> str:
+    """Cancel the caller's scope, then return when cancelled — as nats-py's request does on
+    Python 3.11 when its reply and the cancel arrive together (``asyncio.wait_for``). The
+    cancel comes while it waits, as a scope's deadline does."""
+    asyncio.get_running_loop().call_soon(scope.cancel)
+    try:
+        await asyncio.Event().wait()
+    except asyncio.CancelledError:
+        woke.append("cancelled")
+    return "reply"
+
+
+async def _parallel(scope: anyio.CancelScope, woke: list[str]) -> None:
+    await gather(_swallows(scope, woke), asyncio.sleep(0))
+
+
+async def _parallel_read_of_kept_deliveries(scope: anyio.CancelScope, woke: list[str]) -> None:
+    """``_pull._withhold_removed`` with one kept delivery whose read swallows the cancel."""
+    from types import SimpleNamespace
+
+    from videoflow_aio.adapters.nats import _pull
+
+    async def retained(stream: str, seq: int) -> bool:
+        return await _swallows(scope, woke) == "reply"
+
+    d = SimpleNamespace(sequence=1, attempt=1, lease_deadline=float("inf"))
+    st = SimpleNamespace(late=[d], leases={1: (1, None)}, chan=SimpleNamespace(stream="S"))
+    await _pull._withhold_removed(SimpleNamespace(retained=retained), st)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("run", [_parallel, _parallel_read_of_kept_deliveries])
+async def test_a_cancelled_caller_gets_its_own_cancellation_when_a_child_swallows_it(
+    run: Any,
+) -> None:
+    """``asyncio.gather`` raised a fresh ``CancelledError`` here that the scope let escape."""
+    woke: list[str] = []
+    with anyio.CancelScope() as scope:
+        await run(scope, woke)
+    assert scope.cancelled_caught and woke == ["cancelled"]
+    assert not _others()
+
+
+async def test_gather_returns_each_result_or_error_in_order() -> None:
+    async def fails() -> int:
+        raise ValueError("no")
+
+    async def slow() -> int:
+        await asyncio.sleep(0.01)
+        return 2
+
+    got = await gather(slow(), fails(), asyncio.sleep(0, 3))
+    assert got[0] == 2 and isinstance(got[1], ValueError) and got[2] == 3
+    assert await gather() == []
+
+
+class _Stop(BaseException):
+    pass
+
+
+async def test_gather_raises_an_error_that_is_not_an_exception() -> None:
+    async def stopped() -> None:
+        raise _Stop
+
+    with pytest.raises(_Stop):
+        await gather(stopped(), asyncio.sleep(0))
 
 
 # -- NATS: the index write the publish path leaves behind ---------------------------------------

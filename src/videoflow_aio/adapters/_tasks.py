@@ -25,7 +25,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Coroutine
+from collections.abc import Awaitable, Coroutine
 from typing import Any, TypeVar
 
 import anyio
@@ -126,3 +126,42 @@ class TaskOwner:
             raise BackgroundTaskFailed(
                 f"{self.name}: a background task failed: {type(exc).__name__}: {exc}"
             ) from exc
+
+
+async def gather(*aws: Awaitable[T]) -> list[T | Exception]:
+    """Run ``aws`` at once; each one's result or ``Exception``, in order (an error that is not
+    an ``Exception`` — a child's own cancellation, ``KeyboardInterrupt`` — is raised).
+
+    A cancelled caller gets *its own* ``CancelledError``, raised once every child has ended.
+    ``asyncio.gather`` does not promise that: when a child swallows the cancellation it
+    passed on and returns (nats-py's requests do — ``asyncio.wait_for`` on Python 3.11
+    returns a reply that arrived with the cancel), it raises a fresh ``CancelledError`` that
+    no cancel scope sent, and an anyio scope lets that one escape as if the task itself had
+    been cancelled.
+    """
+    tasks = [asyncio.ensure_future(a) for a in aws]
+    if not tasks:
+        return []
+    try:
+        await asyncio.wait(tasks)
+    except BaseException:
+        for task in tasks:
+            task.cancel()
+        while not all(task.done() for task in tasks):
+            # a scope may repeat its cancel meanwhile: the one being raised is the same
+            with contextlib.suppress(asyncio.CancelledError):
+                await asyncio.wait(tasks)
+        for task in tasks:
+            if not task.cancelled():
+                task.exception()  # retrieved: the caller's cancellation is what goes on
+        raise
+    out: list[T | Exception] = []
+    for task in tasks:
+        exc = task.exception()  # a child cancelled by another hand raises here
+        if exc is None:
+            out.append(task.result())
+        elif isinstance(exc, Exception):
+            out.append(exc)
+        else:
+            raise exc
+    return out

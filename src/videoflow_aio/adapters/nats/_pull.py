@@ -27,6 +27,7 @@ import nats.errors
 
 from ...contracts.errors import AccessDenied, BackendUnavailable, NotFound, ValidationError
 from ...contracts.messaging import Delivery, DeliveryToken, SubscriptionId
+from .._tasks import gather
 from . import _api, _codec, _security, _settle
 from ._api import unavailable
 from ._connection import Client, await_leader, loop_time
@@ -202,12 +203,7 @@ async def _withhold_removed(c: Client, st: SubState) -> None:
     the server)."""
     now = loop_time()
     kept = [d for d in st.late if _live(st, d, now)]  # take_late drops the others
-    held = await asyncio.gather(
-        *(c.retained(st.chan.stream, d.sequence) for d in kept), return_exceptions=True
-    )
-    for got in held:
-        if isinstance(got, BaseException) and not isinstance(got, Exception):
-            raise got
+    held = await gather(*(c.retained(st.chan.stream, d.sequence) for d in kept))
     removed = {d.sequence for d, h in zip(kept, held, strict=True) if h is False}
     if removed:
         still = [d for d in st.late if d.sequence not in removed]
@@ -381,13 +377,12 @@ async def _stored_beyond(c: Client, st: SubState, top: int) -> bool:
     such message past ``top`` is the one compared: one already delivered to another client
     says no). A failed read says no: the receive returns what it has, as it would have."""
     subject = c.names.filter(st.id.channel, st.spec.kind, st.spec.partition)
-    info, found = await asyncio.gather(
+    info, found = await gather(
         c.consumer_info(st.stream, st.consumer),
         c.api(f"STREAM.MSG.GET.{st.stream}", {"seq": top + 1, "next_by_subj": subject}, MsgGet),
-        return_exceptions=True,
     )
     for got in (info, found):
-        if isinstance(got, BaseException) and not isinstance(got, _api.CallFailed):
+        if isinstance(got, Exception) and not isinstance(got, _api.CallFailed):
             raise got
     if not isinstance(info, ConsumerInfo) or not isinstance(found, MsgGet):
         return False  # no consumer, nothing found (NO_MESSAGE_FOUND), or a failed read
