@@ -25,6 +25,7 @@ from videoflow_aio.testing.clusters import (
     redis_calls,
     redis_info,
 )
+from videoflow_aio.testing.servers import ServerProcess
 
 
 def _gone(pid: int) -> bool:
@@ -229,6 +230,24 @@ def test_a_nats_member_on_a_killed_members_route_port_is_not_taken_into_its_clus
 
 
 # -- Redis ------------------------------------------------------------------------------------
+def test_a_wait_may_block_past_the_socket_timeout_by_its_own(redis_srv: ServerProcess) -> None:
+    """``WAIT 1 1500`` on a server without replicas answers 0 after 1.5 s, past the 1 s
+    socket timeout: the read waits for it (a 1 s socket timeout against ``WAIT 1 2000`` of the
+    test below failed under load)."""
+    got = redis_calls(redis_srv.port, ("SET", "w", "1"), ("WAIT", 1, 1500), timeout=1.0)
+    assert got == ["OK", 0]
+
+
+def test_a_call_that_times_out_leaves_no_socket_open(redis_srv: ServerProcess) -> None:
+    """The connection closes with the error, not when the error's traceback is collected (a
+    test's failure kept it alive, and its ``ResourceWarning`` failed a later test)."""
+    before = len(os.listdir("/proc/self/fd"))
+    with pytest.raises(TimeoutError) as raised:
+        redis_calls(redis_srv.port, ("BLPOP", f"none-{os.getpid()}", 5), timeout=0.05)
+    assert raised.value.__traceback__ is not None  # the frames are still alive here
+    assert len(os.listdir("/proc/self/fd")) == before
+
+
 def test_redis_replicaset_replicates_and_restarts_on_its_data(
     redis_replicaset: ClusterProcess,
 ) -> None:

@@ -558,18 +558,32 @@ def redis_call(port: int, *args: str | int, timeout: float = 1.0) -> Any:
 def redis_calls(port: int, *commands: Sequence[str | int], timeout: float = 1.0) -> list[Any]:
     """Several Redis commands, one after the other on one loopback connection (so that
     ``WAIT`` counts the replicas holding this connection's writes); their replies in order.
-    A server error raises ``ValueError``."""
+    A server error raises ``ValueError``; no reply within ``timeout`` (plus the time a
+    ``WAIT`` may block by its own timeout) raises ``TimeoutError``. The connection is closed
+    when this returns or raises."""
     out = []
-    with socket.create_connection((HOST, port), timeout=timeout) as s:
-        reader = s.makefile("rb")
+    with (
+        socket.create_connection((HOST, port), timeout=timeout) as s,
+        s.makefile("rb") as reader,  # the socket closes only once its file does too
+    ):
         for command in commands:
             parts = [str(a).encode() for a in command]
             request = b"*%d\r\n" % len(parts) + b"".join(
                 b"$%d\r\n%s\r\n" % (len(p), p) for p in parts
             )
+            s.settimeout(_blocks(command, timeout))
             s.sendall(request)
             out.append(_resp(reader))
     return out
+
+
+def _blocks(command: Sequence[str | int], timeout: float) -> float | None:
+    """How long a reply to ``command`` may take: ``timeout``, and for ``WAIT`` its own
+    timeout too (``WAIT n 0`` blocks until ``n`` replicas acknowledged: no bound)."""
+    if len(command) == 3 and str(command[0]).upper() == "WAIT":
+        ms = int(command[2])
+        return None if ms == 0 else timeout + ms / 1000
+    return timeout
 
 
 def _resp(reader: Any) -> Any:
