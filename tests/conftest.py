@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import pytest
 
-pytest_plugins = ["_servers_fixtures", "_failure_leaks"]
+pytest_plugins = ["_servers_fixtures", "_on_failure"]
 
 
 @pytest.fixture(autouse=True)

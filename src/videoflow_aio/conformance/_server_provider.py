@@ -48,6 +48,8 @@ class Running(Protocol):
 
     def stop(self) -> None: ...
 
+    def log_tail(self, n: int = 20) -> str: ...
+
 
 class Startable(Protocol):
     """What starts one (``testing.servers.Server``, ``testing.clusters.Cluster``)."""
@@ -106,6 +108,14 @@ class ServerProvider(Provider):
         it started a cluster there: see ``ClusterProvider.cluster``)."""
         running = self._started.get(role)
         return running if isinstance(running, ServerProcess) else None
+
+    def log_tail(self, n: int = 20) -> str:
+        """The last ``n`` log lines of each server (each cluster member) this provider
+        started, headed by its role: what a failed case's report shows after its reason."""
+        return "\n".join(
+            f"{role} ({running.url}):\n{running.log_tail(n)}"
+            for role, running in self._started.items()
+        )
 
     def unavailable(self) -> str | None:
         for module in self.client_modules:

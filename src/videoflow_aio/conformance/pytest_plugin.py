@@ -26,6 +26,7 @@ import pytest
 from ._case import Case, select_cases
 from ._provider import Provider, env_options, get_provider, provider_names
 from ._runner import close_provider, execute, inapplicable, plan
+from ._server_provider import ServerProvider
 from ._suite import SuiteSpec
 
 _PROVIDERS = pytest.StashKey[dict[tuple[str, str], Provider]]()
@@ -99,7 +100,9 @@ class ConformanceItem(pytest.Item):
         if isinstance(exc, CaseFailed):
             head = f"{self.case.id} {self.case.title!r} failed on {self.provider.name}/"
             head += f"{self.backend}: {exc.reason}"
-            return f"{head}\n\n{exc.trace}" if exc.trace else head
+            text = f"{head}\n\n{exc.trace}" if exc.trace else head
+            logs = self.provider.log_tail() if isinstance(self.provider, ServerProvider) else ""
+            return f"{text}\n\nserver logs (the last lines):\n{logs}" if logs else text
         return str(super().repr_failure(excinfo, style=style))
 
     def reportinfo(self) -> tuple[Path | str, int | None, str]:

@@ -240,8 +240,13 @@ class ClusterProcess:
         )
 
     def _logs(self) -> str:
-        return "; ".join(
-            f"{m.name} ({'running' if m.alive() else 'down'}):\n{m.log_tail(8)}"
+        return self.log_tail(8, sep="; ")
+
+    def log_tail(self, n: int = 20, *, sep: str = "\n") -> str:
+        """The last ``n`` lines of every member's log, each headed by its name and whether it
+        runs."""
+        return sep.join(
+            f"{m.name} ({'running' if m.alive() else 'down'}):\n{m.log_tail(n)}"
             for m in self.members
         )
 
