@@ -8,7 +8,9 @@ import contextlib
 import os
 import re
 import time
+from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -21,6 +23,8 @@ from videoflow_aio.testing.clusters import (
     NatsCluster,
     RedisReplicaSet,
     _etcd_status,
+    _route_view,
+    _routes_complete,
     redis_call,
     redis_calls,
     redis_info,
@@ -198,6 +202,40 @@ def _route_ids(m: Member) -> set[str]:
 
 
 @pytest.mark.server
+def _routes(pool: int, *remotes: tuple[str, str | None, int]) -> tuple[int, Counter[Any]]:
+    return pool, Counter({(name, account): n for name, account, n in remotes})
+
+
+def test_a_nats_cluster_is_formed_only_with_every_route_of_its_pool() -> None:
+    """Three routes of the pool and the system account's own, both ways, for every pair."""
+    full = {
+        "n1": _routes(3, ("n2", None, 3), ("n2", "$SYS", 1)),
+        "n2": _routes(3, ("n1", None, 3), ("n1", "$SYS", 1)),
+    }
+    assert _routes_complete(full)
+    assert not _routes_complete({**full, "n2": _routes(3, ("n1", None, 3))})  # no $SYS yet
+    assert not _routes_complete({**full, "n1": _routes(3, ("n2", None, 2), ("n2", "$SYS", 1))})
+    assert not _routes_complete({**full, "n3": _routes(3)})  # a member nobody routes to
+    assert not _routes_complete({**full, "n2": None})  # its monitoring did not answer
+    unpooled = {"n1": _routes(-1, ("n2", None, 1)), "n2": _routes(-1, ("n1", None, 1))}
+    assert _routes_complete(unpooled)
+    assert _routes_complete({"n1": _routes(3)})  # alone
+
+
+def test_a_formed_nats_cluster_has_every_route_up(nats_cluster: ClusterProcess) -> None:
+    """What the engine reports once ``wait_formed`` returns (nats-server 2.15: a pool of 3
+    and a pinned system-account route to each peer)."""
+    nats_cluster.wait_formed(60)
+    views = {m.name: _route_view(m) for m in nats_cluster.members}
+    for name, view in views.items():
+        assert view is not None
+        pool, routes = view
+        assert pool == 3
+        for other in views:
+            if other != name:
+                assert routes[(other, None)] == 3 and routes[(other, "$SYS")] == 1, routes
+
+
 def test_a_nats_member_on_a_killed_members_route_port_is_not_taken_into_its_cluster() -> None:
     """A killed member's peers dial its route port every second. A member of another cluster
     that comes up on that port (another test, another xdist worker: the kernel hands ports

@@ -40,6 +40,7 @@ import socket
 import tempfile
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -398,11 +399,12 @@ class NatsCluster(Cluster):
 
     def formed(self, cluster: ClusterProcess) -> bool:
         # /healthz (without js-enabled-only) answers 200 once the meta leader is known
-        return all(
-            _http_ok(m.monitor_url or "", "/healthz", lambda s, _b: s == 200)
-            for m in cluster.members
-            if m.up()
-        ) and any(m.up() for m in cluster.members)
+        up = [m for m in cluster.members if m.up()]
+        return (
+            bool(up)
+            and all(_http_ok(m.monitor_url or "", "/healthz", lambda s, _b: s == 200) for m in up)
+            and _routes_complete({m.name: _route_view(m) for m in up})
+        )
 
     def find_leader(self, cluster: ClusterProcess) -> Member | None:
         return self._leader_named(cluster, lambda jsz: jsz.get("meta_cluster") or {}, "/jsz")
@@ -451,6 +453,46 @@ class NatsCluster(Cluster):
                     leader = cluster.member(str(name))
                     return leader if leader.up() else None
         return None
+
+
+SYSTEM_ACCOUNT = "$SYS"
+
+RouteView = tuple[int, Counter[tuple[str, str | None]]] | None
+"""A member's ``pool_size`` and its routes counted by (remote server, pinned account); None
+when its monitoring port did not answer."""
+
+
+def _route_view(m: Member) -> RouteView:
+    varz = _get_json(m.monitor_url or "", "/varz")
+    routez = _get_json(m.monitor_url or "", "/routez")
+    if varz is None or routez is None:
+        return None
+    pool = int((varz.get("cluster") or {}).get("pool_size") or 0)
+    routes = routez.get("routes") or []
+    return pool, Counter((str(r.get("remote_name")), r.get("account") or None) for r in routes)
+
+
+def _routes_complete(views: dict[str, RouteView]) -> bool:
+    """Whether every member has its whole set of routes to every other: ``pool_size`` pooled
+    routes and the system account's own (a pool of -1 means one route, no pinned one).
+
+    The meta leader is known, and ``/healthz`` answers 200, before this: under load a pair's
+    system-account route came up a second later, racing the route its peer dialled ("Duplicate
+    Route"), and a ``STREAM.CREATE`` reply sent meanwhile was lost (MSG-001 on
+    ``nats-cluster``, a hog run at ``ea60c9c``)."""
+    for name, view in views.items():
+        if view is None:
+            return False
+        pool, routes = view
+        for other in views:
+            if other == name:
+                continue
+            if pool < 1:
+                if routes[(other, None)] < 1:
+                    return False
+            elif routes[(other, None)] < pool or routes[(other, SYSTEM_ACCOUNT)] < 1:
+                return False
+    return True
 
 
 def _nats_member_ready(m: Member) -> bool:
