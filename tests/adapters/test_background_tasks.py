@@ -8,6 +8,7 @@ error in a background task is seen: counted and logged, and an unexpected one ra
 from __future__ import annotations
 
 import asyncio
+import gc
 import uuid
 from typing import Any
 
@@ -175,6 +176,29 @@ async def test_gather_returns_each_result_or_error_in_order() -> None:
     got = await gather(slow(), fails(), asyncio.sleep(0, 3))
     assert got[0] == 2 and isinstance(got[1], ValueError) and got[2] == 3
     assert await gather() == []
+
+
+async def test_gather_leaves_no_childs_error_unretrieved() -> None:
+    """A child cancelled by another hand is raised; the next child's error is retrieved all
+    the same (asyncio would log it as never retrieved)."""
+    loop = asyncio.get_running_loop()
+    logged: list[str] = []
+    before = loop.get_exception_handler()
+    loop.set_exception_handler(lambda _loop, context: logged.append(context["message"]))
+
+    async def fails() -> None:
+        raise ValueError("lost")
+
+    try:
+        other = asyncio.ensure_future(asyncio.sleep(10))
+        loop.call_soon(other.cancel)
+        with pytest.raises(asyncio.CancelledError):
+            await gather(other, fails())
+        del other
+        gc.collect()
+    finally:
+        loop.set_exception_handler(before)
+    assert logged == []
 
 
 class _Stop(BaseException):

@@ -130,7 +130,8 @@ class TaskOwner:
 
 async def gather(*aws: Awaitable[T]) -> list[T | Exception]:
     """Run ``aws`` at once; each one's result or ``Exception``, in order (an error that is not
-    an ``Exception`` — a child's own cancellation, ``KeyboardInterrupt`` — is raised).
+    an ``Exception``, e.g. a child's own cancellation, is raised; every child's error is
+    retrieved either way).
 
     A cancelled caller gets *its own* ``CancelledError``, raised once every child has ended.
     ``asyncio.gather`` does not promise that: when a child swallows the cancellation it
@@ -144,6 +145,10 @@ async def gather(*aws: Awaitable[T]) -> list[T | Exception]:
         return []
     try:
         await asyncio.wait(tasks)
+    except GeneratorExit:  # this coroutine is being closed: it may not await any more
+        for task in tasks:
+            task.cancel()
+        raise
     except BaseException:
         for task in tasks:
             task.cancel()
@@ -151,13 +156,13 @@ async def gather(*aws: Awaitable[T]) -> list[T | Exception]:
             # a scope may repeat its cancel meanwhile: the one being raised is the same
             with contextlib.suppress(asyncio.CancelledError):
                 await asyncio.wait(tasks)
-        for task in tasks:
-            if not task.cancelled():
-                task.exception()  # retrieved: the caller's cancellation is what goes on
+        _retrieve(tasks)  # the caller's cancellation is what goes on
         raise
+    errors = _retrieve(tasks)
     out: list[T | Exception] = []
-    for task in tasks:
-        exc = task.exception()  # a child cancelled by another hand raises here
+    for task, exc in zip(tasks, errors, strict=True):
+        if task.cancelled():
+            task.result()  # cancelled by another hand: its CancelledError
         if exc is None:
             out.append(task.result())
         elif isinstance(exc, Exception):
@@ -165,3 +170,9 @@ async def gather(*aws: Awaitable[T]) -> list[T | Exception]:
         else:
             raise exc
     return out
+
+
+def _retrieve(tasks: list[asyncio.Task[Any]]) -> list[BaseException | None]:
+    """Each ended task's error (None for a result or a cancellation), every one retrieved so
+    that asyncio never reports one as never retrieved."""
+    return [None if task.cancelled() else task.exception() for task in tasks]
