@@ -41,7 +41,7 @@ import tempfile
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
@@ -167,6 +167,12 @@ class Member:
         return log_tail(self.dir, n)
 
 
+def _state_of(m: Member) -> str:
+    if not m.alive():
+        return "down"
+    return "paused" if m.paused else "running"
+
+
 def wait_stopped(pid: int, timeout: float) -> bool:
     """Wait until every thread of ``pid`` is stopped (state T); False after ``timeout`` s.
     True at once where ``/proc`` is absent (nothing to check)."""
@@ -246,10 +252,7 @@ class ClusterProcess:
     def log_tail(self, n: int = 20, *, sep: str = "\n") -> str:
         """The last ``n`` lines of every member's log, each headed by its name and whether it
         runs."""
-        return sep.join(
-            f"{m.name} ({'running' if m.alive() else 'down'}):\n{m.log_tail(n)}"
-            for m in self.members
-        )
+        return sep.join(f"{m.name} ({_state_of(m)}):\n{m.log_tail(n)}" for m in self.members)
 
     def stop(self) -> None:
         """Stop every member by PID (a paused one is resumed first), remove the directory."""
@@ -455,11 +458,9 @@ class NatsCluster(Cluster):
         return None
 
 
-SYSTEM_ACCOUNT = "$SYS"
-
-RouteView = tuple[int, Counter[tuple[str, str | None]]] | None
-"""A member's ``pool_size`` and its routes counted by (remote server, pinned account); None
-when its monitoring port did not answer."""
+RouteView = tuple[int, str | None, Counter[tuple[str, str | None]]] | None
+"""A member's ``pool_size``, its system account, and its routes counted by (remote server,
+pinned account); None when its monitoring answered with an error."""
 
 
 def _route_view(m: Member) -> RouteView:
@@ -468,13 +469,18 @@ def _route_view(m: Member) -> RouteView:
     if varz is None or routez is None:
         return None
     pool = int((varz.get("cluster") or {}).get("pool_size") or 0)
+    system = varz.get("system_account") or None
     routes = routez.get("routes") or []
-    return pool, Counter((str(r.get("remote_name")), r.get("account") or None) for r in routes)
+    return (
+        pool,
+        system,
+        Counter((str(r.get("remote_name")), r.get("account") or None) for r in routes),
+    )
 
 
-def _routes_complete(views: dict[str, RouteView]) -> bool:
+def _routes_complete(views: Mapping[str, RouteView]) -> bool:
     """Whether every member has its whole set of routes to every other: ``pool_size`` pooled
-    routes and the system account's own (a pool of -1 means one route, no pinned one).
+    routes and the system account's own (a pool below 1 means one route, none pinned).
 
     The meta leader is known, and ``/healthz`` answers 200, before this: under load a pair's
     system-account route came up a second later, racing the route its peer dialled ("Duplicate
@@ -483,14 +489,13 @@ def _routes_complete(views: dict[str, RouteView]) -> bool:
     for name, view in views.items():
         if view is None:
             return False
-        pool, routes = view
+        pool, system, routes = view
         for other in views:
             if other == name:
                 continue
-            if pool < 1:
-                if routes[(other, None)] < 1:
-                    return False
-            elif routes[(other, None)] < pool or routes[(other, SYSTEM_ACCOUNT)] < 1:
+            if routes[(other, None)] < max(pool, 1):
+                return False
+            if pool >= 1 and system is not None and routes[(other, system)] < 1:
                 return False
     return True
 
@@ -628,8 +633,11 @@ def _blocks(command: Sequence[str | int], timeout: float) -> float | None:
     """How long a reply to ``command`` may take: ``timeout``, and for ``WAIT`` its own
     timeout too (``WAIT n 0`` blocks until ``n`` replicas acknowledged: no bound)."""
     if len(command) == 3 and str(command[0]).upper() == "WAIT":
-        ms = int(command[2])
-        return None if ms == 0 else timeout + ms / 1000
+        try:
+            ms = int(command[2])
+        except ValueError:
+            return timeout  # the server refuses it at once
+        return None if ms == 0 else timeout + max(ms, 0) / 1000
     return timeout
 
 
