@@ -27,6 +27,7 @@ from videoflow_aio.testing.clusters import (
     NatsCluster,
     RedisReplicaSet,
     _etcd_status,
+    _meta_peers_current,
     _route_view,
     _routes_complete,
     redis_call,
@@ -243,8 +244,57 @@ def test_a_nats_cluster_waits_for_its_routes_past_healthz(monkeypatch: pytest.Mo
         "n2": _routes(3, ("n1", None, 3)),
     }
     monkeypatch.setattr(clusters, "_route_view", lambda m: views[m.name])
+    monkeypatch.setattr(NatsCluster, "_meta_peers_heard", lambda *a: True)
     assert not NatsCluster().formed(cluster)  # type: ignore[arg-type]
     views["n2"] = _routes(3, ("n1", None, 3), ("n1", "$SYS", 1))
+    assert NatsCluster().formed(cluster)  # type: ignore[arg-type]
+
+
+def _peer(name: str, current: bool = True, **more: Any) -> dict[str, Any]:
+    return {"name": name, "current": current, "active": 1000, "peer": name.upper(), **more}
+
+
+def test_a_nats_cluster_is_formed_only_once_its_meta_leader_has_heard_every_peer() -> None:
+    """The leader's own view, the one stream placement reads: every other running member
+    listed, current, not offline (``offline`` is left out of the JSON when false)."""
+    both = [_peer("n1"), _peer("n3")]
+    assert _meta_peers_current(both, ["n1", "n3"])
+    assert not _meta_peers_current([_peer("n1"), _peer("n3", False)], ["n1", "n3"])
+    assert not _meta_peers_current([_peer("n1"), _peer("n3", offline=True)], ["n1", "n3"])
+    assert not _meta_peers_current([_peer("n1")], ["n1", "n3"])  # n3 not known to it yet
+    assert _meta_peers_current([_peer("n1"), _peer("n3", False)], ["n1"])  # n3 is down
+    assert _meta_peers_current([], [])  # alone
+    assert not _meta_peers_current(None, ["n1"])  # no meta group in its answer
+    assert not _meta_peers_current([_peer("n1"), "n3"], ["n1", "n3"])  # a malformed entry
+
+
+def test_a_nats_cluster_waits_for_its_meta_leader_past_its_routes(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``formed`` reads the meta leader's ``/jsz``, and only the leader's: a follower lists
+    its peers as not current even when placement would succeed."""
+    members = [
+        SimpleNamespace(name=n, monitor_url=f"http://{n}", up=lambda: True)
+        for n in ("n1", "n2", "n3")
+    ]
+    cluster = SimpleNamespace(members=members, member=lambda n: members[int(n[1]) - 1])
+    monkeypatch.setattr(clusters, "_http_ok", lambda *a: True)
+    monkeypatch.setattr(clusters, "_routes_complete", lambda views: True)
+    monkeypatch.setattr(clusters, "_route_view", lambda m: None)
+    follower = [_peer("n2"), _peer("n3", False)]
+    replies = {
+        "http://n1": {"meta_cluster": {"leader": "n2", "replicas": follower}},
+        "http://n2": {
+            "meta_cluster": {"leader": "n2", "replicas": [_peer("n1"), _peer("n3", False)]}
+        },
+        "http://n3": {"meta_cluster": {"leader": "n2", "replicas": follower}},
+    }
+    monkeypatch.setattr(clusters, "_get_json", lambda url, path: replies[url])
+    assert not NatsCluster().formed(cluster)  # type: ignore[arg-type]
+    replies["http://n2"]["meta_cluster"]["replicas"] = [_peer("n1"), _peer("n3")]
+    assert NatsCluster().formed(cluster)  # type: ignore[arg-type]
+    members[2].up = lambda: False  # a killed member is not waited for
+    replies["http://n2"]["meta_cluster"]["replicas"] = [_peer("n1"), _peer("n3", False)]
     assert NatsCluster().formed(cluster)  # type: ignore[arg-type]
 
 

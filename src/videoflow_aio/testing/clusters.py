@@ -407,7 +407,16 @@ class NatsCluster(Cluster):
             bool(up)
             and all(_http_ok(m.monitor_url or "", "/healthz", lambda s, _b: s == 200) for m in up)
             and _routes_complete({m.name: _route_view(m) for m in up})
+            and self._meta_peers_heard(cluster, up)
         )
+
+    def _meta_peers_heard(self, cluster: ClusterProcess, up: Sequence[Member]) -> bool:
+        leader = self.find_leader(cluster)
+        if leader is None:
+            return False
+        jsz = _get_json(leader.monitor_url or "", "/jsz")
+        meta = (jsz or {}).get("meta_cluster") or {}
+        return _meta_peers_current(meta.get("replicas"), [m.name for m in up if m is not leader])
 
     def find_leader(self, cluster: ClusterProcess) -> Member | None:
         return self._leader_named(cluster, lambda jsz: jsz.get("meta_cluster") or {}, "/jsz")
@@ -498,6 +507,23 @@ def _routes_complete(views: Mapping[str, RouteView]) -> bool:
             if pool >= 1 and system is not None and routes[(other, system)] < 1:
                 return False
     return True
+
+
+def _meta_peers_current(replicas: Any, others: Sequence[str]) -> bool:
+    """Whether the meta leader's ``/jsz`` ``meta_cluster.replicas`` lists every other running
+    member as current and not offline: the view its stream placement reads.
+
+    A leader is elected before it has heard every peer's state over the system account: a
+    ``STREAM.CREATE`` of three replicas sent meanwhile was refused ``10005 no suitable peers
+    for placement, peer offline`` (MSG-047 on ``nats-cluster``, a hog run at ``dad2c46``)."""
+    if not isinstance(replicas, list):
+        return False
+    heard = {
+        str(r.get("name")): bool(r.get("current")) and not r.get("offline")
+        for r in replicas
+        if isinstance(r, dict)
+    }
+    return all(heard.get(name, False) for name in others)
 
 
 def _nats_member_ready(m: Member) -> bool:
