@@ -95,11 +95,16 @@ async def test_spinning_never_outruns_a_worker_thread(vclock: VirtualClock) -> N
     assert vclock.monotonic() == 1000.0
 
 
-def test_a_finished_threads_result_reaches_its_task_before_a_spin_jump() -> None:
-    """The race behind a 1-in-300 failure of the test above: the thread ended and reported
-    (anyio's worker is idle again) and the spin count hit its threshold in the round before
-    the waiting task ran — the clock jumped to the spinner's deadline. A thread that ended
-    since the last jump attempt now gives its result a whole threshold to arrive."""
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_finished_threads_result_reaches_its_task_before_a_spin_jump(
+    backend: vtime.Backend,
+) -> None:
+    """The race behind a 1-in-300 failure of the test above. asyncio: the thread ended and
+    reported (anyio's worker is idle again) and the spin count hit its threshold in the round
+    before the waiting task ran. trio: the waiting task resumed and set the event, and the
+    count hit its threshold before the spinner's next step saw it (1 to 5 runs in 300).
+    Either way the clock jumped to the spinner's deadline. A thread that ended since the
+    spinning began now gives its result a whole threshold to arrive."""
 
     def work() -> None:
         time.sleep(0.002)  # the deliberate real blocking call inside a worker thread
@@ -120,7 +125,30 @@ def test_a_finished_threads_result_reaches_its_task_before_a_spin_jump() -> None
 
     for _ in range(300):
         clock = VirtualClock(spin_threshold=50)
-        assert vtime.run(main, clock, backend="asyncio", clock=clock) == 1000.0
+        assert vtime.run(main, clock, backend=backend, clock=clock) == 1000.0
+
+
+def test_a_trio_spin_jump_is_held_a_threshold_after_a_thread_returns() -> None:
+    """The rule behind the fix, without the race: a ``to_thread.run_sync`` call that returned
+    since the spinning began holds the jump; with none, the same spin jumps."""
+    import trio
+
+    from videoflow_aio.vtime._trio import TrioVirtualClock
+
+    async def main(clock: VirtualClock) -> list[float]:
+        trio_clock = trio.lowlevel.current_clock()
+        assert isinstance(trio_clock, TrioVirtualClock)
+        seen = []
+        with trio.move_on_after(1):
+            trio_clock._spin_begins()  # what the run loop notes at its first busy read
+            await trio.to_thread.run_sync(lambda: None)
+            seen.append(trio_clock._spin_jump())  # held: the call returned meanwhile
+            trio_clock._spin_begins()
+            seen.append(trio_clock._spin_jump())  # jumps to the deadline
+        return seen
+
+    clock = VirtualClock()
+    assert vtime.run(main, clock, backend="trio", clock=clock) == [1000.0, 1001.0]
 
 
 async def test_manual_mode_spinning_stops_at_the_advance_horizon(vclock: VirtualClock) -> None:

@@ -38,10 +38,16 @@ except ImportError:  # pragma: no cover - trio layout changed: use the public (s
 
 
 def _threads_in_flight(runner: Any) -> int:
+    return _thread_mark(runner)[0]
+
+
+def _thread_mark(runner: Any) -> tuple[int, object]:
+    """trio's count of to_thread.run_sync calls in flight, and the event it replaces each
+    time that count drops to 0: a call that returned since changes it."""
     if _active_threads_local is None:  # pragma: no cover
-        return trio.testing.active_thread_count()
+        return trio.testing.active_thread_count(), None
     counter = runner._locals.get(_active_threads_local)
-    return counter.count if counter is not None else 0
+    return (counter.count, counter.event) if counter is not None else (0, None)
 
 
 def _threads_served(runner: Any) -> int:
@@ -112,6 +118,7 @@ class TrioVirtualClock(trio.abc.Clock):
         self._reads = 0
         self._iters = 0
         self._spin_from: object = None
+        self._spin_threads: tuple[int, object] = (0, None)
 
     def __repr__(self) -> str:
         return f"<TrioVirtualClock of {self.virtual_clock!r}>"
@@ -142,11 +149,16 @@ class TrioVirtualClock(trio.abc.Clock):
             return owner._now
         self._iters += 1
         if self._iters == 1:
-            self._spin_from = self._spin_head()
+            self._spin_begins()
         if self._iters < owner._spin_limit:
             return owner._now
         self._reads = self._iters = 0
         return self._spin_jump()
+
+    def _spin_begins(self) -> None:
+        """Note what the spinning waits on (the head) and the worker threads' state."""
+        self._spin_from = self._spin_head()
+        self._spin_threads = _thread_mark(self._runner)
 
     def _spin_head(self) -> object:
         """What is due next — a deadlined cancel scope, or an ``at()`` callback — as an
@@ -175,6 +187,10 @@ class TrioVirtualClock(trio.abc.Clock):
             when = pending[0][0]
         if self._spin_head() is not self._spin_from:
             return now  # a deadline set during the spinning, not one it has been spinning on
+        if _thread_mark(runner) != self._spin_threads:
+            # a to_thread.run_sync call returned meanwhile: its task ran on, but the tasks
+            # waiting for what it did may not have run yet; they get a whole threshold
+            return now
         if (
             when == math.inf
             or when <= now
