@@ -263,7 +263,7 @@ def test_a_nats_cluster_is_formed_only_once_its_meta_leader_has_heard_every_peer
     assert not _meta_peers_current([_peer("n1"), _peer("n3", offline=True)], ["n1", "n3"])
     assert not _meta_peers_current([_peer("n1")], ["n1", "n3"])  # n3 not known to it yet
     assert _meta_peers_current([_peer("n1"), _peer("n3", False)], ["n1"])  # n3 is down
-    assert _meta_peers_current([], [])  # alone
+    assert _meta_peers_current([_peer("n1", False), _peer("n3", False)], [])  # both down
     assert not _meta_peers_current(None, ["n1"])  # no meta group in its answer
     assert not _meta_peers_current([_peer("n1"), "n3"], ["n1", "n3"])  # a malformed entry
 
@@ -296,6 +296,8 @@ def test_a_nats_cluster_waits_for_its_meta_leader_past_its_routes(
     members[2].up = lambda: False  # a killed member is not waited for
     replies["http://n2"]["meta_cluster"]["replicas"] = [_peer("n1"), _peer("n3", False)]
     assert NatsCluster().formed(cluster)  # type: ignore[arg-type]
+    replies["http://n2"]["meta_cluster"]["leader"] = "n1"  # n2 no longer leads, by its account
+    assert not NatsCluster().formed(cluster)  # type: ignore[arg-type]
 
 
 def test_a_formed_nats_cluster_has_every_route_up(nats_cluster: ClusterProcess) -> None:

@@ -416,6 +416,8 @@ class NatsCluster(Cluster):
             return False
         jsz = _get_json(leader.monitor_url or "", "/jsz")
         meta = (jsz or {}).get("meta_cluster") or {}
+        if meta.get("leader") != leader.name:  # named by another, not leading by its own account
+            return False
         return _meta_peers_current(meta.get("replicas"), [m.name for m in up if m is not leader])
 
     def find_leader(self, cluster: ClusterProcess) -> Member | None:

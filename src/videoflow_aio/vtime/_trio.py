@@ -150,7 +150,7 @@ class TrioVirtualClock(trio.abc.Clock):
         self._iters += 1
         if self._iters == 1:
             self._spin_begins()
-        if self._iters < owner._spin_limit:
+        if self._iters < max(owner._spin_limit, 2):  # a round apart from _spin_begins()
             return owner._now
         self._reads = self._iters = 0
         return self._spin_jump()
