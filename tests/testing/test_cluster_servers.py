@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import os
 import re
 import socket
@@ -28,6 +29,7 @@ from videoflow_aio.testing.clusters import (
     RedisReplicaSet,
     _etcd_status,
     _meta_peers_current,
+    _nats_request,
     _route_view,
     _routes_complete,
     redis_call,
@@ -72,7 +74,6 @@ def _pause_resume(cluster: ClusterProcess, member: Member) -> None:
 def _etcd_put(url: str, key: str, value: str) -> None:
     import base64
     import http.client
-    import json
 
     host, port = url.split("//", 1)[1].split(":")
     conn = http.client.HTTPConnection(host, int(port), timeout=5)
@@ -88,7 +89,6 @@ def _etcd_put(url: str, key: str, value: str) -> None:
 def _etcd_get(url: str, key: str, serializable: bool = False) -> str | None:
     import base64
     import http.client
-    import json
 
     host, port = url.split("//", 1)[1].split(":")
     conn = http.client.HTTPConnection(host, int(port), timeout=5)
@@ -191,7 +191,6 @@ def _route_port(m: Member) -> int:
 
 
 def _server_id(m: Member) -> str:
-    import json
     import urllib.request
 
     with urllib.request.urlopen(f"{m.monitor_url}/varz", timeout=5) as r:
@@ -199,7 +198,6 @@ def _server_id(m: Member) -> str:
 
 
 def _route_ids(m: Member) -> set[str]:
-    import json
     import urllib.request
 
     with urllib.request.urlopen(f"{m.monitor_url}/routez", timeout=5) as r:
@@ -245,6 +243,7 @@ def test_a_nats_cluster_waits_for_its_routes_past_healthz(monkeypatch: pytest.Mo
     }
     monkeypatch.setattr(clusters, "_route_view", lambda m: views[m.name])
     monkeypatch.setattr(NatsCluster, "_meta_peers_heard", lambda *a: True)
+    monkeypatch.setattr(clusters, "_places_streams", lambda *a: True)
     assert not NatsCluster().formed(cluster)  # type: ignore[arg-type]
     views["n2"] = _routes(3, ("n1", None, 3), ("n1", "$SYS", 1))
     assert NatsCluster().formed(cluster)  # type: ignore[arg-type]
@@ -290,6 +289,7 @@ def test_a_nats_cluster_waits_for_its_meta_leader_past_its_routes(
         "http://n3": {"meta_cluster": {"leader": "n2", "replicas": follower}},
     }
     monkeypatch.setattr(clusters, "_get_json", lambda url, path: replies[url])
+    monkeypatch.setattr(clusters, "_places_streams", lambda *a: True)
     assert not NatsCluster().formed(cluster)  # type: ignore[arg-type]
     replies["http://n2"]["meta_cluster"]["replicas"] = [_peer("n1"), _peer("n3")]
     assert NatsCluster().formed(cluster)  # type: ignore[arg-type]
@@ -298,6 +298,63 @@ def test_a_nats_cluster_waits_for_its_meta_leader_past_its_routes(
     assert NatsCluster().formed(cluster)  # type: ignore[arg-type]
     replies["http://n2"]["meta_cluster"]["leader"] = "n1"  # n2 no longer leads, by its account
     assert not NatsCluster().formed(cluster)  # type: ignore[arg-type]
+
+
+def test_a_nats_cluster_is_formed_only_once_it_places_a_stream_on_every_member(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The last check, with every member running: a stream of as many replicas as members
+    is created and deleted. Only a placement refusal, a request nobody answered, or a probe
+    left behind says no; with a member down there is no probe (it could not be placed)."""
+    members = [
+        SimpleNamespace(name=n, url=f"nats://{n}", monitor_url=n, up=lambda: True)
+        for n in ("n1", "n2", "n3")
+    ]
+    cluster = SimpleNamespace(members=members)
+    monkeypatch.setattr(clusters, "_http_ok", lambda *a: True)
+    monkeypatch.setattr(clusters, "_routes_complete", lambda views: True)
+    monkeypatch.setattr(clusters, "_route_view", lambda m: None)
+    monkeypatch.setattr(NatsCluster, "_meta_peers_heard", lambda *a: True)
+    sent: list[tuple[str, str, Any]] = []
+    replies: dict[str, bytes | None] = {}
+
+    def request(url: str, subject: str, payload: bytes) -> bytes | None:
+        verb = subject.split(".")[3]
+        sent.append((url, verb, json.loads(payload) if payload else None))
+        return replies[verb]
+
+    monkeypatch.setattr(clusters, "_nats_request", request)
+    refused = b'{"error": {"code": 400, "err_code": 10005, "description": "no suitable peers"}}'
+    replies.update(CREATE=refused, DELETE=b'{"success": true}')
+    assert not NatsCluster().formed(cluster)  # type: ignore[arg-type]
+    assert [verb for _, verb, _ in sent] == ["CREATE"]  # nothing to delete
+    url, _, config = sent[0]
+    assert url == "nats://n1" and config["num_replicas"] == 3 and config["storage"] == "memory"
+    replies["CREATE"] = b'{"type": "io.nats.jetstream.api.v1.stream_create_response"}'
+    sent.clear()
+    assert NatsCluster().formed(cluster)  # type: ignore[arg-type]
+    assert [verb for _, verb, _ in sent] == ["CREATE", "DELETE"]
+    replies["DELETE"] = None  # the probe may be left behind
+    assert not NatsCluster().formed(cluster)  # type: ignore[arg-type]
+    replies["CREATE"] = None  # JetStream not answering yet
+    assert not NatsCluster().formed(cluster)  # type: ignore[arg-type]
+    overlap = b'{"error": {"code": 400, "err_code": 10065, "description": "subjects overlap"}}'
+    not_found = b'{"error": {"code": 404, "err_code": 10059, "description": "stream not found"}}'
+    replies.update(CREATE=overlap, DELETE=not_found)  # not about placement, nothing created
+    assert NatsCluster().formed(cluster)  # type: ignore[arg-type]
+    sent.clear()
+    members[1].up = lambda: False
+    assert NatsCluster().formed(cluster)  # type: ignore[arg-type]
+    assert sent == []
+
+
+def test_a_nats_request_over_the_client_protocol(nats_srv: ServerProcess) -> None:
+    """The harness's own request (no client library): a reply's payload; None when nobody
+    answers."""
+    reply = _nats_request(nats_srv.url, "$JS.API.INFO", b"")
+    assert reply is not None
+    assert json.loads(reply)["type"] == "io.nats.jetstream.api.v1.account_info_response"
+    assert _nats_request(nats_srv.url, "nobody.listens.here", b"x") is None
 
 
 def test_a_formed_nats_cluster_has_every_route_up(nats_cluster: ClusterProcess) -> None:
@@ -319,6 +376,9 @@ def test_a_formed_nats_cluster_has_every_route_up(nats_cluster: ClusterProcess) 
         for other in views:
             if other != name:
                 assert routes[(other, None)] == 3 and routes[(other, "$SYS")] == 1, routes
+    names = _nats_request(nats_cluster.urls[0], "$JS.API.STREAM.NAMES", b"")
+    assert names is not None
+    assert clusters._PROBE_STREAM not in (json.loads(names).get("streams") or [])  # deleted
 
 
 @pytest.mark.server

@@ -408,6 +408,7 @@ class NatsCluster(Cluster):
             and all(_http_ok(m.monitor_url or "", "/healthz", lambda s, _b: s == 200) for m in up)
             and _routes_complete({m.name: _route_view(m) for m in up})
             and self._meta_peers_heard(cluster, up)
+            and (len(up) < len(cluster.members) or _places_streams(up[0], len(up)))
         )
 
     def _meta_peers_heard(self, cluster: ClusterProcess, up: Sequence[Member]) -> bool:
@@ -513,11 +514,7 @@ def _routes_complete(views: Mapping[str, RouteView]) -> bool:
 
 def _meta_peers_current(replicas: Any, others: Sequence[str]) -> bool:
     """Whether the meta leader's ``/jsz`` ``meta_cluster.replicas`` lists every other running
-    member as current and not offline: the view its stream placement reads.
-
-    A leader is elected before it has heard every peer's state over the system account: a
-    ``STREAM.CREATE`` of three replicas sent meanwhile was refused ``10005 no suitable peers
-    for placement, peer offline`` (MSG-047 on ``nats-cluster``, a hog run at ``dad2c46``)."""
+    member as current and not offline (a leader is elected before it has heard them all)."""
     if not isinstance(replicas, list):
         return False
     heard = {
@@ -526,6 +523,85 @@ def _meta_peers_current(replicas: Any, others: Sequence[str]) -> bool:
         if isinstance(r, dict)
     }
     return all(heard.get(name, False) for name in others)
+
+
+_PROBE_STREAM = "VIDEOFLOW_FORMED_PROBE"
+_PROBE_TIMEOUT = 5.0
+
+
+def _places_streams(m: Member, replicas: int) -> bool:
+    """Whether the cluster places a stream of ``replicas`` now: one is created through ``m``
+    (in memory, on a subject of its own) and deleted. Only a placement refusal says no, and
+    a stream left behind: any other answer is not about the cluster being formed.
+
+    The meta leader places a stream only on peers whose JetStream statistics it has received
+    (nats-server's ``nodeInfo.selectable``); a peer sends them every 0.25 s, 0.5 s, 1 s, … from
+    its start, and those sent before the system account's route was up are lost. Until the
+    next arrives the leader refuses ``10005 no suitable peers for placement, peer offline``,
+    while ``/jsz`` already lists the peer current and online: nothing in monitoring shows it
+    (MSG-047 on ``nats-cluster``, a hog run at ``dad2c46``; docs/clusters.md measures it)."""
+    config = {
+        "name": _PROBE_STREAM,
+        "subjects": [f"_videoflow.{_PROBE_STREAM.lower()}"],
+        "num_replicas": replicas,
+        "storage": "memory",
+    }
+    created = _nats_request(
+        m.url, f"$JS.API.STREAM.CREATE.{_PROBE_STREAM}", json.dumps(config).encode()
+    )
+    if created is None or _api_error_code(created) == _NO_SUITABLE_PEERS:
+        return False
+    deleted = _nats_request(m.url, f"$JS.API.STREAM.DELETE.{_PROBE_STREAM}", b"")
+    return deleted is not None and _api_error_code(deleted) in (None, _STREAM_NOT_FOUND)
+
+
+_NO_SUITABLE_PEERS = 10005
+_STREAM_NOT_FOUND = 10059
+
+
+def _api_error_code(reply: bytes) -> int | None:
+    error = json.loads(reply or b"{}").get("error")
+    return int(error.get("err_code") or 0) if isinstance(error, dict) else None
+
+
+def _nats_request(url: str, subject: str, payload: bytes) -> bytes | None:
+    """One request over the NATS client protocol, on a connection of its own: the reply's
+    payload, or None when nobody answered (no responders, or nothing within
+    ``_PROBE_TIMEOUT``). The connection is closed when this returns or raises."""
+    host, _, port = url.split("//", 1)[-1].rstrip("/").partition(":")
+    inbox = f"_INBOX.videoflow.{os.urandom(8).hex()}"
+    deadline = time.monotonic() + _PROBE_TIMEOUT  # wall-clock: a real server's reply
+    with (
+        socket.create_connection((host, int(port)), timeout=_PROBE_TIMEOUT) as s,
+        s.makefile("rb") as reader,  # the socket closes only once its file does too
+    ):
+        if not reader.readline().startswith(b"INFO "):
+            return None
+        connect = {"verbose": False, "pedantic": False, "headers": True, "no_responders": True}
+        s.sendall(
+            b"CONNECT %s\r\nSUB %s 1\r\nPUB %s %s %d\r\n%s\r\n"
+            % (
+                json.dumps(connect).encode(),
+                inbox.encode(),
+                subject.encode(),
+                inbox.encode(),
+                len(payload),
+                payload,
+            )
+        )
+        while time.monotonic() < deadline:  # wall-clock: as above
+            line = reader.readline()
+            if not line or line.startswith(b"-ERR"):
+                return None
+            if line.startswith(b"PING"):
+                s.sendall(b"PONG\r\n")
+            elif line.startswith((b"MSG ", b"HMSG ")):
+                fields = line.split()
+                body = reader.read(int(fields[-1]) + 2)[:-2]
+                if line.startswith(b"HMSG "):  # only headers: 503 no responders
+                    return None if len(body) <= int(fields[-2]) else body[int(fields[-2]) :]
+                return body
+    return None
 
 
 def _nats_member_ready(m: Member) -> bool:
