@@ -535,9 +535,9 @@ def _places_streams(m: Member, replicas: int) -> bool:
     a stream left behind: any other answer is not about the cluster being formed.
 
     The meta leader places a stream only on peers whose JetStream statistics it has received
-    (nats-server's ``nodeInfo.selectable``); a peer sends them every 0.25 s, 0.5 s, 1 s, … from
-    its start, and those sent before the system account's route was up are lost. Until the
-    next arrives the leader refuses ``10005 no suitable peers for placement, peer offline``,
+    (nats-server's ``nodeInfo.selectable``); a server broadcasts them 0.25, 0.75, 1.75, … s
+    after its start, and those sent before the system account's route was up are lost. Until
+    the next arrives the leader refuses ``10005 no suitable peers for placement, peer offline``,
     while ``/jsz`` already lists the peer current and online: nothing in monitoring shows it
     (MSG-047 on ``nats-cluster``, a hog run at ``dad2c46``; docs/clusters.md measures it)."""
     config = {
@@ -566,8 +566,9 @@ def _api_error_code(reply: bytes) -> int | None:
 
 def _nats_request(url: str, subject: str, payload: bytes) -> bytes | None:
     """One request over the NATS client protocol, on a connection of its own: the reply's
-    payload, or None when nobody answered (no responders, or nothing within
-    ``_PROBE_TIMEOUT``). The connection is closed when this returns or raises."""
+    payload, or None when nobody answered ("no responders", or the server refused the
+    connection's protocol). A server silent for ``_PROBE_TIMEOUT`` raises ``TimeoutError``
+    (an ``OSError``). The connection is closed when this returns or raises."""
     host, _, port = url.split("//", 1)[-1].rstrip("/").partition(":")
     inbox = f"_INBOX.videoflow.{os.urandom(8).hex()}"
     deadline = time.monotonic() + _PROBE_TIMEOUT  # wall-clock: a real server's reply
