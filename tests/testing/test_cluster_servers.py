@@ -232,18 +232,39 @@ def test_a_nats_cluster_is_formed_only_with_every_route_of_its_pool() -> None:
     assert _routes_complete({"n1": _routes(3)})  # alone
 
 
+def _fake_nats_cluster(
+    monkeypatch: pytest.MonkeyPatch, size: int, *, checking: str
+) -> SimpleNamespace:
+    """A stand-in for a running cluster of ``size`` members, with every check of
+    ``NatsCluster.formed`` stubbed to pass except the one ``checking`` names ("routes",
+    "meta" or "probe")."""
+    members = [
+        SimpleNamespace(
+            name=f"n{i}", url=f"nats://n{i}", monitor_url=f"http://n{i}", up=lambda: True
+        )
+        for i in range(1, size + 1)
+    ]
+    monkeypatch.setattr(clusters, "_http_ok", lambda *a: True)
+    if checking != "routes":
+        monkeypatch.setattr(clusters, "_routes_complete", lambda views: True)
+        monkeypatch.setattr(clusters, "_route_view", lambda m: None)
+    if checking != "meta":
+        monkeypatch.setattr(NatsCluster, "_meta_peers_heard", lambda *a: True)
+    if checking != "probe":
+        monkeypatch.setattr(clusters, "_places_streams", lambda *a: True)
+    return SimpleNamespace(
+        members=members, member=lambda name: next(m for m in members if m.name == name)
+    )
+
+
 def test_a_nats_cluster_waits_for_its_routes_past_healthz(monkeypatch: pytest.MonkeyPatch) -> None:
     """``formed`` asks for the routes, not only for ``/healthz``."""
-    members = [SimpleNamespace(name=n, monitor_url=n, up=lambda: True) for n in ("n1", "n2")]
-    cluster = SimpleNamespace(members=members)
-    monkeypatch.setattr(clusters, "_http_ok", lambda *a: True)
+    cluster = _fake_nats_cluster(monkeypatch, 2, checking="routes")
     views = {
         "n1": _routes(3, ("n2", None, 3), ("n2", "$SYS", 1)),
         "n2": _routes(3, ("n1", None, 3)),
     }
     monkeypatch.setattr(clusters, "_route_view", lambda m: views[m.name])
-    monkeypatch.setattr(NatsCluster, "_meta_peers_heard", lambda *a: True)
-    monkeypatch.setattr(clusters, "_places_streams", lambda *a: True)
     assert not NatsCluster().formed(cluster)  # type: ignore[arg-type]
     views["n2"] = _routes(3, ("n1", None, 3), ("n1", "$SYS", 1))
     assert NatsCluster().formed(cluster)  # type: ignore[arg-type]
@@ -272,14 +293,7 @@ def test_a_nats_cluster_waits_for_its_meta_leader_past_its_routes(
 ) -> None:
     """``formed`` reads the meta leader's ``/jsz``, and only the leader's: a follower lists
     its peers as not current even when placement would succeed."""
-    members = [
-        SimpleNamespace(name=n, monitor_url=f"http://{n}", up=lambda: True)
-        for n in ("n1", "n2", "n3")
-    ]
-    cluster = SimpleNamespace(members=members, member=lambda n: members[int(n[1]) - 1])
-    monkeypatch.setattr(clusters, "_http_ok", lambda *a: True)
-    monkeypatch.setattr(clusters, "_routes_complete", lambda views: True)
-    monkeypatch.setattr(clusters, "_route_view", lambda m: None)
+    cluster = _fake_nats_cluster(monkeypatch, 3, checking="meta")
     follower = [_peer("n2"), _peer("n3", False)]
     replies = {
         "http://n1": {"meta_cluster": {"leader": "n2", "replicas": follower}},
@@ -289,11 +303,10 @@ def test_a_nats_cluster_waits_for_its_meta_leader_past_its_routes(
         "http://n3": {"meta_cluster": {"leader": "n2", "replicas": follower}},
     }
     monkeypatch.setattr(clusters, "_get_json", lambda url, path: replies[url])
-    monkeypatch.setattr(clusters, "_places_streams", lambda *a: True)
     assert not NatsCluster().formed(cluster)  # type: ignore[arg-type]
     replies["http://n2"]["meta_cluster"]["replicas"] = [_peer("n1"), _peer("n3")]
     assert NatsCluster().formed(cluster)  # type: ignore[arg-type]
-    members[2].up = lambda: False  # a killed member is not waited for
+    cluster.members[2].up = lambda: False  # a killed member is not waited for
     replies["http://n2"]["meta_cluster"]["replicas"] = [_peer("n1"), _peer("n3", False)]
     assert NatsCluster().formed(cluster)  # type: ignore[arg-type]
     replies["http://n2"]["meta_cluster"]["leader"] = "n1"  # n2 no longer leads, by its account
@@ -306,15 +319,7 @@ def test_a_nats_cluster_is_formed_only_once_it_places_a_stream_on_every_member(
     """The last check, with every member running: a stream of as many replicas as members
     is created and deleted. Only a placement refusal, a request nobody answered, or a probe
     left behind says no; with a member down there is no probe (it could not be placed)."""
-    members = [
-        SimpleNamespace(name=n, url=f"nats://{n}", monitor_url=n, up=lambda: True)
-        for n in ("n1", "n2", "n3")
-    ]
-    cluster = SimpleNamespace(members=members)
-    monkeypatch.setattr(clusters, "_http_ok", lambda *a: True)
-    monkeypatch.setattr(clusters, "_routes_complete", lambda views: True)
-    monkeypatch.setattr(clusters, "_route_view", lambda m: None)
-    monkeypatch.setattr(NatsCluster, "_meta_peers_heard", lambda *a: True)
+    cluster = _fake_nats_cluster(monkeypatch, 3, checking="probe")
     sent: list[tuple[str, str, Any]] = []
     replies: dict[str, bytes | None] = {}
 
@@ -343,7 +348,7 @@ def test_a_nats_cluster_is_formed_only_once_it_places_a_stream_on_every_member(
     replies.update(CREATE=overlap, DELETE=not_found)  # not about placement, nothing created
     assert NatsCluster().formed(cluster)  # type: ignore[arg-type]
     sent.clear()
-    members[1].up = lambda: False
+    cluster.members[1].up = lambda: False
     assert NatsCluster().formed(cluster)  # type: ignore[arg-type]
     assert sent == []
 

@@ -527,6 +527,8 @@ def _meta_peers_current(replicas: Any, others: Sequence[str]) -> bool:
 
 _PROBE_STREAM = "VIDEOFLOW_FORMED_PROBE"
 _PROBE_TIMEOUT = 5.0
+_NO_SUITABLE_PEERS = 10005  # JetStream's err_code for a refused placement
+_STREAM_NOT_FOUND = 10059
 
 
 def _places_streams(m: Member, replicas: int) -> bool:
@@ -553,10 +555,6 @@ def _places_streams(m: Member, replicas: int) -> bool:
         return False
     deleted = _nats_request(m.url, f"$JS.API.STREAM.DELETE.{_PROBE_STREAM}", b"")
     return deleted is not None and _api_error_code(deleted) in (None, _STREAM_NOT_FOUND)
-
-
-_NO_SUITABLE_PEERS = 10005
-_STREAM_NOT_FOUND = 10059
 
 
 def _api_error_code(reply: bytes) -> int | None:
