@@ -108,6 +108,81 @@ async def test_an_observation_of_a_lagging_consumer_is_unknown(
         await b.aclose()
 
 
+async def test_a_stream_leader_behind_this_clients_publications_is_not_drained(
+    srv: ServerProcess, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """MSG-801 in CI: the killed stream leader, restarted on its data, was elected again
+    before it had applied what the others stored meanwhile. Its stream info ended at p0 and
+    its consumer, which reads that replica, counted nothing pending past p0's settle: the
+    subscription looked drained with p1 and p2 acknowledged. Both observations are Unknown
+    while the leader trails this client's PubAcks, and Known once it has caught up."""
+    b = backend(srv, request_timeout=0.3)
+    try:
+        ch = make_channel("f", "r", "b", "work", "limits")
+        sub = make_subscription(ch.channel, "w", ack_wait_seconds=10.0)
+        await b.ensure_channel(ch, "op-c")
+        await b.ensure_subscription(sub, "op-s")
+        (p0,) = await publish(b, ch, "p0")
+        got = await b.receive(sub.id, 1, 1 << 20, dl())
+        assert isinstance(await b.settle(got[0].token, Completed(), "s0"), SettleConfirmed)
+        await publish(b, ch, "p1", "p2")
+        c = b._c
+        real_si, real_ci = c.stream_info, c.consumer_info
+
+        async def stream_at_p0(stream: str) -> Any:
+            info = await real_si(stream)
+            if info is None or stream != c.subs[sub.id].stream:
+                return info
+            state = msgspec.structs.replace(info.state, last_seq=p0, messages=1)
+            return msgspec.structs.replace(info, state=state)
+
+        async def consumer_at_p0(stream: str, consumer: str) -> Any:
+            info = await real_ci(stream, consumer)
+            assert info is not None
+            return msgspec.structs.replace(info, num_pending=0)
+
+        monkeypatch.setattr(c, "stream_info", stream_at_p0)
+        monkeypatch.setattr(c, "consumer_info", consumer_at_p0)
+        for seen in (await b.observe_subscription(sub.id), await b.observe_channel(ch.channel)):
+            assert isinstance(seen, Unknown), seen
+            assert "has not applied this client's publications" in seen.reason
+        monkeypatch.setattr(c, "stream_info", real_si)
+        monkeypatch.setattr(c, "consumer_info", real_ci)  # caught up
+        obs = await b.observe_subscription(sub.id)
+        assert isinstance(obs, Known) and obs.value.pending == 2, obs
+        chan = await b.observe_channel(ch.channel)
+        assert isinstance(chan, Known) and chan.value.last_sequence == p0 + 2, chan
+    finally:
+        await b.aclose()
+
+
+async def test_a_stream_created_again_is_read_as_it_is(
+    srv: ServerProcess, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The channel's stream deleted and created again (another incarnation, its sequences
+    starting over below this client's old PubAcks) is no lagging leader: it is read as is."""
+    b = backend(srv, request_timeout=0.3)
+    try:
+        ch = make_channel("f", "r", "n", "work", "limits")
+        await b.ensure_channel(ch, "op-c")
+        await publish(b, ch, "p0", "p1", "p2")
+        c = b._c
+        real_si = c.stream_info
+
+        async def created_again(stream: str) -> Any:
+            info = await real_si(stream)
+            if info is None or info.state.last_seq < 3:
+                return info
+            state = msgspec.structs.replace(info.state, first_seq=1, last_seq=1, messages=1)
+            return msgspec.structs.replace(info, state=state, created="2026-12-03T00:00:00Z")
+
+        monkeypatch.setattr(c, "stream_info", created_again)
+        chan = await b.observe_channel(ch.channel)
+        assert isinstance(chan, Known) and chan.value.last_sequence == 1, chan
+    finally:
+        await b.aclose()
+
+
 @pytest.mark.parametrize("anyio_backend", ["asyncio"])  # calls the reader directly
 async def test_a_replica_behind_on_direct_gets_is_read_past_from_the_leader(
     srv: ServerProcess, monkeypatch: pytest.MonkeyPatch

@@ -63,6 +63,7 @@ def _index(c: Client, chs: ChanState, seq: int, env: Envelope) -> bool:
     """Record a stored publication in this client's index and in the next index record;
     True when that record is full (write it now)."""
     chs.index[seq] = (env.kind, env.partition_key, len(env.body))
+    chs.acked_last = max(chs.acked_last, seq)
     if len(chs.index) > INDEX_LIMIT:
         chs.trim_index(INDEX_LIMIT // 2)
     chs.unindexed.append((seq, env.kind, env.partition_key))

@@ -193,6 +193,7 @@ class ChanState:
     live_adv: Any = None
     removed: Bounded = field(default_factory=Bounded)  # interest: seqs seen gone after settles
     created: str = ""  # the slot stream's incarnation (its ``created`` stamp)
+    acked_last: int = 0  # the highest sequence this client saw stored in this incarnation
     subjects: dict[tuple[str, str | None], str] = field(default_factory=dict)  # publish subjects
 
     def new_stream(self, created: str) -> None:
@@ -200,6 +201,7 @@ class ChanState:
         this client knew of the old one's (its publish index, the index records read, the
         removals seen) no longer names them."""
         self.created = created
+        self.acked_last = 0
         self.index.clear()
         self.unindexed.clear()
         self.attrib.clear()
