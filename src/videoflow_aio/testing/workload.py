@@ -221,8 +221,9 @@ async def messaging_workload(
     publication is resolved with ``observe_publication`` once publishing ends; then the
     subscription is drained until it holds nothing (``observe_subscription``). Records
     ``subscription_created``, ``publish``/``publication_unknown``/``reject``, ``deliver``,
-    ``settle``/``settle_unknown``/``settle_stale`` and, at the end, a ``final_observation``
-    of the subscription. Give ``sub`` ``max_deliver=-1``: a message that exhausted its
+    ``settle``/``settle_unknown``/``settle_stale``, ``drained`` (attr ``consumer``) when a
+    consumer stops on an empty observation and, at the end, a ``final_observation`` of the
+    subscription. Give ``sub`` ``max_deliver=-1``: a message that exhausted its
     deliveries stays stored but is never delivered again, and the checker needs its fate."""
     channel = sub.id.channel
     log.record("subscription_created", subject=channel.name, ident=sub.id.name)
@@ -311,6 +312,7 @@ async def _consume(
         if not batch:
             empty = empty + 1 if done.is_set() else 0
             if empty >= 2 and await _drained(backend, sub, deadline):
+                log.record("drained", subject=channel, ident=name, consumer=c)
                 return
             continue
         empty = 0

@@ -58,10 +58,25 @@ async def _schedule(
         stop.set()
 
 
-def _verdict(h: Harness[Any, Any], report: LossReport) -> None:
+EVIDENCE = ("fault", "drained", "final_observation")
+"""Events a failed verdict quotes: when the fault struck, when the workload stopped, and what
+it saw last (a loss with messages still stored is a stop on a stale view, not a lost write)."""
+
+
+def _evidence(log: ObservationLog) -> str:
+    start = log.events()[0].at if len(log) else 0.0
+    lines = [
+        f"{e.at - start:8.3f} s {e.kind} {e.subject} {e.ident} {e.attrs}"
+        for e in log.events(EVIDENCE)
+    ]
+    return "evidence (case seconds from the first event):\n  " + "\n  ".join(lines)
+
+
+def _verdict(h: Harness[Any, Any], report: LossReport, log: ObservationLog) -> None:
     h.check(report.faults == 1, f"one fault injected: {report.faults}")
     h.check(report.acknowledged > 0, f"something was acknowledged:\n{report.summary()}")
-    h.check(report.ok, f"nothing acknowledged lost, nothing contradicted:\n{report.summary()}")
+    summary = f"{report.summary()}\n{_evidence(log)}" if not report.ok else ""
+    h.check(report.ok, f"nothing acknowledged lost, nothing contradicted:\n{summary}")
     unresolved = [a for a in report.ambiguous if a.resolution == "unresolved"]
     h.check(not unresolved, f"every ambiguous outcome resolved: {unresolved[:5]}")
     h.check(not report.unverified, f"the final state was read: {report.unverified[:5]}")
@@ -82,7 +97,7 @@ async def _under_fault(
     async with anyio.create_task_group() as tg:
         tg.start_soon(_schedule, h, controls, log, pause, stop, leader)
         await load(log, stop)
-    _verdict(h, check_nothing_lost(log))
+    _verdict(h, check_nothing_lost(log), log)
 
 
 async def _cas_under_fault(h: RuntimeStoreHarness, pause: bool) -> None:
