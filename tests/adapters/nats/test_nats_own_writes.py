@@ -129,8 +129,8 @@ async def test_a_stream_leader_behind_this_clients_publications_is_not_drained(
         c = b._c
         real_si, real_ci = c.stream_info, c.consumer_info
 
-        async def stream_at_p0(stream: str) -> Any:
-            info = await real_si(stream)
+        async def stream_at_p0(stream: str, body: Any = None) -> Any:
+            info = await real_si(stream, body)
             if info is None or stream != c.subs[sub.id].stream:
                 return info
             state = msgspec.structs.replace(info.state, last_seq=p0, messages=1)
@@ -156,6 +156,70 @@ async def test_a_stream_leader_behind_this_clients_publications_is_not_drained(
         await b.aclose()
 
 
+async def test_a_stream_leader_that_catches_up_in_time_is_read_once_it_has(
+    srv: ServerProcess, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The leader trails this client's PubAcks for its first reads only: the observation
+    waits for it (re-reads within ``request_timeout``) and answers the caught-up state."""
+    b = backend(srv, request_timeout=2.0)
+    try:
+        ch = make_channel("f", "r", "c", "work", "limits")
+        await b.ensure_channel(ch, "op-c")
+        seqs = await publish(b, ch, "p0", "p1", "p2")
+        c = b._c
+        real_si = c.stream_info
+        stale = {"reads": 3}
+
+        async def behind_at_first(stream: str, body: Any = None) -> Any:
+            info = await real_si(stream, body)
+            if info is None or stream != c.names.stream(ch.channel) or stale["reads"] <= 0:
+                return info
+            stale["reads"] -= 1
+            state = msgspec.structs.replace(info.state, last_seq=seqs[0], messages=1)
+            return msgspec.structs.replace(info, state=state)
+
+        monkeypatch.setattr(c, "stream_info", behind_at_first)
+        chan = await b.observe_channel(ch.channel)
+        assert stale["reads"] == 0
+        assert isinstance(chan, Known) and chan.value.last_sequence == seqs[2], chan
+    finally:
+        await b.aclose()
+
+
+async def test_a_puback_of_a_stream_since_created_again_is_not_taken_as_its_own(
+    srv: ServerProcess, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A publish in flight while another task saw the stream created again: its PubAck names
+    a sequence of the old incarnation, which the new one may never reach. It is not recorded
+    as this client's, so the new stream's observations are not held Unknown by it."""
+    from videoflow_aio.adapters.nats import _channels, _publish
+
+    b = backend(srv, request_timeout=0.3)
+    try:
+        ch = make_channel("f", "r", "i", "work", "limits")
+        await b.ensure_channel(ch, "op-c")
+        await publish(b, ch, "p0")
+        c = b._c
+        chs = c.chans[ch.channel]
+        real_send = _publish.send
+
+        async def seen_created_again_meanwhile(*args: Any) -> Any:
+            out = await real_send(*args)
+            info = await c.stream_info(chs.stream)
+            assert info is not None
+            _channels.seen(chs, msgspec.structs.replace(info, created="2026-12-03T00:00:00Z"))
+            return msgspec.structs.replace(out, sequence=1000)  # the old stream's
+
+        monkeypatch.setattr(_publish, "send", seen_created_again_meanwhile)
+        await publish(b, ch, "p1")
+        monkeypatch.setattr(_publish, "send", real_send)
+        assert chs.acked_last == 0 and 1000 not in chs.index
+        chan = await b.observe_channel(ch.channel)
+        assert isinstance(chan, Known), chan
+    finally:
+        await b.aclose()
+
+
 async def test_a_stream_created_again_is_read_as_it_is(
     srv: ServerProcess, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -169,8 +233,8 @@ async def test_a_stream_created_again_is_read_as_it_is(
         c = b._c
         real_si = c.stream_info
 
-        async def created_again(stream: str) -> Any:
-            info = await real_si(stream)
+        async def created_again(stream: str, body: Any = None) -> Any:
+            info = await real_si(stream, body)
             if info is None or info.state.last_seq < 3:
                 return info
             state = msgspec.structs.replace(info.state, first_seq=1, last_seq=1, messages=1)

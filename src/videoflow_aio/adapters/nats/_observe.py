@@ -201,16 +201,23 @@ def consumer_view(ci: ConsumerInfo) -> ConsumerView:
     )
 
 
+def _seen(chs: ChanState, si: StreamInfo | None) -> StreamInfo | None:
+    """``si`` (the slot stream's, re-read), after ``seen``: a new incarnation resets what
+    this client knew of the old one before anything compares it with ``si``."""
+    if si is not None:
+        seen(chs, si)
+    return si
+
+
 async def _stream_caught_up(c: Client, chs: ChanState) -> StreamInfo | None:
     """The slot stream's info, re-read for up to ``request_timeout`` while it ends before
     this client's own publications (``stream_behind``)."""
     give_up = loop_time() + c.request_timeout
     pause = CATCH_UP_PAUSE
     while True:
-        si = await c.stream_info(chs.stream)
+        si = _seen(chs, await c.stream_info(chs.stream))
         if si is None:
             return None
-        seen(chs, si)
         if stream_behind(chs, si) is None or loop_time() >= give_up:
             return si
         await anyio.sleep(pause)
@@ -242,9 +249,9 @@ async def _removals_caught_up(
         if not candidates or loop_time() >= give_up:
             return si
         if not still:  # gone now: the stream info read before may predate the removal
-            return await c.stream_info(chs.stream)
+            return _seen(chs, await c.stream_info(chs.stream))
         await anyio.sleep(CATCH_UP_PAUSE)
-        si = await c.stream_info(chs.stream)
+        si = _seen(chs, await c.stream_info(chs.stream))
         if si is None:
             return None
 
@@ -329,17 +336,19 @@ async def _own_writes_missing(
 
 
 def stream_behind(chs: ChanState, si: StreamInfo) -> str | None:
-    """Why ``si`` (the slot stream's) is older than this client's own publications, or None.
-    A PubAck comes once a majority stored the message, so no current replica ends before it;
-    one that does was elected leader before applying its log (a member killed and restarted
-    on its data can be: seen once in CI, where its consumers then counted nothing pending
-    and a drained subscription looked empty with 581 acknowledged messages still to come)."""
+    """Why ``si`` (the slot stream's, this incarnation) is older than this client's own
+    publications, or None. A PubAck comes once a majority stored the message, and purges,
+    deletions and evictions keep the last sequence: a leader that has applied its log never
+    ends before it. One that does was elected before applying it (a member killed and
+    restarted on its data can be: seen once in CI, where its consumers then counted nothing
+    pending and a subscription looked drained with 581 acknowledged messages to come) — or
+    the stream lost acknowledged writes; either way what it says is not the state."""
     last = si.state.last_seq
     if last >= chs.acked_last:
         return None
     return (
         f"the stream's leader has not applied this client's publications (its last "
-        f"sequence {last}, one acknowledged {chs.acked_last})"
+        f"sequence {last}, one acknowledged {chs.acked_last}): catching up, or they were lost"
     )
 
 

@@ -59,9 +59,13 @@ INDEX_LINGER = 0.02
 CANCELLED = "the publish was cancelled in flight; it may have been sent and stored"
 
 
-def _index(c: Client, chs: ChanState, seq: int, env: Envelope) -> bool:
+def _index(c: Client, chs: ChanState, seq: int, env: Envelope, created: str) -> bool:
     """Record a stored publication in this client's index and in the next index record;
-    True when that record is full (write it now)."""
+    True when that record is full (write it now). ``created``: the stream incarnation the
+    publish was sent to; a PubAck that comes back after this client saw the stream created
+    again names a sequence of the old one and is not recorded."""
+    if created != chs.created:
+        return False
     chs.index[seq] = (env.kind, env.partition_key, len(env.body))
     chs.acked_last = max(chs.acked_last, seq)
     if len(chs.index) > INDEX_LIMIT:
@@ -194,7 +198,7 @@ async def publish(
     now = loop_time()
     if deadline <= now:
         return Rejected(pid, "deadline passed before the publication was sent")
-    pubs = c.pubs
+    pubs, created = c.pubs, chs.created
     try:
         out = await send(c, nc, chs, envelope, deadline - now)
     except BaseException:  # cancelled in flight: the request may have left (a late store)
@@ -205,7 +209,7 @@ async def publish(
     if first is None or not isinstance(first[0], Accepted):  # once stored, it stays stored
         pubs.put(pid, (out, now if first is None else first[1], envelope))
     if isinstance(out, Accepted) and not out.duplicate:
-        if _index(c, chs, out.sequence, envelope):
+        if _index(c, chs, out.sequence, envelope, created):
             await flush_index(c, chs)  # a buffered publish: no round trip
         if archive:
             await archive_copy(c, nc, chs, envelope)
@@ -250,11 +254,12 @@ async def observe_publication(c: Client, envelope: Envelope) -> PublishOutcome:
         )
     nc = await c.conn()
     timeout = min(c.request_timeout, first_at + window - now)
+    created = chs.created
     res = await send(c, nc, chs, env, timeout)
     if isinstance(res, Accepted):
         c.pubs.put(pid, (res, first_at, env))
         # stored at res.sequence is our own envelope (first write wins, and it was ours)
-        if _index(c, chs, res.sequence, env):
+        if _index(c, chs, res.sequence, env, created):
             await flush_index(c, chs)
         return Accepted(pid, res.sequence, False)
     if isinstance(res, Rejected) and res.reason.startswith(_SAYS_NOTHING_OF_THE_FIRST):
