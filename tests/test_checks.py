@@ -311,6 +311,8 @@ def test_the_workloads_on_the_models_lose_nothing(backend: Literal["asyncio", "t
             await workload.messaging_workload(
                 b, log, sub, publications=40, publish_seconds=1.0, deadline=deadline
             )
+        # each consumer says when it saw the subscription drained (a failed verdict quotes it)
+        assert sorted(str(e.attrs["consumer"]) for e in log.events("drained")) == ["0", "1"]
         return check_nothing_lost(log)
 
     report = vtime.run(main, backend=backend, clock=VirtualClock())
@@ -320,3 +322,22 @@ def test_the_workloads_on_the_models_lose_nothing(backend: Literal["asyncio", "t
     res = report.resolutions()
     assert res["publication"].get("applied", 0) >= 1  # late acceptance, resolved as stored
     assert "unresolved" not in str(res)
+
+
+def test_a_failed_fault_verdict_quotes_the_fault_the_drain_and_the_final_observation() -> None:
+    from videoflow_aio.conformance.cases import members
+
+    log = ObservationLog()
+    log.record("publish", subject="ch", ident="p0", at=10.0, seq=1, duplicate=False)
+    log.record("fault", subject="n3", at=11.0, action="kill")
+    log.record("deliver", subject="ch", ident="p0", at=12.0, subscription="w", attempt=1)
+    log.record("drained", subject="ch", ident="w", at=19.5, consumer=0)
+    log.record("final_observation", subject="ch", ident="w", at=20.0, pending=581, leased=0)
+    lines = members._evidence(log).splitlines()
+    assert lines[0].startswith("evidence")
+    assert [line.split()[:4] for line in lines[1:]] == [
+        ["1.000", "s", "fault", "n3"],
+        ["9.500", "s", "drained", "ch"],
+        ["10.000", "s", "final_observation", "ch"],
+    ]
+    assert "'pending': 581" in lines[-1]
