@@ -292,11 +292,13 @@ def new_chan(c: Client, spec: ChannelSpec, created: str) -> ChanState:
     )
 
 
-def seen(chs: ChanState, info: StreamInfo) -> None:
-    """``info`` (the slot stream's) read: a new incarnation resets what was known of the old."""
-    created = info.created
+def seen(chs: ChanState, info: StreamInfo | None) -> StreamInfo | None:
+    """``info`` (the slot stream's) read: a new incarnation resets what was known of the old
+    before anything compares it with ``info``. Returns ``info`` (None: no stream)."""
+    created = info.created if info is not None else ""
     if created and created != chs.created:
         chs.new_stream(created)
+    return info
 
 
 async def chan(c: Client, ch: ChannelId) -> ChanState:

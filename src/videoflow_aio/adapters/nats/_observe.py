@@ -201,21 +201,13 @@ def consumer_view(ci: ConsumerInfo) -> ConsumerView:
     )
 
 
-def _seen(chs: ChanState, si: StreamInfo | None) -> StreamInfo | None:
-    """``si`` (the slot stream's, re-read), after ``seen``: a new incarnation resets what
-    this client knew of the old one before anything compares it with ``si``."""
-    if si is not None:
-        seen(chs, si)
-    return si
-
-
 async def _stream_caught_up(c: Client, chs: ChanState) -> StreamInfo | None:
     """The slot stream's info, re-read for up to ``request_timeout`` while it ends before
     this client's own publications (``stream_behind``)."""
     give_up = loop_time() + c.request_timeout
     pause = CATCH_UP_PAUSE
     while True:
-        si = _seen(chs, await c.stream_info(chs.stream))
+        si = seen(chs, await c.stream_info(chs.stream))
         if si is None:
             return None
         if stream_behind(chs, si) is None or loop_time() >= give_up:
@@ -249,9 +241,9 @@ async def _removals_caught_up(
         if not candidates or loop_time() >= give_up:
             return si
         if not still:  # gone now: the stream info read before may predate the removal
-            return _seen(chs, await c.stream_info(chs.stream))
+            return seen(chs, await c.stream_info(chs.stream))
         await anyio.sleep(CATCH_UP_PAUSE)
-        si = _seen(chs, await c.stream_info(chs.stream))
+        si = seen(chs, await c.stream_info(chs.stream))
         if si is None:
             return None
 

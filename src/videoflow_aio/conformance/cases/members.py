@@ -64,7 +64,7 @@ it saw last (a loss with messages still stored is a stop on a stale view, not a 
 
 
 def _evidence(log: ObservationLog) -> str:
-    start = log.events()[0].at if len(log) else 0.0
+    start = next(iter(log)).at if len(log) else 0.0
     lines = [
         f"{e.at - start:8.3f} s {e.kind} {e.subject} {e.ident} {e.attrs}"
         for e in log.events(EVIDENCE)
